@@ -1,0 +1,1 @@
+//! billing: a recurring-billing engine.
