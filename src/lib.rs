@@ -1,1 +1,71 @@
-//! billing: a recurring-billing engine.
+//! `billing`: a recurring-billing engine. Crate map, in reading order:
+//!
+//! - [`domain`]: pure rules (money, fees, periods); no I/O.
+//! - [`store`]: the database, tenant-scoped; the only module naming sea_orm.
+//! - [`accounts`], [`bootstrap`]: creating accounts and the first start.
+//! - [`api`]: the HTTP API, its shared layers and its OpenAPI document.
+//! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
+//!
+//! [`run`] is the entry point: tests call it with a listener on port 0.
+
+pub mod accounts;
+pub mod api;
+pub mod bootstrap;
+pub mod config;
+pub mod domain;
+pub mod ids;
+pub mod secrets;
+pub mod store;
+
+use api::rate_limit::RateLimiter;
+use api::state::AppState;
+use config::Config;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use store::Store;
+use tokio::net::TcpListener;
+
+/// The process-wide Prometheus recorder. The `metrics` facade is global by design; every app
+/// started in this process (tests start many) renders the same registry.
+fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Fails only when another recorder is installed; then ours renders empty.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Serves the service on `listener` until `shutdown` completes.
+pub async fn run(
+    mut config: Config,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let local = listener.local_addr()?;
+    config.bind = local.to_string();
+    let store = Store::connect(&config.database_url).await?;
+    let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
+    first_start.print(&config.public_url());
+    let state = AppState {
+        store,
+        config: Arc::new(config),
+        admin_token_hash,
+        limiter: Arc::new(RateLimiter::default()),
+        metrics: metrics_handle(),
+        ready: Arc::new(AtomicBool::new(false)),
+    };
+    let app = api::app(state.clone());
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(address = %local, "billing listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    Ok(())
+}

@@ -1,1 +1,107 @@
-fn main(){}
+//! The `billing` binary: parse the command line, start telemetry, hand over to the library.
+
+use billing::accounts::{AccountSpec, create_account};
+use billing::api::accounts::AccountOut;
+use billing::config::Config;
+use billing::store::Store;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "billing", version, about = "Recurring billing engine")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    config: Config,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage accounts.
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Create an account and print it as JSON, with its API key (shown once).
+    Create {
+        #[arg(long)]
+        name: String,
+        /// A sandbox account (test keys, in-process sandbox processor).
+        #[arg(long)]
+        sandbox: bool,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let listener = tokio::net::TcpListener::bind(&cli.config.bind).await?;
+            billing::run(cli.config, listener, shutdown_signal()).await
+        }
+        Command::Migrate => {
+            Store::connect(&cli.config.database_url)
+                .await?
+                .migrate()
+                .await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Account {
+            command: AccountCommand::Create { name, sandbox },
+        } => {
+            let store = Store::connect(&cli.config.database_url).await?;
+            store.migrate().await?;
+            let spec = AccountSpec {
+                name,
+                sandbox,
+                processor: None,
+                fee: None,
+                rate_limit_per_minute: None,
+                status_rate_limit_per_minute: None,
+            };
+            let created =
+                create_account(&store, spec, chrono::Utc::now().timestamp_millis()).await?;
+            let out = AccountOut::new(
+                &created.account,
+                Some(created.api_key),
+                &cli.config.public_url(),
+            );
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,1 +1,21 @@
-pub use sea_orm_migration::prelude::*; pub struct Migrator; #[async_trait::async_trait] impl MigratorTrait for Migrator { fn migrations() -> Vec<Box<dyn MigrationTrait>> { vec![] } }
+//! Database migrations of `billing`, one file per migration, applied in order by
+//! `billing migrate` and at every `billing serve` start.
+//!
+//! Conventions every migration keeps (see ARCHITECTURE.md):
+//! - identifiers are prefixed strings (`sub_…`), primary keys of their table;
+//! - instants are BIGINT milliseconds since the Unix epoch, so that due-time indexes are plain
+//!   integer indexes and SQLite and PostgreSQL compare them identically;
+//! - money is BIGINT cents of COP; JSON documents (metadata) are TEXT kept byte for byte.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261122_000001_foundation;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_foundation::Migration)]
+    }
+}

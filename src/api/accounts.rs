@@ -1,0 +1,232 @@
+//! Accounts: the operator's admin API and `GET /v1/account` (CONTRACT §2).
+
+use super::auth::Caller;
+use super::balance::BalanceOut;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::ApiJson;
+use super::state::AppState;
+use crate::accounts::{
+    AccountError, AccountSpec, ProcessorSpec, create_account, processor_base_url,
+};
+use crate::domain::money::FeeSchedule;
+use crate::domain::time::{from_millis, rfc3339};
+use crate::ids::AccountId;
+use crate::store::accounts::{Account, AccountLimitsPatch};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_account_admin))
+        .routes(routes!(update_account_limits))
+        .routes(routes!(top_up))
+}
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(get_account))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessorIn {
+    /// Omit for the in-process sandbox processor (sandbox accounts only).
+    pub base_url: Option<String>,
+    pub public_key: String,
+    pub private_key: String,
+    pub events_secret: String,
+    pub integrity_secret: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FeeIn {
+    pub percent_bps: i64,
+    pub fixed_cents: i64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountIn {
+    pub name: String,
+    #[serde(default)]
+    pub sandbox: bool,
+    pub processor: Option<ProcessorIn>,
+    pub fee: Option<FeeIn>,
+    /// Requests per 60 s over the API (default 100; 0 = unlimited).
+    pub rate_limit_per_minute: Option<i64>,
+    /// Requests per 60 s on the checkout status route (default 20; 0 = unlimited).
+    pub status_rate_limit_per_minute: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountLimitsIn {
+    pub rate_limit_per_minute: Option<i64>,
+    pub status_rate_limit_per_minute: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProcessorOut {
+    pub base_url: String,
+    pub public_key: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AccountOut {
+    pub id: String,
+    pub name: String,
+    pub sandbox: bool,
+    /// Present only in the creation response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    pub processor: ProcessorOut,
+    pub fee: FeeOut,
+    pub rate_limit_per_minute: i64,
+    pub status_rate_limit_per_minute: i64,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FeeOut {
+    pub percent_bps: i64,
+    pub fixed_cents: i64,
+}
+
+impl AccountOut {
+    pub fn new(account: &Account, api_key: Option<String>, public_url: &str) -> Self {
+        Self {
+            id: account.id.clone(),
+            name: account.name.clone(),
+            sandbox: account.sandbox,
+            api_key,
+            processor: ProcessorOut {
+                base_url: processor_base_url(account, public_url),
+                public_key: account.processor_public_key.clone(),
+            },
+            fee: FeeOut {
+                percent_bps: account.fee_percent_bps,
+                fixed_cents: account.fee_fixed_cents,
+            },
+            rate_limit_per_minute: account.rate_limit_per_minute,
+            status_rate_limit_per_minute: account.status_rate_limit_per_minute,
+            created_at: rfc3339(from_millis(account.created_at)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TopUpIn {
+    /// Integer cents of COP, > 0.
+    pub amount_cents: i64,
+}
+
+/// Create an account (operator only). The API key is shown in this response only.
+#[utoipa::path(post, path = "/admin/accounts", tag = "admin", request_body = AccountIn,
+    responses((status = 201, body = AccountOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_account_admin(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<AccountIn>,
+) -> ApiResult<(StatusCode, Json<AccountOut>)> {
+    let spec = AccountSpec {
+        name: body.name,
+        sandbox: body.sandbox,
+        processor: body.processor.map(|p| ProcessorSpec {
+            base_url: p.base_url,
+            public_key: p.public_key,
+            private_key: p.private_key,
+            events_secret: p.events_secret,
+            integrity_secret: p.integrity_secret,
+        }),
+        fee: body.fee.map(|fee| FeeSchedule {
+            percent_bps: fee.percent_bps,
+            fixed_cents: fee.fixed_cents,
+        }),
+        rate_limit_per_minute: body.rate_limit_per_minute,
+        status_rate_limit_per_minute: body.status_rate_limit_per_minute,
+    };
+    let created = create_account(&state.store, spec, chrono::Utc::now().timestamp_millis())
+        .await
+        .map_err(|err| match err {
+            AccountError::Invalid { message, param } => ApiError::bad_request(message).param(param),
+            AccountError::Store(err) => err.into(),
+        })?;
+    let out = AccountOut::new(
+        &created.account,
+        Some(created.api_key),
+        &state.config.public_url(),
+    );
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+/// Change an account's rate limits (operator only; 0 = unlimited).
+#[utoipa::path(patch, path = "/admin/accounts/{id}", tag = "admin", request_body = AccountLimitsIn,
+    responses((status = 200, body = AccountOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_account_limits(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<AccountLimitsIn>,
+) -> ApiResult<Json<AccountOut>> {
+    for (value, param) in [
+        (body.rate_limit_per_minute, "rate_limit_per_minute"),
+        (
+            body.status_rate_limit_per_minute,
+            "status_rate_limit_per_minute",
+        ),
+    ] {
+        if value.is_some_and(|v| v < 0) {
+            return Err(ApiError::bad_request(format!("{param} must be ≥ 0.")).param(param));
+        }
+    }
+    let patch = AccountLimitsPatch {
+        rate_limit_per_minute: body.rate_limit_per_minute,
+        status_rate_limit_per_minute: body.status_rate_limit_per_minute,
+    };
+    let account = state
+        .store
+        .update_account_limits(&AccountId::from_stored(id.clone()), patch)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
+    Ok(Json(AccountOut::new(
+        &account,
+        None,
+        &state.config.public_url(),
+    )))
+}
+
+/// Add prepaid balance to an account (operator only).
+#[utoipa::path(post, path = "/admin/accounts/{id}/balance/top-ups", tag = "admin", request_body = TopUpIn,
+    responses((status = 201, body = BalanceOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn top_up(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<TopUpIn>,
+) -> ApiResult<(StatusCode, Json<BalanceOut>)> {
+    if body.amount_cents <= 0 || body.amount_cents > 1_000_000_000_000 {
+        return Err(
+            ApiError::bad_request("amount_cents must be an integer > 0 (at most 10^12).")
+                .param("amount_cents"),
+        );
+    }
+    let balance = state
+        .store
+        .top_up(
+            &AccountId::from_stored(id.clone()),
+            body.amount_cents,
+            chrono::Utc::now().timestamp_millis(),
+        )
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
+    Ok((StatusCode::CREATED, Json(balance.into())))
+}
+
+/// The caller's account: what an integrator needs to tokenize cards.
+#[utoipa::path(get, path = "/v1/account", tag = "account",
+    responses((status = 200, body = AccountOut), (status = 401, body = ErrorBody)))]
+async fn get_account(State(state): State<AppState>, caller: Caller) -> Json<AccountOut> {
+    Json(AccountOut::new(&caller.0, None, &state.config.public_url()))
+}

@@ -1,0 +1,96 @@
+//! The prepaid balance (CONTRACT §6): `GET /v1/balance` and its ledger.
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::ApiQuery;
+use super::list::{ListOut, ListQuery};
+use super::state::AppState;
+use crate::domain::money::CURRENCY;
+use crate::domain::time::{from_millis, rfc3339};
+use crate::store::balance::{Balance, BalanceTransaction};
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_balance))
+        .routes(routes!(list_balance_transactions))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceOut {
+    pub available_cents: i64,
+    /// Fees reserved for charges whose outcome is not known yet.
+    pub reserved_cents: i64,
+    pub currency: &'static str,
+}
+
+impl From<Balance> for BalanceOut {
+    fn from(balance: Balance) -> Self {
+        Self {
+            available_cents: balance.available_cents,
+            reserved_cents: balance.reserved_cents,
+            currency: CURRENCY,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceTransactionOut {
+    pub id: String,
+    /// top_up, fee_reservation, fee, reservation_release.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Signed change of the available balance, in cents.
+    pub amount_cents: i64,
+    pub charge_attempt_id: Option<String>,
+    pub description: String,
+    pub created_at: String,
+}
+
+impl From<BalanceTransaction> for BalanceTransactionOut {
+    fn from(row: BalanceTransaction) -> Self {
+        Self {
+            created_at: rfc3339(from_millis(row.created_at)),
+            id: row.id,
+            kind: row.kind,
+            amount_cents: row.amount_cents,
+            charge_attempt_id: row.charge_attempt_id,
+            description: row.description,
+        }
+    }
+}
+
+/// The caller's prepaid balance.
+#[utoipa::path(get, path = "/v1/balance", tag = "balance",
+    responses((status = 200, body = BalanceOut), (status = 401, body = ErrorBody)))]
+async fn get_balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<BalanceOut>> {
+    let balance = state
+        .store
+        .balance(&caller.account_id())
+        .await?
+        .ok_or(ApiError::Authentication)?;
+    Ok(Json(balance.into()))
+}
+
+/// The ledger of balance movements, newest first.
+#[utoipa::path(get, path = "/v1/balance/transactions", tag = "balance", params(ListQuery),
+    responses((status = 200, body = ListOut<BalanceTransactionOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_balance_transactions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<BalanceTransactionOut>>> {
+    let page = state
+        .store
+        .list_balance_transactions(&caller.account_id(), &query.page()?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |row| row.id.clone(),
+        BalanceTransactionOut::from,
+    )))
+}

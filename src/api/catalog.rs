@@ -1,0 +1,366 @@
+//! Plans, add-ons and customers (CONTRACT §4).
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use super::list::{ListOut, ListQuery};
+use super::state::AppState;
+use crate::domain::text::{Email, Name};
+use crate::domain::time::{from_millis, rfc3339};
+use crate::ids::{AddonId, CustomerId, PlanId};
+use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch, Customer};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_plan, list_plans))
+        .routes(routes!(get_plan, update_plan, delete_plan))
+        .routes(routes!(create_addon, list_addons))
+        .routes(routes!(get_addon, update_addon))
+        .routes(routes!(create_customer, list_customers))
+        .routes(routes!(get_customer))
+}
+
+/// The largest amount accepted: ten billion pesos, far from any overflow in fee arithmetic.
+const MAX_AMOUNT_CENTS: i64 = 1_000_000_000_000;
+
+/// Body of `POST /v1/plans` and `POST /v1/addons`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogItemIn {
+    pub name: String,
+    /// Integer cents of COP, > 0.
+    pub monthly_amount_cents: i64,
+    /// Integer cents of COP, > 0.
+    pub annual_amount_cents: i64,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Body of `PATCH` on a plan or add-on.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogItemPatch {
+    pub name: Option<String>,
+    pub active: Option<bool>,
+}
+
+/// A plan or an add-on.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogItemOut {
+    pub id: String,
+    pub name: String,
+    pub monthly_amount_cents: i64,
+    pub annual_amount_cents: i64,
+    pub active: bool,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+    pub created_at: String,
+}
+
+impl From<CatalogItem> for CatalogItemOut {
+    fn from(item: CatalogItem) -> Self {
+        Self {
+            metadata: metadata_value(item.metadata.as_deref()),
+            created_at: rfc3339(from_millis(item.created_at)),
+            id: item.id,
+            name: item.name,
+            monthly_amount_cents: item.monthly_amount_cents,
+            annual_amount_cents: item.annual_amount_cents,
+            active: item.active,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CustomerIn {
+    pub email: String,
+    pub name: String,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CustomerOut {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+    pub created_at: String,
+}
+
+impl From<Customer> for CustomerOut {
+    fn from(customer: Customer) -> Self {
+        Self {
+            metadata: metadata_value(customer.metadata.as_deref()),
+            created_at: rfc3339(from_millis(customer.created_at)),
+            id: customer.id,
+            email: customer.email,
+            name: customer.name,
+        }
+    }
+}
+
+fn parse_name(raw: &str) -> ApiResult<String> {
+    Name::parse(raw)
+        .map(Name::into_string)
+        .map_err(|why| ApiError::bad_request(format!("name {why}.")).param("name"))
+}
+
+fn check_amount(value: i64, field: &str) -> ApiResult<i64> {
+    if value <= 0 || value > MAX_AMOUNT_CENTS {
+        return Err(ApiError::bad_request(format!(
+            "{field} must be an integer number of cents greater than 0 and at most {MAX_AMOUNT_CENTS}."
+        ))
+        .param(field));
+    }
+    Ok(value)
+}
+
+async fn create_item(
+    state: &AppState,
+    caller: &Caller,
+    kind: CatalogKind,
+    body: CatalogItemIn,
+) -> ApiResult<(StatusCode, Json<CatalogItemOut>)> {
+    let item = CatalogItem {
+        id: match kind {
+            CatalogKind::Plan => PlanId::generate().into_string(),
+            CatalogKind::Addon => AddonId::generate().into_string(),
+        },
+        account_id: caller.0.id.clone(),
+        kind: kind.as_str().to_owned(),
+        name: parse_name(&body.name)?,
+        monthly_amount_cents: check_amount(body.monthly_amount_cents, "monthly_amount_cents")?,
+        annual_amount_cents: check_amount(body.annual_amount_cents, "annual_amount_cents")?,
+        active: true,
+        metadata: metadata_text(body.metadata)?,
+        created_at: chrono::Utc::now().timestamp_millis(),
+    };
+    let item = state.store.insert_catalog_item(item).await?;
+    Ok((StatusCode::CREATED, Json(item.into())))
+}
+
+async fn list_items(
+    state: &AppState,
+    caller: &Caller,
+    kind: CatalogKind,
+    query: ListQuery,
+) -> ApiResult<Json<ListOut<CatalogItemOut>>> {
+    let page = state
+        .store
+        .list_catalog_items(&caller.account_id(), kind, &query.page()?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |item| item.id.clone(),
+        CatalogItemOut::from,
+    )))
+}
+
+async fn get_item(
+    state: &AppState,
+    caller: &Caller,
+    kind: CatalogKind,
+    id: &str,
+) -> ApiResult<Json<CatalogItemOut>> {
+    state
+        .store
+        .catalog_item(&caller.account_id(), kind, id)
+        .await?
+        .map(|item| Json(item.into()))
+        .ok_or_else(|| not_found(kind, id))
+}
+
+async fn update_item(
+    state: &AppState,
+    caller: &Caller,
+    kind: CatalogKind,
+    id: &str,
+    body: CatalogItemPatch,
+) -> ApiResult<Json<CatalogItemOut>> {
+    let patch = CatalogPatch {
+        name: body.name.as_deref().map(parse_name).transpose()?,
+        active: body.active,
+    };
+    state
+        .store
+        .update_catalog_item(&caller.account_id(), kind, id, patch)
+        .await?
+        .map(|item| Json(item.into()))
+        .ok_or_else(|| not_found(kind, id))
+}
+
+fn not_found(kind: CatalogKind, id: &str) -> ApiError {
+    let noun = match kind {
+        CatalogKind::Plan => "plan",
+        CatalogKind::Addon => "add-on",
+    };
+    ApiError::not_found(format!("No {noun} with id `{id}`.")).param("id")
+}
+
+/// Create a plan.
+#[utoipa::path(post, path = "/v1/plans", tag = "plans", request_body = CatalogItemIn,
+    responses((status = 201, body = CatalogItemOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CatalogItemIn>,
+) -> ApiResult<(StatusCode, Json<CatalogItemOut>)> {
+    create_item(&state, &caller, CatalogKind::Plan, body).await
+}
+
+/// List plans, newest first.
+#[utoipa::path(get, path = "/v1/plans", tag = "plans", params(ListQuery),
+    responses((status = 200, body = ListOut<CatalogItemOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_plans(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<CatalogItemOut>>> {
+    list_items(&state, &caller, CatalogKind::Plan, query).await
+}
+
+/// Get a plan.
+#[utoipa::path(get, path = "/v1/plans/{id}", tag = "plans",
+    responses((status = 200, body = CatalogItemOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CatalogItemOut>> {
+    get_item(&state, &caller, CatalogKind::Plan, &id).await
+}
+
+/// Rename a plan or (de)activate it. An inactive plan cannot be subscribed to.
+#[utoipa::path(patch, path = "/v1/plans/{id}", tag = "plans", request_body = CatalogItemPatch,
+    responses((status = 200, body = CatalogItemOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CatalogItemPatch>,
+) -> ApiResult<Json<CatalogItemOut>> {
+    update_item(&state, &caller, CatalogKind::Plan, &id, body).await
+}
+
+/// Plans are never deleted through the public API: always 405.
+#[utoipa::path(delete, path = "/v1/plans/{id}", tag = "plans",
+    responses((status = 405, body = ErrorBody, description = "Plans are deleted only from the dashboard")))]
+async fn delete_plan(Path(_id): Path<String>) -> ApiError {
+    ApiError::invalid(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Plans cannot be deleted through the API; deactivate it with PATCH {\"active\": false}, \
+         or delete it from the dashboard when it has no subscriptions.",
+    )
+}
+
+/// Create an add-on.
+#[utoipa::path(post, path = "/v1/addons", tag = "addons", request_body = CatalogItemIn,
+    responses((status = 201, body = CatalogItemOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_addon(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CatalogItemIn>,
+) -> ApiResult<(StatusCode, Json<CatalogItemOut>)> {
+    create_item(&state, &caller, CatalogKind::Addon, body).await
+}
+
+/// List add-ons, newest first.
+#[utoipa::path(get, path = "/v1/addons", tag = "addons", params(ListQuery),
+    responses((status = 200, body = ListOut<CatalogItemOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_addons(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<CatalogItemOut>>> {
+    list_items(&state, &caller, CatalogKind::Addon, query).await
+}
+
+/// Get an add-on.
+#[utoipa::path(get, path = "/v1/addons/{id}", tag = "addons",
+    responses((status = 200, body = CatalogItemOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_addon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CatalogItemOut>> {
+    get_item(&state, &caller, CatalogKind::Addon, &id).await
+}
+
+/// Rename an add-on or (de)activate it. Existing attachments keep billing until detached.
+#[utoipa::path(patch, path = "/v1/addons/{id}", tag = "addons", request_body = CatalogItemPatch,
+    responses((status = 200, body = CatalogItemOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_addon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CatalogItemPatch>,
+) -> ApiResult<Json<CatalogItemOut>> {
+    update_item(&state, &caller, CatalogKind::Addon, &id, body).await
+}
+
+/// Create a customer.
+#[utoipa::path(post, path = "/v1/customers", tag = "customers", request_body = CustomerIn,
+    responses((status = 201, body = CustomerOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_customer(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CustomerIn>,
+) -> ApiResult<(StatusCode, Json<CustomerOut>)> {
+    let email = Email::parse(&body.email)
+        .map_err(|why| ApiError::bad_request(format!("email {why}.")).param("email"))?;
+    let customer = Customer {
+        id: CustomerId::generate().into_string(),
+        account_id: caller.0.id.clone(),
+        email: email.into_string(),
+        name: parse_name(&body.name)?,
+        metadata: metadata_text(body.metadata)?,
+        created_at: chrono::Utc::now().timestamp_millis(),
+    };
+    let customer = state.store.insert_customer(customer).await?;
+    Ok((StatusCode::CREATED, Json(customer.into())))
+}
+
+/// List customers, newest first.
+#[utoipa::path(get, path = "/v1/customers", tag = "customers", params(ListQuery),
+    responses((status = 200, body = ListOut<CustomerOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_customers(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<CustomerOut>>> {
+    let page = state
+        .store
+        .list_customers(&caller.account_id(), &query.page()?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |c| c.id.clone(),
+        CustomerOut::from,
+    )))
+}
+
+/// Get a customer.
+#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers",
+    responses((status = 200, body = CustomerOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_customer(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CustomerOut>> {
+    state
+        .store
+        .customer(&caller.account_id(), &id)
+        .await?
+        .map(|c| Json(c.into()))
+        .ok_or_else(|| ApiError::not_found(format!("No customer with id `{id}`.")).param("id"))
+}

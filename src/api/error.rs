@@ -1,0 +1,165 @@
+//! `ApiError`: the only error that becomes an HTTP response, always in the contract's shape
+//! `{"error": {"type", "message", "param"}}`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The error envelope every failure is answered with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// One of invalid_request, authentication_error, insufficient_balance, processor_error,
+    /// rate_limit, idempotency_error, api_error.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub message: String,
+    /// The request field the error is about, or null.
+    pub param: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400, 404, 405, 409 or 422 `invalid_request`.
+    #[error("{message}")]
+    InvalidRequest {
+        status: StatusCode,
+        message: String,
+        param: Option<String>,
+    },
+    /// 401 `authentication_error`.
+    #[error("authentication failed")]
+    Authentication,
+    /// 422 `insufficient_balance`.
+    #[error("{0}")]
+    InsufficientBalance(String),
+    /// 422 `processor_error`, keeping the processor's message.
+    #[error("{0}")]
+    Processor(String),
+    /// 429 `rate_limit` with `Retry-After`.
+    #[error("too many requests")]
+    RateLimited { retry_after_secs: u64 },
+    /// 400 (or 409 while the first request runs) `idempotency_error`.
+    #[error("{message}")]
+    Idempotency { status: StatusCode, message: String },
+    /// 500 `api_error`; the cause is logged, never sent.
+    #[error("internal error")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::invalid(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::invalid(StatusCode::NOT_FOUND, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::invalid(StatusCode::CONFLICT, message)
+    }
+
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::invalid(StatusCode::UNPROCESSABLE_ENTITY, message)
+    }
+
+    pub fn invalid(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::InvalidRequest {
+            status,
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    /// Names the request field the error is about.
+    pub fn param(self, name: impl Into<String>) -> Self {
+        match self {
+            Self::InvalidRequest {
+                status, message, ..
+            } => Self::InvalidRequest {
+                status,
+                message,
+                param: Some(name.into()),
+            },
+            other => other,
+        }
+    }
+
+    pub fn internal(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Internal(Box::new(err))
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidRequest { status, .. } | Self::Idempotency { status, .. } => *status,
+            Self::Authentication => StatusCode::UNAUTHORIZED,
+            Self::InsufficientBalance(_) | Self::Processor(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn detail(&self) -> ErrorDetail {
+        let (kind, message, param) = match self {
+            Self::InvalidRequest { message, param, .. } => {
+                ("invalid_request", message.clone(), param.clone())
+            }
+            Self::Authentication => (
+                "authentication_error",
+                "Missing or invalid API key: send `Authorization: Bearer <key>`.".to_owned(),
+                None,
+            ),
+            Self::InsufficientBalance(message) => ("insufficient_balance", message.clone(), None),
+            Self::Processor(message) => ("processor_error", message.clone(), None),
+            Self::RateLimited { retry_after_secs } => (
+                "rate_limit",
+                format!("Too many requests; retry after {retry_after_secs} s."),
+                None,
+            ),
+            Self::Idempotency { message, .. } => ("idempotency_error", message.clone(), None),
+            Self::Internal(_) => ("api_error", "An internal error occurred.".to_owned(), None),
+        };
+        ErrorDetail {
+            kind,
+            message,
+            param,
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(err: crate::store::StoreError) -> Self {
+        Self::internal(err)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(cause) = &self {
+            // Logged once, inside the request's span; the client learns nothing internal.
+            tracing::error!(error = %cause, source = ?cause.source(), "request failed");
+        }
+        let status = self.status();
+        let mut response = (
+            status,
+            axum::Json(ErrorBody {
+                error: self.detail(),
+            }),
+        )
+            .into_response();
+        if let Self::RateLimited { retry_after_secs } = self {
+            if let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,127 @@
+//! Extractors whose rejections come out in our error shape: JSON bodies that name the bad
+//! field, query strings, and the metadata limit.
+
+use super::error::ApiError;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
+/// A JSON body. An empty body reads as `{}` so that actions whose fields are all optional
+/// accept a bare POST.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| ApiError::invalid(rejection.status(), rejection.body_text()))?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        parse_json(bytes).map(ApiJson)
+    }
+}
+
+/// Parses `bytes` as `T`, naming the offending field in the error.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return ApiError::bad_request(format!("Malformed JSON body: {inner}"));
+        }
+        let message = inner.to_string();
+        let param = field_of(&message)
+            .map(|field| match path.as_str() {
+                "." => field.to_owned(),
+                // Unknown fields are already on the path; missing ones are not.
+                p if p == field || p.ends_with(&format!(".{field}")) => path.clone(),
+                _ => format!("{path}.{field}"),
+            })
+            .or_else(|| (path != ".").then_some(path));
+        let message = match &param {
+            Some(param) => format!("Invalid field `{param}`: {}", strip_position(&message)),
+            None => format!("Invalid request body: {}", strip_position(&message)),
+        };
+        let error = ApiError::bad_request(message);
+        match param {
+            Some(param) => error.param(param),
+            None => error,
+        }
+    })?;
+    deserializer
+        .end()
+        .map_err(|err| ApiError::bad_request(format!("Malformed JSON body: {err}")))?;
+    Ok(value)
+}
+
+/// serde names unknown and missing fields inside its message: "unknown field `x`, …".
+fn field_of(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("unknown field `")
+        .or_else(|| message.strip_prefix("missing field `"))?;
+    rest.split('`').next()
+}
+
+fn strip_position(message: &str) -> &str {
+    message.split(" at line ").next().unwrap_or(message)
+}
+
+/// A query string; a bad value is a 400 naming the parameter.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(ApiQuery)
+            .map_err(|err| {
+                let path = err.path().to_string();
+                let message = err.into_inner().to_string();
+                let param = field_of(&message).map(str::to_owned).unwrap_or(path);
+                ApiError::bad_request(format!("Invalid query parameter `{param}`: {message}"))
+                    .param(param)
+            })
+    }
+}
+
+/// The contract's metadata limit: 60 KB = 61,440 bytes serialised.
+pub const METADATA_MAX_BYTES: usize = 60 * 1024;
+
+/// Checks optional metadata (a JSON object or null, at most 60 KB in its compact serialised
+/// form) and returns the compact text to store. Keys keep the order they were sent in.
+pub fn metadata_text(metadata: Option<serde_json::Value>) -> Result<Option<String>, ApiError> {
+    let Some(value) = metadata else {
+        return Ok(None);
+    };
+    if !value.is_object() {
+        return Err(
+            ApiError::bad_request("metadata must be a JSON object or null.").param("metadata"),
+        );
+    }
+    let text = value.to_string();
+    if text.len() > METADATA_MAX_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "metadata is {} bytes serialised; the limit is {METADATA_MAX_BYTES} bytes (60 KB).",
+            text.len()
+        ))
+        .param("metadata"));
+    }
+    Ok(Some(text))
+}
+
+/// Stored metadata text back to a JSON value that re-serialises byte for byte.
+pub fn metadata_value(stored: Option<&str>) -> Option<Box<RawValue>> {
+    stored.and_then(|text| RawValue::from_string(text.to_owned()).ok())
+}

@@ -1,0 +1,156 @@
+//! The HTTP API: the only module (with `checkout`) that names axum. Each submodule exports
+//! `router()`; this file stacks the shared layers once, in this order from the outside in:
+//! trace → panic catcher → metrics → (per group) authentication → rate limit → idempotency.
+
+pub mod accounts;
+pub mod auth;
+pub mod balance;
+pub mod catalog;
+pub mod error;
+pub mod extract;
+pub mod idempotency;
+pub mod list;
+pub mod probes;
+pub mod rate_limit;
+pub mod state;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use error::ApiError;
+use state::AppState;
+use std::sync::Arc;
+use std::time::Instant;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "billing", description = "Recurring billing in COP: subscriptions, hosted checkout, webhooks."),
+    modifiers(&BearerAuth),
+    security(("api_key" = [])),
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The whole application with its OpenAPI document.
+pub fn app(state: AppState) -> Router {
+    let (router, openapi) = routes(&state).split_for_parts();
+    let openapi = Arc::new(openapi);
+    router
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let openapi = Arc::clone(&openapi);
+                async move { Json(openapi) }
+            }),
+        )
+        .route_layer(middleware::from_fn(record_metrics))
+        .fallback(unknown_path)
+        .layer(middleware::map_response(method_not_allowed_in_our_shape))
+        .layer(DefaultBodyLimit::max(1024 * 1024))
+        .layer(CatchPanicLayer::custom(|_| {
+            ApiError::Internal("handler panicked".into()).into_response()
+        }))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+        ]))
+        .with_state(state)
+}
+
+/// Every documented route, grouped by how it authenticates.
+pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
+    let v1 = OpenApiRouter::new()
+        .merge(accounts::router())
+        .merge(catalog::router())
+        .merge(balance::router())
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::idempotent_posts,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            rate_limit::limit_api,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
+    let admin =
+        OpenApiRouter::new()
+            .merge(accounts::admin_router())
+            .layer(middleware::from_fn_with_state(
+                state.clone(),
+                auth::require_admin,
+            ));
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(v1)
+        .merge(admin)
+        .merge(probes::router())
+}
+
+/// The OpenAPI document, for tools that want it without a server.
+pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
+    routes(state).into_openapi()
+}
+
+async fn unknown_path(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "Unknown path: {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+/// axum answers a wrong method with an empty 405; give it our error body.
+async fn method_not_allowed_in_our_shape(response: Response) -> Response {
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED
+        || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let mut ours = ApiError::invalid(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method not allowed on this path.",
+    )
+    .into_response();
+    if let Some(allow) = allow {
+        ours.headers_mut().insert(header::ALLOW, allow);
+    }
+    ours
+}
+
+async fn record_metrics(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().to_string();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!("http_requests_total", "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!("http_request_duration_seconds", "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}

@@ -1,0 +1,63 @@
+//! Probes for orchestrators and Prometheus.
+
+use super::state::AppState;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProbeOut {
+    pub status: &'static str,
+}
+
+/// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = "probes", responses((status = 200, body = ProbeOut)))]
+async fn healthz() -> Json<ProbeOut> {
+    Json(ProbeOut { status: "ok" })
+}
+
+/// The database answers and every actor has been recovered.
+#[utoipa::path(get, path = "/readyz", tag = "probes",
+    responses((status = 200, body = ProbeOut), (status = 503, body = ProbeOut)))]
+async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<ProbeOut>) {
+    if !state.ready.load(Ordering::Acquire) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(ProbeOut { status: "starting" }),
+        );
+    }
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, Json(ProbeOut { status: "ready" })),
+        Err(err) => {
+            tracing::warn!(error = %err, "readiness: database unreachable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(ProbeOut {
+                    status: "database unreachable",
+                }),
+            )
+        }
+    }
+}
+
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "probes",
+    responses((status = 200, content_type = "text/plain", body = String)))]
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}

@@ -1,0 +1,74 @@
+//! What `billing serve` does before it listens: migrate, settle the admin token, and on an
+//! empty database create the sandbox account a newcomer needs.
+
+use crate::accounts::{AccountSpec, CreatedAccount, create_account};
+use crate::config::Config;
+use crate::secrets::{random_token, sha256_hex};
+use crate::store::Store;
+
+const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
+
+/// Credentials made during this start, to be shown once.
+pub struct FirstStart {
+    pub admin_token: Option<String>,
+    pub sandbox_account: Option<CreatedAccount>,
+}
+
+/// Returns the admin token's hash and what was created for the first start.
+pub async fn prepare(store: &Store, config: &Config) -> anyhow::Result<(String, FirstStart)> {
+    store.migrate().await?;
+    let (admin_token_hash, admin_token) = match &config.admin_token {
+        Some(token) => (sha256_hex(token), None),
+        None => match store.setting(ADMIN_TOKEN_HASH).await? {
+            Some(hash) => (hash, None),
+            None => {
+                let token = random_token("adm_", 40);
+                let stored = store
+                    .setting_insert_once(ADMIN_TOKEN_HASH, &sha256_hex(&token))
+                    .await?;
+                // Another process may have won the race; then its token stands, not ours.
+                let shown = (stored == sha256_hex(&token)).then_some(token);
+                (stored, shown)
+            }
+        },
+    };
+    let sandbox_account = if store.count_accounts().await? == 0 {
+        let spec = AccountSpec {
+            name: "Sandbox".to_owned(),
+            sandbox: true,
+            processor: None,
+            fee: None,
+            rate_limit_per_minute: None,
+            status_rate_limit_per_minute: None,
+        };
+        Some(create_account(store, spec, chrono::Utc::now().timestamp_millis()).await?)
+    } else {
+        None
+    };
+    Ok((
+        admin_token_hash,
+        FirstStart {
+            admin_token,
+            sandbox_account,
+        },
+    ))
+}
+
+impl FirstStart {
+    /// Prints the credentials of this first start to stdout (never to the log).
+    pub fn print(&self, public_url: &str) {
+        if let Some(created) = &self.sandbox_account {
+            println!(
+                "Created sandbox account {} ({}).",
+                created.account.id, created.account.name
+            );
+            println!("  API key (shown once): {}", created.api_key);
+        }
+        if let Some(token) = &self.admin_token {
+            println!("  Admin token (shown once): {token}");
+        }
+        if self.sandbox_account.is_some() || self.admin_token.is_some() {
+            println!("  Try: curl -H 'Authorization: Bearer <API key>' {public_url}/v1/account");
+        }
+    }
+}

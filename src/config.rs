@@ -1,0 +1,54 @@
+//! One `Config`, read from flags or `BILLING_*` / `DATABASE_URL` environment (CONTRACT §1).
+
+use clap::Args;
+
+#[derive(Args, Clone)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "BILLING_BIND",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub bind: String,
+    /// `sqlite://path` (created if missing) or `postgres://user@host/db`.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://billing.db",
+        global = true
+    )]
+    pub database_url: String,
+    /// Base of checkout URLs and of the in-process sandbox processor (default http://<bind>).
+    #[arg(long, env = "BILLING_PUBLIC_URL", global = true)]
+    pub public_url: Option<String>,
+    /// The operator's admin token; generated and printed once when absent.
+    #[arg(
+        long,
+        env = "BILLING_ADMIN_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+}
+
+impl Config {
+    /// A configuration for `database_url` with every other setting at its default.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            bind: "127.0.0.1:8080".to_owned(),
+            database_url: database_url.into(),
+            public_url: None,
+            admin_token: None,
+        }
+    }
+
+    /// The public base URL, without a trailing slash.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => format!("http://{}", self.bind),
+        }
+    }
+}

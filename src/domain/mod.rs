@@ -1,0 +1,7 @@
+//! Pure business rules: money, fees, billing periods and proration. No I/O crate is named
+//! here (architecture invariant), so everything in it is tested with plain unit and property
+//! tests.
+
+pub mod money;
+pub mod text;
+pub mod time;

@@ -1,0 +1,125 @@
+//! Accounts (integrators), their hashed API keys, and service-wide settings.
+
+use super::entities::{account, setting};
+use super::{Store, StoreResult};
+use crate::ids::AccountId;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
+
+pub use account::Model as Account;
+
+/// Everything needed to create an account; keys are already generated or given.
+#[derive(Clone)]
+pub struct NewAccount {
+    pub id: AccountId,
+    pub name: String,
+    pub sandbox: bool,
+    pub api_key_hash: String,
+    pub processor_base_url: Option<String>,
+    pub processor_public_key: String,
+    pub processor_private_key: String,
+    pub processor_events_secret: String,
+    pub processor_integrity_secret: String,
+    pub fee_percent_bps: i64,
+    pub fee_fixed_cents: i64,
+    pub rate_limit_per_minute: i64,
+    pub status_rate_limit_per_minute: i64,
+    pub dunning_retry_days: String,
+    pub created_at: i64,
+}
+
+/// Operator-settable limits of one account.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AccountLimitsPatch {
+    pub rate_limit_per_minute: Option<i64>,
+    pub status_rate_limit_per_minute: Option<i64>,
+}
+
+impl Store {
+    pub async fn create_account(&self, new: NewAccount) -> StoreResult<Account> {
+        let model = account::ActiveModel {
+            id: Set(new.id.into_string()),
+            name: Set(new.name),
+            sandbox: Set(new.sandbox),
+            api_key_hash: Set(new.api_key_hash),
+            processor_base_url: Set(new.processor_base_url),
+            processor_public_key: Set(new.processor_public_key),
+            processor_private_key: Set(new.processor_private_key),
+            processor_events_secret: Set(new.processor_events_secret),
+            processor_integrity_secret: Set(new.processor_integrity_secret),
+            fee_percent_bps: Set(new.fee_percent_bps),
+            fee_fixed_cents: Set(new.fee_fixed_cents),
+            rate_limit_per_minute: Set(new.rate_limit_per_minute),
+            status_rate_limit_per_minute: Set(new.status_rate_limit_per_minute),
+            clock_offset_ms: Set(0),
+            dunning_retry_days: Set(new.dunning_retry_days),
+            available_cents: Set(0),
+            reserved_cents: Set(0),
+            created_at: Set(new.created_at),
+        };
+        Ok(model.insert(self.conn()).await?)
+    }
+
+    pub async fn account_by_key_hash(&self, hash: &str) -> StoreResult<Option<Account>> {
+        Ok(account::Entity::find()
+            .filter(account::Column::ApiKeyHash.eq(hash))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn account(&self, id: &AccountId) -> StoreResult<Option<Account>> {
+        Ok(account::Entity::find_by_id(id.as_str())
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn all_accounts(&self) -> StoreResult<Vec<Account>> {
+        Ok(account::Entity::find().all(self.conn()).await?)
+    }
+
+    pub async fn count_accounts(&self) -> StoreResult<u64> {
+        Ok(account::Entity::find().count(self.conn()).await?)
+    }
+
+    /// Applies an operator's limit change; `None` when the account does not exist.
+    pub async fn update_account_limits(
+        &self,
+        id: &AccountId,
+        patch: AccountLimitsPatch,
+    ) -> StoreResult<Option<Account>> {
+        let Some(found) = self.account(id).await? else {
+            return Ok(None);
+        };
+        let mut model: account::ActiveModel = found.into();
+        if let Some(limit) = patch.rate_limit_per_minute {
+            model.rate_limit_per_minute = Set(limit);
+        }
+        if let Some(limit) = patch.status_rate_limit_per_minute {
+            model.status_rate_limit_per_minute = Set(limit);
+        }
+        Ok(Some(model.update(self.conn()).await?))
+    }
+
+    pub async fn setting(&self, key: &str) -> StoreResult<Option<String>> {
+        Ok(setting::Entity::find_by_id(key)
+            .one(self.conn())
+            .await?
+            .map(|row| row.value))
+    }
+
+    /// Stores `value` under `key` unless the key is already set; returns the stored value.
+    pub async fn setting_insert_once(&self, key: &str, value: &str) -> StoreResult<String> {
+        let inserted = setting::ActiveModel {
+            key: Set(key.to_owned()),
+            value: Set(value.to_owned()),
+        }
+        .insert(self.conn())
+        .await;
+        match inserted {
+            Ok(row) => Ok(row.value),
+            Err(err) => match self.setting(key).await? {
+                Some(existing) => Ok(existing),
+                None => Err(err.into()),
+            },
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The prepaid balance: two counters on the account row and the ledger that explains them.
+//!
+//! Every movement is one conditional UPDATE of the counters plus one ledger row, in one
+//! transaction. The conditions (`available >= amount`) and the CHECK constraints make an
+//! overdraft impossible however many requests race.
+
+use super::entities::{account, balance_transaction};
+use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use crate::ids::{AccountId, BalanceTransactionId};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    TransactionTrait,
+    sea_query::{Expr, ExprTrait},
+};
+
+pub use balance_transaction::Model as BalanceTransaction;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Balance {
+    pub available_cents: i64,
+    pub reserved_cents: i64,
+}
+
+impl Store {
+    pub async fn balance(&self, account: &AccountId) -> StoreResult<Option<Balance>> {
+        balance_of(self.conn(), account).await
+    }
+
+    /// Adds `amount_cents` (> 0) to the available balance; `None` for an unknown account.
+    pub async fn top_up(
+        &self,
+        account: &AccountId,
+        amount_cents: i64,
+        now_ms: i64,
+    ) -> StoreResult<Option<Balance>> {
+        let txn = self.conn().begin().await?;
+        let updated = account::Entity::update_many()
+            .col_expr(
+                account::Column::AvailableCents,
+                Expr::col(account::Column::AvailableCents).add(amount_cents),
+            )
+            .filter(account::Column::Id.eq(account.as_str()))
+            .exec(&txn)
+            .await?;
+        if updated.rows_affected == 0 {
+            return Ok(None);
+        }
+        insert_ledger_row(
+            &txn,
+            account,
+            "top_up",
+            amount_cents,
+            None,
+            "Top-up",
+            now_ms,
+        )
+        .await?;
+        let balance = balance_of(&txn, account).await?;
+        txn.commit().await?;
+        Ok(balance)
+    }
+
+    pub async fn list_balance_transactions(
+        &self,
+        account: &AccountId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<BalanceTransaction>> {
+        let select = balance_transaction::Entity::find()
+            .filter(balance_transaction::Column::AccountId.eq(account.as_str()));
+        fetch_page(self.conn(), select, balance_transaction::Column::Id, page).await
+    }
+}
+
+pub(crate) async fn balance_of<C: ConnectionTrait>(
+    conn: &C,
+    account: &AccountId,
+) -> StoreResult<Option<Balance>> {
+    Ok(account::Entity::find_by_id(account.as_str())
+        .one(conn)
+        .await?
+        .map(|row| Balance {
+            available_cents: row.available_cents,
+            reserved_cents: row.reserved_cents,
+        }))
+}
+
+pub(crate) async fn insert_ledger_row<C: ConnectionTrait>(
+    conn: &C,
+    account: &AccountId,
+    kind: &str,
+    amount_cents: i64,
+    charge_attempt_id: Option<String>,
+    description: &str,
+    now_ms: i64,
+) -> StoreResult<BalanceTransaction> {
+    let row = balance_transaction::ActiveModel {
+        id: Set(BalanceTransactionId::generate().into_string()),
+        account_id: Set(account.as_str().to_owned()),
+        kind: Set(kind.to_owned()),
+        amount_cents: Set(amount_cents),
+        charge_attempt_id: Set(charge_attempt_id),
+        description: Set(description.to_owned()),
+        created_at: Set(now_ms),
+    };
+    Ok(row.insert(conn).await?)
+}

@@ -1,0 +1,109 @@
+//! Plans, add-ons (one `catalog_items` table told apart by kind) and customers.
+
+use super::entities::{catalog_item, customer};
+use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use crate::ids::AccountId;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+pub use catalog_item::Model as CatalogItem;
+pub use customer::Model as Customer;
+
+/// Which catalog an item belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatalogKind {
+    Plan,
+    Addon,
+}
+
+impl CatalogKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatalogKind::Plan => "plan",
+            CatalogKind::Addon => "addon",
+        }
+    }
+}
+
+/// A change of name or active flag.
+#[derive(Clone, Debug, Default)]
+pub struct CatalogPatch {
+    pub name: Option<String>,
+    pub active: Option<bool>,
+}
+
+impl Store {
+    pub async fn insert_catalog_item(&self, item: CatalogItem) -> StoreResult<CatalogItem> {
+        let model: catalog_item::ActiveModel = item.into();
+        Ok(model.insert(self.conn()).await?)
+    }
+
+    pub async fn catalog_item(
+        &self,
+        account: &AccountId,
+        kind: CatalogKind,
+        id: &str,
+    ) -> StoreResult<Option<CatalogItem>> {
+        Ok(catalog_item::Entity::find_by_id(id)
+            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
+            .filter(catalog_item::Column::Kind.eq(kind.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_catalog_items(
+        &self,
+        account: &AccountId,
+        kind: CatalogKind,
+        page: &PageRequest,
+    ) -> StoreResult<Page<CatalogItem>> {
+        let select = catalog_item::Entity::find()
+            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
+            .filter(catalog_item::Column::Kind.eq(kind.as_str()));
+        fetch_page(self.conn(), select, catalog_item::Column::Id, page).await
+    }
+
+    pub async fn update_catalog_item(
+        &self,
+        account: &AccountId,
+        kind: CatalogKind,
+        id: &str,
+        patch: CatalogPatch,
+    ) -> StoreResult<Option<CatalogItem>> {
+        let Some(found) = self.catalog_item(account, kind, id).await? else {
+            return Ok(None);
+        };
+        let mut model: catalog_item::ActiveModel = found.clone().into();
+        if let Some(name) = patch.name {
+            model.name = Set(name);
+        }
+        if let Some(active) = patch.active {
+            model.active = Set(active);
+        }
+        if !model.is_changed() {
+            return Ok(Some(found));
+        }
+        Ok(Some(model.update(self.conn()).await?))
+    }
+
+    pub async fn insert_customer(&self, customer: Customer) -> StoreResult<Customer> {
+        let model: customer::ActiveModel = customer.into();
+        Ok(model.insert(self.conn()).await?)
+    }
+
+    pub async fn customer(&self, account: &AccountId, id: &str) -> StoreResult<Option<Customer>> {
+        Ok(customer::Entity::find_by_id(id)
+            .filter(customer::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_customers(
+        &self,
+        account: &AccountId,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Customer>> {
+        let select =
+            customer::Entity::find().filter(customer::Column::AccountId.eq(account.as_str()));
+        fetch_page(self.conn(), select, customer::Column::Id, page).await
+    }
+}

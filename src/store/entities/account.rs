@@ -1,0 +1,40 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "accounts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub name: String,
+    pub sandbox: bool,
+    pub api_key_hash: String,
+    pub processor_base_url: Option<String>,
+    pub processor_public_key: String,
+    pub processor_private_key: String,
+    pub processor_events_secret: String,
+    pub processor_integrity_secret: String,
+    pub fee_percent_bps: i64,
+    pub fee_fixed_cents: i64,
+    pub rate_limit_per_minute: i64,
+    pub status_rate_limit_per_minute: i64,
+    pub clock_offset_ms: i64,
+    pub dunning_retry_days: String,
+    pub available_cents: i64,
+    pub reserved_cents: i64,
+    pub created_at: i64,
+}
+
+/// Secrets stay out of logs: the Debug form names the account only.
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Account")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

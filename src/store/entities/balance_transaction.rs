@@ -1,0 +1,21 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "balance_transactions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    /// `top_up`, `fee_reservation`, `fee`, `reservation_release`.
+    pub kind: String,
+    /// Signed movement of `available_cents` (a fee records what left the reservation).
+    pub amount_cents: i64,
+    pub charge_attempt_id: Option<String>,
+    pub description: String,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,8 @@
+//! sea-orm entities, one per table. Instants are i64 milliseconds (see migration/).
+
+pub mod account;
+pub mod balance_transaction;
+pub mod catalog_item;
+pub mod customer;
+pub mod idempotency_key;
+pub mod setting;

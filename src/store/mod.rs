@@ -1,0 +1,132 @@
+//! Durable state. The only module that names `sea_orm` (architecture invariant): everything
+//! else calls the tenant-scoped functions here, so a query that forgets the account cannot be
+//! written outside this module.
+//!
+//! One code path serves SQLite (default, WAL) and PostgreSQL; the URL chooses.
+
+pub mod accounts;
+pub mod balance;
+pub mod catalog;
+pub mod entities;
+pub mod idempotency;
+
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Select, SqlErr,
+};
+use std::time::Duration;
+
+/// A storage failure; its cause is kept for the log line of the request that met it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error")]
+    Db(#[from] DbErr),
+}
+
+impl StoreError {
+    /// Whether the failure is a unique-constraint violation (a concurrent duplicate).
+    pub fn is_unique_violation(&self) -> bool {
+        let StoreError::Db(err) = self;
+        matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The handle to the database, cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: DatabaseConnection,
+    is_sqlite: bool,
+}
+
+impl Store {
+    /// Connects to `url` (`sqlite://path?mode=rwc` or `postgres://…`).
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let is_sqlite = url.starts_with("sqlite:");
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .sqlx_logging(false)
+            .acquire_timeout(Duration::from_secs(30))
+            .max_connections(if is_sqlite { 8 } else { 16 })
+            .map_sqlx_sqlite_opts(|opts| {
+                use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+                // WAL lets readers run beside the single writer; NORMAL sync is durable
+                // against process crashes, which is what restart safety needs.
+                opts.create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .busy_timeout(Duration::from_secs(30))
+                    .foreign_keys(true)
+            });
+        let db = Database::connect(options).await?;
+        Ok(Self { db, is_sqlite })
+    }
+
+    /// Applies every pending migration.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        Migrator::up(&self.db, None).await?;
+        Ok(())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.db.ping().await?;
+        Ok(())
+    }
+
+    pub fn is_sqlite(&self) -> bool {
+        self.is_sqlite
+    }
+
+    pub(crate) fn conn(&self) -> &DatabaseConnection {
+        &self.db
+    }
+}
+
+/// A page request: at most `limit` rows older than `cursor` (ids sort by creation time).
+#[derive(Clone, Debug)]
+pub struct PageRequest {
+    pub limit: u64,
+    pub cursor: Option<String>,
+}
+
+/// One page of rows, newest first.
+#[derive(Clone, Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub has_more: bool,
+}
+
+impl<T> Page<T> {
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            has_more: self.has_more,
+        }
+    }
+}
+
+/// Runs `select` as one page ordered by `id` descending. One extra row is read to learn
+/// whether another page exists.
+pub(crate) async fn fetch_page<E, C>(
+    conn: &C,
+    select: Select<E>,
+    id: E::Column,
+    page: &PageRequest,
+) -> StoreResult<Page<E::Model>>
+where
+    E: EntityTrait,
+    C: ConnectionTrait,
+{
+    use sea_orm::ColumnTrait;
+    let mut select = select.order_by_desc(id).limit(page.limit + 1);
+    if let Some(cursor) = &page.cursor {
+        select = select.filter(id.lt(cursor.clone()));
+    }
+    let mut items = select.all(conn).await?;
+    let has_more = items.len() as u64 > page.limit;
+    items.truncate(page.limit as usize);
+    Ok(Page { items, has_more })
+}

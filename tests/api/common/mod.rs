@@ -1,0 +1,236 @@
+//! `spawn_app()`: the real service on a random port, against a fresh SQLite file or a fresh
+//! PostgreSQL schema, with an account to call it as.
+
+use reqwest::{Client, Method, RequestBuilder, Response};
+use serde_json::{Value, json};
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub client: Client,
+    pub api_key: String,
+    pub account_id: String,
+    pub database_url: String,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The PostgreSQL server tests use; `.ci/run` sets `BILLING_REQUIRE_POSTGRES=1` so that an
+/// unreachable server fails the run instead of skipping.
+fn postgres_base() -> String {
+    std::env::var("BILLING_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
+}
+
+async fn fresh_postgres_url() -> Option<String> {
+    use sea_orm::{ConnectionTrait, Database};
+    let base = postgres_base();
+    let required = std::env::var("BILLING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
+    let admin = match Database::connect(format!("{base}/postgres")).await {
+        Ok(conn) => conn,
+        Err(err) if !required => {
+            eprintln!("PostgreSQL unreachable ({err}); skipping the PostgreSQL variant");
+            return None;
+        }
+        Err(err) => panic!("PostgreSQL required but unreachable: {err}"),
+    };
+    // One database for all test runs, one schema per test: schemas are cheap to create.
+    let _ = admin
+        .execute_unprepared("CREATE DATABASE billing_test")
+        .await;
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let db = Database::connect(format!("{base}/billing_test"))
+        .await
+        .expect("connect billing_test");
+    db.execute_unprepared(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    Some(format!(
+        "{base}/billing_test?options=-c%20search_path%3D{schema}"
+    ))
+}
+
+fn fresh_sqlite_url() -> String {
+    let dir = std::env::temp_dir().join("billing-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    format!(
+        "sqlite://{}",
+        dir.join(format!("{}.db", uuid::Uuid::new_v4().simple()))
+            .display()
+    )
+}
+
+pub async fn database_url(backend: Backend) -> Option<String> {
+    match backend {
+        Backend::Sqlite => Some(fresh_sqlite_url()),
+        Backend::Postgres => fresh_postgres_url().await,
+    }
+}
+
+/// Starts the service; `None` only when PostgreSQL is unavailable and not required.
+pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
+    let database_url = database_url(backend).await?;
+    Some(spawn_on(database_url).await)
+}
+
+pub async fn spawn_on(database_url: String) -> TestApp {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let mut config = billing::config::Config::new(database_url.clone());
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        if let Err(err) = billing::run(config, listener, async {
+            let _ = rx.await;
+        })
+        .await
+        {
+            panic!("server failed: {err:#}");
+        }
+    });
+    let client = Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    eventually(Duration::from_secs(30), || async {
+        client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    let mut app = TestApp {
+        base,
+        client,
+        api_key: String::new(),
+        account_id: String::new(),
+        database_url,
+        shutdown: Some(tx),
+    };
+    let account = app.create_account("Test account").await;
+    app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
+    app.account_id = account["id"].as_str().expect("id").to_owned();
+    app
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(&self.api_key)
+    }
+
+    pub fn admin(&self, method: Method, path: &str) -> RequestBuilder {
+        self.client
+            .request(method, self.url(path))
+            .bearer_auth(ADMIN_TOKEN)
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.request(Method::GET, path).send().await.expect("send")
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Response {
+        self.request(Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .expect("send")
+    }
+
+    /// A sandbox account made through the admin API, as JSON (with its API key).
+    pub async fn create_account(&self, name: &str) -> Value {
+        let response = self
+            .admin(Method::POST, "/admin/accounts")
+            .json(&json!({"name": name, "sandbox": true}))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 201);
+        response.json().await.expect("json")
+    }
+
+    pub async fn create_plan(&self, name: &str, monthly: i64, annual: i64) -> Value {
+        let response = self
+            .post("/v1/plans", json!({"name": name, "monthly_amount_cents": monthly, "annual_amount_cents": annual}))
+            .await;
+        assert_eq!(response.status(), 201);
+        response.json().await.expect("json")
+    }
+}
+
+/// Reads a response as (status, JSON body).
+pub async fn read(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// Waits until `condition` holds, polling, and fails the test after `bound`.
+pub async fn eventually<F, Fut>(bound: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Declares each scenario `async fn name(app: TestApp)` as two tests, one per database.
+#[macro_export]
+macro_rules! db_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let app = $crate::common::spawn_app($crate::common::Backend::Sqlite).await;
+                    super::$name(app.expect("sqlite always runs")).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    if let Some(app) = $crate::common::spawn_app($crate::common::Backend::Postgres).await {
+                        super::$name(app).await;
+                    }
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,8 @@
+//! Integration tests: the real service over real HTTP, on SQLite and on PostgreSQL.
+
+mod common;
+
+mod auth;
+mod balance;
+mod catalog;
+mod conventions;
