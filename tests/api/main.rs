@@ -6,3 +6,4 @@ mod auth;
 mod balance;
 mod catalog;
 mod conventions;
+mod openapi;

@@ -1,0 +1,49 @@
+//! The OpenAPI document is generated from the code and covers every route.
+
+use crate::common::{TestApp, read};
+
+crate::db_tests!(openapi_covers_every_route);
+
+/// Every route of the service, as (method, path template).
+const ROUTES: &[(&str, &str)] = &[
+    ("post", "/admin/accounts"),
+    ("patch", "/admin/accounts/{id}"),
+    ("post", "/admin/accounts/{id}/balance/top-ups"),
+    ("get", "/v1/account"),
+    ("get", "/v1/balance"),
+    ("get", "/v1/balance/transactions"),
+    ("post", "/v1/plans"),
+    ("get", "/v1/plans"),
+    ("get", "/v1/plans/{id}"),
+    ("patch", "/v1/plans/{id}"),
+    ("delete", "/v1/plans/{id}"),
+    ("post", "/v1/addons"),
+    ("get", "/v1/addons"),
+    ("get", "/v1/addons/{id}"),
+    ("patch", "/v1/addons/{id}"),
+    ("post", "/v1/customers"),
+    ("get", "/v1/customers"),
+    ("get", "/v1/customers/{id}"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
+];
+
+async fn openapi_covers_every_route(app: TestApp) {
+    let response = app.client.get(app.url("/openapi.json")).send().await.expect("send");
+    let (status, doc) = read(response).await;
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+    for (method, path) in ROUTES {
+        let operation = &doc["paths"][path][method];
+        assert!(operation.is_object(), "{method} {path} missing from /openapi.json");
+        let responses = operation["responses"].as_object().expect("responses");
+        if path.starts_with("/v1") || path.starts_with("/admin") {
+            assert!(
+                responses.keys().any(|code| code.starts_with('4')),
+                "{method} {path} documents no error response"
+            );
+        }
+    }
+    assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+}
