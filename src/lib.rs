@@ -3,6 +3,8 @@
 //! - [`domain`]: pure rules (money, fees, periods); no I/O.
 //! - [`store`]: the database, tenant-scoped; the only module naming sea_orm.
 //! - [`accounts`], [`bootstrap`]: creating accounts and the first start.
+//! - [`processor`], [`charges`]: the processor's protocol (client, sandbox, signatures) and
+//!   charging with fee reservations.
 //! - [`api`]: the HTTP API, its shared layers and its OpenAPI document.
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
 //!
@@ -11,16 +13,21 @@
 pub mod accounts;
 pub mod api;
 pub mod bootstrap;
+pub mod charges;
 pub mod config;
 pub mod domain;
 pub mod ids;
+pub mod processor;
 pub mod secrets;
 pub mod store;
 
 use api::rate_limit::RateLimiter;
 use api::state::AppState;
+use charges::Charger;
 use config::Config;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use processor::client::ProcessorClient;
+use processor::sandbox::{SandboxConfig, SandboxProcessor};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -53,14 +60,22 @@ pub async fn run(
     let store = Store::connect(&config.database_url).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     first_start.print(&config.public_url());
+    let processor = ProcessorClient::new()?;
+    let public_url = config.public_url();
     let state = AppState {
+        charger: Charger::new(store.clone(), processor.clone(), public_url),
         store,
         config: Arc::new(config),
         admin_token_hash,
         limiter: Arc::new(RateLimiter::default()),
         metrics: metrics_handle(),
         ready: Arc::new(AtomicBool::new(false)),
+        sandbox: SandboxProcessor::new(SandboxConfig::default(), reqwest::Client::new()),
+        processor,
     };
+    for account in state.store.all_accounts().await? {
+        state.register_sandbox_merchant(&account);
+    }
     let app = api::app(state.clone());
     state.ready.store(true, Ordering::Release);
     tracing::info!(address = %local, "billing listening");

@@ -21,6 +21,14 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Run the sandbox processor alone (Wompi's protocol at http://ADDR/v1).
+    SandboxProcessor {
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        bind: String,
+        /// Milliseconds a transaction stays PENDING.
+        #[arg(long, default_value_t = 100)]
+        settle_delay_ms: u64,
+    },
     /// Manage accounts.
     Account {
         #[command(subcommand)]
@@ -53,6 +61,18 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve => {
             let listener = tokio::net::TcpListener::bind(&cli.config.bind).await?;
             billing::run(cli.config, listener, shutdown_signal()).await
+        }
+        Command::SandboxProcessor {
+            bind,
+            settle_delay_ms,
+        } => {
+            let listener = tokio::net::TcpListener::bind(&bind).await?;
+            println!("sandbox processor at http://{}/v1", listener.local_addr()?);
+            let config = billing::processor::sandbox::SandboxConfig {
+                settle_delay: std::time::Duration::from_millis(settle_delay_ms),
+                ..Default::default()
+            };
+            billing::processor::sandbox::serve_standalone(listener, config).await
         }
         Command::Migrate => {
             Store::connect(&cli.config.database_url)

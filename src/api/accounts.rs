@@ -155,6 +155,7 @@ async fn create_account_admin(
             AccountError::Invalid { message, param } => ApiError::bad_request(message).param(param),
             AccountError::Store(err) => err.into(),
         })?;
+    state.register_sandbox_merchant(&created.account);
     let out = AccountOut::new(
         &created.account,
         Some(created.api_key),

@@ -9,7 +9,9 @@ pub mod catalog;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
+pub mod ingress;
 pub mod list;
+pub mod payment_methods;
 pub mod probes;
 pub mod rate_limit;
 pub mod state;
@@ -62,6 +64,11 @@ pub fn app(state: AppState) -> Router {
                 async move { Json(openapi) }
             }),
         )
+        // The processor's protocol, not our API: outside the OpenAPI document.
+        .nest(
+            "/sandbox/processor/v1",
+            state.sandbox.clone().router().with_state(()),
+        )
         .route_layer(middleware::from_fn(record_metrics))
         .fallback(unknown_path)
         .layer(middleware::map_response(method_not_allowed_in_our_shape))
@@ -82,6 +89,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(accounts::router())
         .merge(catalog::router())
         .merge(balance::router())
+        .merge(payment_methods::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             idempotency::idempotent_posts,
@@ -104,6 +112,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
         .merge(admin)
+        .merge(ingress::router())
         .merge(probes::router())
 }
 

@@ -1,7 +1,10 @@
 //! The state every handler shares.
 
 use super::rate_limit::RateLimiter;
+use crate::charges::Charger;
 use crate::config::Config;
+use crate::processor::client::ProcessorClient;
+use crate::processor::sandbox::SandboxProcessor;
 use crate::store::Store;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
@@ -17,4 +20,31 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Set once every actor has been recovered after start.
     pub ready: Arc<AtomicBool>,
+    /// The in-process sandbox processor, mounted at `/sandbox/processor/v1`.
+    pub sandbox: Arc<SandboxProcessor>,
+    pub processor: ProcessorClient,
+    pub charger: Charger,
+}
+
+impl AppState {
+    /// Lets the in-process sandbox know an account that uses it (no `processor.base_url`),
+    /// with our ingress as its events URL.
+    pub fn register_sandbox_merchant(&self, account: &crate::store::accounts::Account) {
+        if account.processor_base_url.is_some() {
+            return;
+        }
+        self.sandbox.register_merchant(
+            crate::processor::sandbox::MerchantKeys {
+                public_key: account.processor_public_key.clone(),
+                private_key: account.processor_private_key.clone(),
+                events_secret: account.processor_events_secret.clone(),
+                integrity_secret: account.processor_integrity_secret.clone(),
+            },
+            Some(format!(
+                "{}/webhooks/processor/{}",
+                self.config.public_url(),
+                account.id
+            )),
+        );
+    }
 }

@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod balance;
 pub mod catalog;
+pub mod charges;
 pub mod entities;
 pub mod idempotency;
 

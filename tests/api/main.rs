@@ -7,3 +7,5 @@ mod balance;
 mod catalog;
 mod conventions;
 mod openapi;
+mod processor;
+mod protocol;

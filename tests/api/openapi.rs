@@ -30,13 +30,21 @@ const ROUTES: &[(&str, &str)] = &[
 ];
 
 async fn openapi_covers_every_route(app: TestApp) {
-    let response = app.client.get(app.url("/openapi.json")).send().await.expect("send");
+    let response = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("send");
     let (status, doc) = read(response).await;
     assert_eq!(status, 200);
     assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
     for (method, path) in ROUTES {
         let operation = &doc["paths"][path][method];
-        assert!(operation.is_object(), "{method} {path} missing from /openapi.json");
+        assert!(
+            operation.is_object(),
+            "{method} {path} missing from /openapi.json"
+        );
         let responses = operation["responses"].as_object().expect("responses");
         if path.starts_with("/v1") || path.starts_with("/admin") {
             assert!(

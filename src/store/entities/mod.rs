@@ -3,6 +3,9 @@
 pub mod account;
 pub mod balance_transaction;
 pub mod catalog_item;
+pub mod charge_attempt;
 pub mod customer;
 pub mod idempotency_key;
+pub mod payment_method;
+pub mod processor_event;
 pub mod setting;

@@ -1,0 +1,199 @@
+//! Charging a payment method: reserve the fee, post the transaction, apply the outcome once.
+//!
+//! The outcome of a transaction can reach us four ways: the create response, a poll, and any
+//! number of `transaction.updated` events. All of them end in `Store::settle_charge`, whose
+//! conditional update lets exactly one of them apply the money.
+
+use crate::accounts::processor_base_url;
+use crate::domain::money::{CURRENCY, FeeSchedule};
+use crate::ids::AccountId;
+use crate::processor::client::{
+    NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, Transaction,
+};
+use crate::store::accounts::Account;
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, Settled};
+use crate::store::{Store, StoreError};
+
+/// What to charge.
+#[derive(Clone, Debug)]
+pub struct ChargeRequest {
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    pub payment_method_id: String,
+    pub amount_cents: i64,
+    pub purpose: &'static str,
+    pub period_start: Option<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChargeError {
+    #[error("the balance does not cover the projected fee")]
+    InsufficientBalance,
+    #[error("unknown payment method or customer")]
+    UnknownPaymentMethod,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Clone)]
+pub struct Charger {
+    store: Store,
+    client: ProcessorClient,
+    public_url: String,
+}
+
+impl Charger {
+    pub fn new(store: Store, client: ProcessorClient, public_url: String) -> Self {
+        Self {
+            store,
+            client,
+            public_url,
+        }
+    }
+
+    pub fn credentials(&self, account: &Account) -> Result<ProcessorCredentials, ProcessorError> {
+        ProcessorCredentials::new(
+            processor_base_url(account, &self.public_url),
+            account.processor_public_key.clone(),
+            account.processor_private_key.clone(),
+            account.processor_integrity_secret.clone(),
+        )
+    }
+
+    /// Reserves the fee, records the attempt and posts the transaction. The attempt comes back
+    /// pending, or final when the processor answered with a final status at once. A processor
+    /// that cannot be reached leaves it pending: `poll` finds out later, by reference.
+    pub async fn charge(
+        &self,
+        account: &Account,
+        request: ChargeRequest,
+    ) -> Result<ChargeAttempt, ChargeError> {
+        let account_id = AccountId::from_stored(account.id.clone());
+        let method = self
+            .store
+            .payment_method(&account_id, &request.payment_method_id)
+            .await?
+            .ok_or(ChargeError::UnknownPaymentMethod)?;
+        let customer = self
+            .store
+            .customer(&account_id, &request.customer_id)
+            .await?
+            .ok_or(ChargeError::UnknownPaymentMethod)?;
+        let fee = FeeSchedule {
+            percent_bps: account.fee_percent_bps,
+            fixed_cents: account.fee_fixed_cents,
+        }
+        .fee_for(request.amount_cents);
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let charge = self
+            .store
+            .begin_charge(NewCharge {
+                account: account_id,
+                subscription_id: request.subscription_id,
+                customer_id: request.customer_id,
+                payment_method_id: request.payment_method_id,
+                amount_cents: request.amount_cents,
+                fee_cents: fee,
+                purpose: request.purpose,
+                period_start: request.period_start,
+                now_ms,
+            })
+            .await
+            .map_err(|err| match err {
+                BeginChargeError::InsufficientBalance => ChargeError::InsufficientBalance,
+                BeginChargeError::Store(err) => ChargeError::Store(err),
+            })?;
+        let credentials = match self.credentials(account) {
+            Ok(credentials) => credentials,
+            Err(err) => return self.fail(&charge, &err).await,
+        };
+        let transaction = NewTransaction {
+            amount_in_cents: charge.amount_cents,
+            currency: CURRENCY.to_owned(),
+            reference: charge.reference.clone(),
+            payment_source_id: method.processor_payment_source_id,
+            customer_email: customer.email,
+        };
+        match self
+            .client
+            .create_transaction(&credentials, &transaction)
+            .await
+        {
+            Ok(tx) => Ok(self.apply(&charge, &tx).await?.map_or(charge, |s| s.charge)),
+            Err(ProcessorError::Rejected { status, message }) if status < 500 => {
+                self.fail(&charge, &ProcessorError::Rejected { status, message })
+                    .await
+            }
+            Err(err) => {
+                tracing::warn!(charge = %charge.id, error = %err, "processor unreachable; the charge stays pending");
+                Ok(charge)
+            }
+        }
+    }
+
+    /// A charge the processor refused outright: final ERROR, reservation released.
+    async fn fail(
+        &self,
+        charge: &ChargeAttempt,
+        err: &ProcessorError,
+    ) -> Result<ChargeAttempt, ChargeError> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let message = err.to_string();
+        let settled = self
+            .store
+            .settle_charge(&charge.id, "ERROR", Some(&message), None, now_ms)
+            .await?;
+        Ok(settled.map_or_else(|| charge.clone(), |s| s.charge))
+    }
+
+    /// Records what the processor said about `charge`'s transaction, settling it when final.
+    pub async fn apply(
+        &self,
+        charge: &ChargeAttempt,
+        tx: &Transaction,
+    ) -> Result<Option<Settled>, StoreError> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if !tx.is_final() {
+            self.store
+                .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
+                .await?;
+            return Ok(None);
+        }
+        self.store
+            .settle_charge(
+                &charge.id,
+                &tx.status,
+                tx.status_message.as_deref(),
+                Some(&tx.id),
+                now_ms,
+            )
+            .await
+    }
+
+    /// Asks the processor about a pending charge (by transaction id, else by reference).
+    pub async fn poll(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+    ) -> Result<Option<Settled>, ChargeError> {
+        let Ok(credentials) = self.credentials(account) else {
+            return Ok(None);
+        };
+        let found = match &charge.processor_transaction_id {
+            Some(id) => self
+                .client
+                .get_transaction(&credentials, id)
+                .await
+                .map(Some),
+            None => {
+                self.client
+                    .find_transaction_by_reference(&credentials, &charge.reference)
+                    .await
+            }
+        };
+        match found {
+            Ok(Some(tx)) => Ok(self.apply(charge, &tx).await?),
+            Ok(None) | Err(_) => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! Payment methods, charge attempts with their fee reservations, and processor events.
+//!
+//! The fee lifecycle of a charge, each step one transaction:
+//! 1. `begin_charge`: reserve the projected fee (`available -= fee`, `reserved += fee`, only if
+//!    `available >= fee`) and insert the ChargeAttempt as `pending`.
+//! 2. `settle_charge`: move the attempt from `pending` to its final status with a conditional
+//!    UPDATE; only the caller whose UPDATE matched applies the money: on approval the
+//!    reservation is consumed and a `fee` ledger row written (unique per charge), otherwise
+//!    the reservation goes back to `available`. Any later report of the same outcome finds the
+//!    attempt already final and changes nothing.
+
+use super::entities::{account, charge_attempt, payment_method, processor_event};
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::ids::{AccountId, ChargeAttemptId};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
+    sea_query::{Expr, ExprTrait},
+};
+
+pub use charge_attempt::Model as ChargeAttempt;
+pub use payment_method::Model as PaymentMethod;
+pub use processor_event::Model as ProcessorEvent;
+
+/// What a new charge is for and how much it is.
+#[derive(Clone, Debug)]
+pub struct NewCharge {
+    pub account: AccountId,
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    pub payment_method_id: String,
+    pub amount_cents: i64,
+    pub fee_cents: i64,
+    pub purpose: &'static str,
+    pub period_start: Option<i64>,
+    pub now_ms: i64,
+}
+
+/// A charge could not begin.
+#[derive(Debug, thiserror::Error)]
+pub enum BeginChargeError {
+    #[error("the balance does not cover the projected fee")]
+    InsufficientBalance,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The final statuses, from the processor's raw status.
+pub fn final_status(raw: &str) -> Option<&'static str> {
+    match raw {
+        "APPROVED" => Some("approved"),
+        "DECLINED" => Some("declined"),
+        "VOIDED" => Some("voided"),
+        "ERROR" => Some("error"),
+        _ => None,
+    }
+}
+
+/// The outcome of `settle_charge`.
+#[derive(Clone, Debug)]
+pub struct Settled {
+    pub charge: ChargeAttempt,
+    /// True only for the one call that applied the outcome.
+    pub newly: bool,
+}
+
+impl Store {
+    pub async fn insert_payment_method(&self, method: PaymentMethod) -> StoreResult<PaymentMethod> {
+        let model: payment_method::ActiveModel = method.into();
+        Ok(model.insert(self.conn()).await?)
+    }
+
+    pub async fn payment_method(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> StoreResult<Option<PaymentMethod>> {
+        Ok(payment_method::Entity::find_by_id(id)
+            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_payment_methods(
+        &self,
+        account: &AccountId,
+        customer_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<PaymentMethod>> {
+        let select = payment_method::Entity::find()
+            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+            .filter(payment_method::Column::CustomerId.eq(customer_id));
+        fetch_page(self.conn(), select, payment_method::Column::Id, page).await
+    }
+
+    /// Reserves the fee and records the pending attempt, in one transaction.
+    pub async fn begin_charge(&self, new: NewCharge) -> Result<ChargeAttempt, BeginChargeError> {
+        let txn = self.conn().begin().await.map_err(StoreError::from)?;
+        let charge = begin_charge_in(&txn, new).await?;
+        txn.commit().await.map_err(StoreError::from)?;
+        Ok(charge)
+    }
+
+    pub async fn charge(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find_by_id(id)
+            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    /// Notes the processor's transaction id and raw status of a still-pending attempt.
+    pub async fn record_processor_transaction(
+        &self,
+        charge_id: &str,
+        transaction_id: &str,
+        raw_status: &str,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        charge_attempt::Entity::update_many()
+            .col_expr(
+                charge_attempt::Column::ProcessorTransactionId,
+                transaction_id.into(),
+            )
+            .col_expr(charge_attempt::Column::ProcessorStatus, raw_status.into())
+            .col_expr(charge_attempt::Column::UpdatedAt, now_ms.into())
+            .filter(charge_attempt::Column::Id.eq(charge_id))
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .exec(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// Applies a final outcome exactly once (see the module doc).
+    pub async fn settle_charge(
+        &self,
+        charge_id: &str,
+        raw_status: &str,
+        message: Option<&str>,
+        transaction_id: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<Option<Settled>> {
+        let txn = self.conn().begin().await?;
+        let settled =
+            settle_charge_in(&txn, charge_id, raw_status, message, transaction_id, now_ms).await?;
+        txn.commit().await?;
+        Ok(settled)
+    }
+
+    /// The attempt a processor transaction belongs to: by transaction id, else by reference.
+    pub async fn charge_for_transaction(
+        &self,
+        account: &AccountId,
+        transaction_id: Option<&str>,
+        reference: Option<&str>,
+    ) -> StoreResult<Option<ChargeAttempt>> {
+        let scoped = || {
+            charge_attempt::Entity::find()
+                .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        };
+        if let Some(id) = transaction_id {
+            let found = scoped()
+                .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
+                .one(self.conn())
+                .await?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        let Some(reference) = reference else {
+            return Ok(None);
+        };
+        Ok(scoped()
+            .filter(charge_attempt::Column::Reference.eq(reference))
+            .one(self.conn())
+            .await?)
+    }
+
+    /// Attempts still pending that were last touched before `before_ms`, oldest first: the
+    /// ones whose outcome should be asked of the processor.
+    pub async fn stale_pending_charges(
+        &self,
+        before_ms: i64,
+        limit: u64,
+    ) -> StoreResult<Vec<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::UpdatedAt.lt(before_ms))
+            .order_by_asc(charge_attempt::Column::UpdatedAt)
+            .limit(limit)
+            .all(self.conn())
+            .await?)
+    }
+
+    /// Persists a processor event; false when its checksum was already stored and processed.
+    pub async fn insert_processor_event(&self, event: ProcessorEvent) -> StoreResult<bool> {
+        let checksum = event.checksum.clone();
+        let model: processor_event::ActiveModel = event.into();
+        match model.insert(self.conn()).await {
+            Ok(_) => Ok(true),
+            Err(err) => {
+                let err = StoreError::from(err);
+                if !err.is_unique_violation() {
+                    return Err(err);
+                }
+                // A repeat: route it again only if the first copy never finished routing.
+                let existing = processor_event::Entity::find_by_id(checksum)
+                    .one(self.conn())
+                    .await?;
+                Ok(existing.is_some_and(|row| row.processed_at.is_none()))
+            }
+        }
+    }
+
+    pub async fn mark_processor_event_processed(
+        &self,
+        checksum: &str,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        processor_event::Entity::update_many()
+            .col_expr(processor_event::Column::ProcessedAt, now_ms.into())
+            .filter(processor_event::Column::Checksum.eq(checksum))
+            .exec(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    pub async fn count_processor_events(&self, account: &AccountId) -> StoreResult<u64> {
+        use sea_orm::PaginatorTrait;
+        Ok(processor_event::Entity::find()
+            .filter(processor_event::Column::AccountId.eq(account.as_str()))
+            .count(self.conn())
+            .await?)
+    }
+}
+
+pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
+    conn: &C,
+    new: NewCharge,
+) -> Result<ChargeAttempt, BeginChargeError> {
+    // The reservation comes first: on SQLite it takes the write lock at once, so the
+    // transaction never has to upgrade a read lock.
+    let reserved = account::Entity::update_many()
+        .col_expr(
+            account::Column::AvailableCents,
+            Expr::col(account::Column::AvailableCents).sub(new.fee_cents),
+        )
+        .col_expr(
+            account::Column::ReservedCents,
+            Expr::col(account::Column::ReservedCents).add(new.fee_cents),
+        )
+        .filter(account::Column::Id.eq(new.account.as_str()))
+        .filter(account::Column::AvailableCents.gte(new.fee_cents))
+        .exec(conn)
+        .await
+        .map_err(StoreError::from)?;
+    if reserved.rows_affected == 0 {
+        return Err(BeginChargeError::InsufficientBalance);
+    }
+    let id = ChargeAttemptId::generate().into_string();
+    let charge = charge_attempt::ActiveModel {
+        // The reference is the attempt's own id: unique, and stable across retries of the
+        // processor call, which is what lets a retry find instead of re-create.
+        reference: Set(id.clone()),
+        id: Set(id),
+        account_id: Set(new.account.into_string()),
+        subscription_id: Set(new.subscription_id),
+        customer_id: Set(new.customer_id),
+        payment_method_id: Set(new.payment_method_id),
+        amount_cents: Set(new.amount_cents),
+        fee_cents: Set(new.fee_cents),
+        processor_transaction_id: Set(None),
+        status: Set("pending".to_owned()),
+        processor_status: Set(None),
+        processor_message: Set(None),
+        purpose: Set(new.purpose.to_owned()),
+        period_start: Set(new.period_start),
+        created_at: Set(new.now_ms),
+        updated_at: Set(new.now_ms),
+        finalized_at: Set(None),
+    };
+    Ok(charge.insert(conn).await.map_err(StoreError::from)?)
+}
+
+pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
+    conn: &C,
+    charge_id: &str,
+    raw_status: &str,
+    message: Option<&str>,
+    transaction_id: Option<&str>,
+    now_ms: i64,
+) -> StoreResult<Option<Settled>> {
+    let Some(status) = final_status(raw_status) else {
+        return Ok(None);
+    };
+    let mut update = charge_attempt::Entity::update_many()
+        .col_expr(charge_attempt::Column::Status, status.into())
+        .col_expr(charge_attempt::Column::ProcessorStatus, raw_status.into())
+        .col_expr(
+            charge_attempt::Column::ProcessorMessage,
+            message.map(str::to_owned).into(),
+        )
+        .col_expr(charge_attempt::Column::UpdatedAt, now_ms.into())
+        .col_expr(charge_attempt::Column::FinalizedAt, Some(now_ms).into());
+    if let Some(transaction_id) = transaction_id {
+        update = update.col_expr(
+            charge_attempt::Column::ProcessorTransactionId,
+            transaction_id.into(),
+        );
+    }
+    let applied = update
+        .filter(charge_attempt::Column::Id.eq(charge_id))
+        .filter(charge_attempt::Column::Status.eq("pending"))
+        .exec(conn)
+        .await?;
+    let Some(charge) = charge_attempt::Entity::find_by_id(charge_id)
+        .one(conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    if applied.rows_affected == 0 {
+        return Ok(Some(Settled {
+            charge,
+            newly: false,
+        }));
+    }
+    let account = AccountId::from_stored(charge.account_id.clone());
+    let fee = charge.fee_cents;
+    let counters = account::Entity::update_many()
+        .col_expr(
+            account::Column::ReservedCents,
+            Expr::col(account::Column::ReservedCents).sub(fee),
+        )
+        .filter(account::Column::Id.eq(account.as_str()));
+    if status == "approved" {
+        counters.exec(conn).await?;
+        super::balance::insert_ledger_row(
+            conn,
+            &account,
+            "fee",
+            -fee,
+            Some(charge.id.clone()),
+            &format!(
+                "Fee for charge {} of {} cents",
+                charge.id, charge.amount_cents
+            ),
+            now_ms,
+        )
+        .await?;
+    } else {
+        counters
+            .col_expr(
+                account::Column::AvailableCents,
+                Expr::col(account::Column::AvailableCents).add(fee),
+            )
+            .exec(conn)
+            .await?;
+    }
+    Ok(Some(Settled {
+        charge,
+        newly: true,
+    }))
+}

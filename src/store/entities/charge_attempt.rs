@@ -1,0 +1,32 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "charge_attempts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    pub payment_method_id: String,
+    pub amount_cents: i64,
+    /// The fee reserved for this charge, deducted on approval, released otherwise.
+    pub fee_cents: i64,
+    pub reference: String,
+    pub processor_transaction_id: Option<String>,
+    /// pending, approved, declined, error, voided.
+    pub status: String,
+    /// The processor's raw status (APPROVED, DECLINED, …).
+    pub processor_status: Option<String>,
+    pub processor_message: Option<String>,
+    pub purpose: String,
+    pub period_start: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub finalized_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,21 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "processor_events")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub checksum: String,
+    pub account_id: String,
+    pub event_type: String,
+    pub transaction_id: Option<String>,
+    pub reference: Option<String>,
+    pub status: Option<String>,
+    pub body: String,
+    pub received_at: i64,
+    pub processed_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
