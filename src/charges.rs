@@ -69,16 +69,12 @@ impl Charger {
         request: ChargeRequest,
     ) -> Result<ChargeAttempt, ChargeError> {
         let account_id = AccountId::from_stored(account.id.clone());
-        let method = self
-            .store
-            .payment_method(&account_id, &request.payment_method_id)
-            .await?
-            .ok_or(ChargeError::UnknownPaymentMethod)?;
-        let customer = self
-            .store
-            .customer(&account_id, &request.customer_id)
-            .await?
-            .ok_or(ChargeError::UnknownPaymentMethod)?;
+        // Both must exist before any money moves.
+        if self.store.payment_method(&account_id, &request.payment_method_id).await?.is_none()
+            || self.store.customer(&account_id, &request.customer_id).await?.is_none()
+        {
+            return Err(ChargeError::UnknownPaymentMethod);
+        }
         let fee = FeeSchedule {
             percent_bps: account.fee_percent_bps,
             fixed_cents: account.fee_fixed_cents,
@@ -103,10 +99,27 @@ impl Charger {
                 BeginChargeError::InsufficientBalance => ChargeError::InsufficientBalance,
                 BeginChargeError::Store(err) => ChargeError::Store(err),
             })?;
-        let credentials = match self.credentials(account) {
-            Ok(credentials) => credentials,
-            Err(err) => return self.fail(&charge, &err).await,
+        match self.submit(account, &charge).await {
+            Ok(Some(tx)) => Ok(self.apply(&charge, &tx).await?.map_or(charge, |s| s.charge)),
+            Ok(None) => Ok(charge),
+            Err(err) => self.fail(&charge, &err).await,
+        }
+    }
+
+    /// Posts the transaction of a recorded attempt. `Ok(None)`: the processor could not be
+    /// reached and the attempt stays pending (a poll finds out later, by reference); `Err`:
+    /// the processor refused it, which is final.
+    pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> Result<Option<Transaction>, ProcessorError> {
+        let account_id = AccountId::from_stored(account.id.clone());
+        let lookup = async {
+            let method = self.store.payment_method(&account_id, &charge.payment_method_id).await.ok()??;
+            let customer = self.store.customer(&account_id, &charge.customer_id).await.ok()??;
+            Some((method, customer))
         };
+        let Some((method, customer)) = lookup.await else {
+            return Err(ProcessorError::Rejected { status: 404, message: "payment method or customer not found".into() });
+        };
+        let credentials = self.credentials(account)?;
         let transaction = NewTransaction {
             amount_in_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
@@ -114,19 +127,17 @@ impl Charger {
             payment_source_id: method.processor_payment_source_id,
             customer_email: customer.email,
         };
-        match self
-            .client
-            .create_transaction(&credentials, &transaction)
-            .await
-        {
-            Ok(tx) => Ok(self.apply(&charge, &tx).await?.map_or(charge, |s| s.charge)),
+        let started = std::time::Instant::now();
+        let result = self.client.create_transaction(&credentials, &transaction).await;
+        metrics::histogram!("processor_request_seconds").record(started.elapsed().as_secs_f64());
+        match result {
+            Ok(tx) => Ok(Some(tx)),
             Err(ProcessorError::Rejected { status, message }) if status < 500 => {
-                self.fail(&charge, &ProcessorError::Rejected { status, message })
-                    .await
+                Err(ProcessorError::Rejected { status, message })
             }
             Err(err) => {
                 tracing::warn!(charge = %charge.id, error = %err, "processor unreachable; the charge stays pending");
-                Ok(charge)
+                Ok(None)
             }
         }
     }

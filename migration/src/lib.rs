@@ -11,6 +11,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261122_000001_foundation;
 mod m20261122_000002_processor;
+mod m20261122_000003_subscriptions;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261122_000001_foundation::Migration),
             Box::new(m20261122_000002_processor::Migration),
+            Box::new(m20261122_000003_subscriptions::Migration),
         ]
     }
 }

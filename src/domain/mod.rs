@@ -3,5 +3,6 @@
 //! tests.
 
 pub mod money;
+pub mod subscription;
 pub mod text;
 pub mod time;

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod charges;
 pub mod entities;
 pub mod idempotency;
+pub mod subscriptions;
 
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{

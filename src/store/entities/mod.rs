@@ -9,3 +9,6 @@ pub mod idempotency_key;
 pub mod payment_method;
 pub mod processor_event;
 pub mod setting;
+pub mod event;
+pub mod subscription;
+pub mod subscription_addon;

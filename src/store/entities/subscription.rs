@@ -1,0 +1,34 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "subscriptions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub customer_id: String,
+    pub plan_id: String,
+    pub cycle: String,
+    pub status: String,
+    pub current_period_start: i64,
+    pub current_period_end: i64,
+    pub next_charge_date: i64,
+    pub default_payment_method_id: String,
+    pub trial_end: Option<i64>,
+    pub cancel_at_period_end: bool,
+    pub failed_attempts: i32,
+    pub first_failure_at: Option<i64>,
+    pub metadata: Option<String>,
+    pub anchor: i64,
+    pub period_index: i32,
+    pub next_plan_id: Option<String>,
+    pub next_cycle: Option<String>,
+    pub due_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

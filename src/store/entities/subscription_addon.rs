@@ -1,0 +1,18 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "subscription_addons")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub subscription_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub addon_id: String,
+    pub account_id: String,
+    pub attached_at: i64,
+    pub detach_at_period_end: bool,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,216 @@
+//! Subscriptions, their add-ons and the events outbox, plus `StoreTxn`: the one transaction in
+//! which a subscription actor commits a change, its charges' money and its events together.
+
+use super::charges::{BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in};
+use super::entities::{charge_attempt, event, subscription, subscription_addon};
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::ids::AccountId;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, IntoActiveModel, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+};
+
+pub use event::Model as Event;
+pub use subscription::Model as Subscription;
+pub use subscription_addon::Model as SubscriptionAddon;
+
+/// Optional filters of the subscription list.
+#[derive(Clone, Debug, Default)]
+pub struct SubscriptionFilter {
+    pub status: Option<String>,
+    pub customer_id: Option<String>,
+    pub plan_id: Option<String>,
+}
+
+/// An open transaction; dropped without `commit`, it rolls back.
+pub struct StoreTxn {
+    txn: DatabaseTransaction,
+}
+
+impl Store {
+    pub async fn begin(&self) -> StoreResult<StoreTxn> {
+        Ok(StoreTxn { txn: self.conn().begin().await? })
+    }
+
+    pub async fn subscription(&self, account: &AccountId, id: &str) -> StoreResult<Option<Subscription>> {
+        Ok(subscription::Entity::find_by_id(id)
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_subscriptions(
+        &self,
+        account: &AccountId,
+        filter: &SubscriptionFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Subscription>> {
+        let mut select = subscription::Entity::find().filter(subscription::Column::AccountId.eq(account.as_str()));
+        if let Some(status) = &filter.status {
+            select = select.filter(subscription::Column::Status.eq(status.as_str()));
+        }
+        if let Some(customer) = &filter.customer_id {
+            select = select.filter(subscription::Column::CustomerId.eq(customer.as_str()));
+        }
+        if let Some(plan) = &filter.plan_id {
+            select = select.filter(subscription::Column::PlanId.eq(plan.as_str()));
+        }
+        fetch_page(self.conn(), select, subscription::Column::Id, page).await
+    }
+
+    /// Subscriptions of `account` whose timer is due by `now_ms`, earliest first.
+    pub async fn due_subscriptions(&self, account: &AccountId, now_ms: i64, limit: u64) -> StoreResult<Vec<Subscription>> {
+        Ok(subscription::Entity::find()
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Column::DueAt.lte(now_ms))
+            .order_by_asc(subscription::Column::DueAt)
+            .order_by_asc(subscription::Column::Id)
+            .limit(limit)
+            .all(self.conn())
+            .await?)
+    }
+
+    /// Subscriptions of `account` in `status` (used to resume after a top-up).
+    pub async fn subscriptions_in_status(&self, account: &AccountId, status: &str) -> StoreResult<Vec<Subscription>> {
+        Ok(subscription::Entity::find()
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Column::Status.eq(status))
+            .all(self.conn())
+            .await?)
+    }
+
+    pub async fn subscription_addons(&self, subscription_id: &str) -> StoreResult<Vec<SubscriptionAddon>> {
+        Ok(subscription_addon::Entity::find()
+            .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
+            .order_by_asc(subscription_addon::Column::AttachedAt)
+            .all(self.conn())
+            .await?)
+    }
+
+    pub async fn count_subscriptions_for_plan(&self, plan_id: &str) -> StoreResult<u64> {
+        Ok(subscription::Entity::find().filter(subscription::Column::PlanId.eq(plan_id)).count(self.conn()).await?)
+    }
+
+    /// The pending charge of a subscription, if one is in flight.
+    pub async fn pending_charge_of(&self, subscription_id: &str) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .one(self.conn())
+            .await?)
+    }
+
+    /// Whether a renewal for the period starting at `period_start` was already approved.
+    pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
+            .filter(charge_attempt::Column::PeriodStart.eq(period_start))
+            .filter(charge_attempt::Column::Status.eq("approved"))
+            .count(self.conn())
+            .await?
+            > 0)
+    }
+
+    pub async fn count_pending_charges(&self, account: &AccountId) -> StoreResult<u64> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .count(self.conn())
+            .await?)
+    }
+
+    pub async fn list_events(
+        &self,
+        account: &AccountId,
+        event_type: Option<&str>,
+        subscription_id: Option<&str>,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Event>> {
+        let mut select = event::Entity::find().filter(event::Column::AccountId.eq(account.as_str()));
+        if let Some(event_type) = event_type {
+            select = select.filter(event::Column::EventType.eq(event_type));
+        }
+        if let Some(subscription_id) = subscription_id {
+            select = select.filter(event::Column::SubscriptionId.eq(subscription_id));
+        }
+        fetch_page(self.conn(), select, event::Column::Id, page).await
+    }
+
+    pub async fn event(&self, account: &AccountId, id: &str) -> StoreResult<Option<Event>> {
+        Ok(event::Entity::find_by_id(id).filter(event::Column::AccountId.eq(account.as_str())).one(self.conn()).await?)
+    }
+
+    /// Sets an account's test-clock offset.
+    pub async fn set_clock_offset(&self, account: &AccountId, offset_ms: i64) -> StoreResult<()> {
+        use super::entities::account;
+        account::Entity::update_many()
+            .col_expr(account::Column::ClockOffsetMs, offset_ms.into())
+            .filter(account::Column::Id.eq(account.as_str()))
+            .exec(self.conn())
+            .await?;
+        Ok(())
+    }
+}
+
+impl StoreTxn {
+    pub async fn insert_subscription(&self, row: Subscription) -> StoreResult<()> {
+        row.into_active_model().reset_all().insert(&self.txn).await?;
+        Ok(())
+    }
+
+    pub async fn save_subscription(&self, row: Subscription) -> StoreResult<()> {
+        row.into_active_model().reset_all().update(&self.txn).await?;
+        Ok(())
+    }
+
+    pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
+        row.into_active_model().reset_all().insert(&self.txn).await?;
+        Ok(())
+    }
+
+    pub async fn attach_addon(&self, row: SubscriptionAddon) -> StoreResult<()> {
+        row.into_active_model().reset_all().insert(&self.txn).await?;
+        Ok(())
+    }
+
+    pub async fn mark_addon_detached(&self, subscription_id: &str, addon_id: &str) -> StoreResult<()> {
+        subscription_addon::ActiveModel {
+            subscription_id: Set(subscription_id.to_owned()),
+            addon_id: Set(addon_id.to_owned()),
+            detach_at_period_end: Set(true),
+            ..Default::default()
+        }
+        .update(&self.txn)
+        .await?;
+        Ok(())
+    }
+
+    /// Removes add-ons detached during the period that just ended.
+    pub async fn drop_detached_addons(&self, subscription_id: &str) -> StoreResult<()> {
+        subscription_addon::Entity::delete_many()
+            .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
+            .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))
+            .exec(&self.txn)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn begin_charge(&self, new: NewCharge) -> Result<ChargeAttempt, BeginChargeError> {
+        begin_charge_in(&self.txn, new).await
+    }
+
+    pub async fn settle_charge(
+        &self,
+        charge_id: &str,
+        raw_status: &str,
+        message: Option<&str>,
+        transaction_id: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<Option<Settled>> {
+        settle_charge_in(&self.txn, charge_id, raw_status, message, transaction_id, now_ms).await
+    }
+
+    pub async fn commit(self) -> StoreResult<()> {
+        self.txn.commit().await.map_err(StoreError::from)
+    }
+}
