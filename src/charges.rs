@@ -51,6 +51,10 @@ impl Charger {
         }
     }
 
+    pub fn client(&self) -> &ProcessorClient {
+        &self.client
+    }
+
     pub fn credentials(&self, account: &Account) -> Result<ProcessorCredentials, ProcessorError> {
         ProcessorCredentials::new(
             processor_base_url(account, &self.public_url),
@@ -70,8 +74,16 @@ impl Charger {
     ) -> Result<ChargeAttempt, ChargeError> {
         let account_id = AccountId::from_stored(account.id.clone());
         // Both must exist before any money moves.
-        if self.store.payment_method(&account_id, &request.payment_method_id).await?.is_none()
-            || self.store.customer(&account_id, &request.customer_id).await?.is_none()
+        if self
+            .store
+            .payment_method(&account_id, &request.payment_method_id)
+            .await?
+            .is_none()
+            || self
+                .store
+                .customer(&account_id, &request.customer_id)
+                .await?
+                .is_none()
         {
             return Err(ChargeError::UnknownPaymentMethod);
         }
@@ -109,15 +121,30 @@ impl Charger {
     /// Posts the transaction of a recorded attempt. `Ok(None)`: the processor could not be
     /// reached and the attempt stays pending (a poll finds out later, by reference); `Err`:
     /// the processor refused it, which is final.
-    pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> Result<Option<Transaction>, ProcessorError> {
+    pub async fn submit(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+    ) -> Result<Option<Transaction>, ProcessorError> {
         let account_id = AccountId::from_stored(account.id.clone());
         let lookup = async {
-            let method = self.store.payment_method(&account_id, &charge.payment_method_id).await.ok()??;
-            let customer = self.store.customer(&account_id, &charge.customer_id).await.ok()??;
+            let method = self
+                .store
+                .payment_method(&account_id, &charge.payment_method_id)
+                .await
+                .ok()??;
+            let customer = self
+                .store
+                .customer(&account_id, &charge.customer_id)
+                .await
+                .ok()??;
             Some((method, customer))
         };
         let Some((method, customer)) = lookup.await else {
-            return Err(ProcessorError::Rejected { status: 404, message: "payment method or customer not found".into() });
+            return Err(ProcessorError::Rejected {
+                status: 404,
+                message: "payment method or customer not found".into(),
+            });
         };
         let credentials = self.credentials(account)?;
         let transaction = NewTransaction {
@@ -128,7 +155,10 @@ impl Charger {
             customer_email: customer.email,
         };
         let started = std::time::Instant::now();
-        let result = self.client.create_transaction(&credentials, &transaction).await;
+        let result = self
+            .client
+            .create_transaction(&credentials, &transaction)
+            .await;
         metrics::histogram!("processor_request_seconds").record(started.elapsed().as_secs_f64());
         match result {
             Ok(tx) => Ok(Some(tx)),

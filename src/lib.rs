@@ -11,6 +11,7 @@
 //! [`run`] is the entry point: tests call it with a listener on port 0.
 
 pub mod accounts;
+pub mod actors;
 pub mod api;
 pub mod bootstrap;
 pub mod charges;

@@ -95,9 +95,27 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        index(manager, "idx_subscriptions_account", Subscriptions::Table, [Subscriptions::AccountId, Subscriptions::Id]).await?;
-        index(manager, "idx_subscriptions_due", Subscriptions::Table, [Subscriptions::DueAt, Subscriptions::Id]).await?;
-        index(manager, "idx_subscriptions_plan", Subscriptions::Table, [Subscriptions::PlanId]).await?;
+        index(
+            manager,
+            "idx_subscriptions_account",
+            Subscriptions::Table,
+            [Subscriptions::AccountId, Subscriptions::Id],
+        )
+        .await?;
+        index(
+            manager,
+            "idx_subscriptions_due",
+            Subscriptions::Table,
+            [Subscriptions::DueAt, Subscriptions::Id],
+        )
+        .await?;
+        index(
+            manager,
+            "idx_subscriptions_plan",
+            Subscriptions::Table,
+            [Subscriptions::PlanId],
+        )
+        .await?;
         manager
             .create_table(
                 Table::create()
@@ -107,7 +125,11 @@ impl MigrationTrait for Migration {
                     .col(string(SubscriptionAddons::AccountId))
                     .col(big_integer(SubscriptionAddons::AttachedAt))
                     .col(boolean(SubscriptionAddons::DetachAtPeriodEnd))
-                    .primary_key(Index::create().col(SubscriptionAddons::SubscriptionId).col(SubscriptionAddons::AddonId))
+                    .primary_key(
+                        Index::create()
+                            .col(SubscriptionAddons::SubscriptionId)
+                            .col(SubscriptionAddons::AddonId),
+                    )
                     .to_owned(),
             )
             .await?;
@@ -124,14 +146,32 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        index(manager, "idx_events_account", Events::Table, [Events::AccountId, Events::Id]).await?;
-        index(manager, "idx_events_subscription", Events::Table, [Events::SubscriptionId, Events::Id]).await?;
+        index(
+            manager,
+            "idx_events_account",
+            Events::Table,
+            [Events::AccountId, Events::Id],
+        )
+        .await?;
+        index(
+            manager,
+            "idx_events_subscription",
+            Events::Table,
+            [Events::SubscriptionId, Events::Id],
+        )
+        .await?;
         Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for table in [Events::Table.into_iden(), SubscriptionAddons::Table.into_iden(), Subscriptions::Table.into_iden()] {
-            manager.drop_table(Table::drop().table(table).to_owned()).await?;
+        for table in [
+            Events::Table.into_iden(),
+            SubscriptionAddons::Table.into_iden(),
+            Subscriptions::Table.into_iden(),
+        ] {
+            manager
+                .drop_table(Table::drop().table(table).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -59,7 +59,13 @@ impl Status {
 /// The prorated difference between two per-period amounts for the part of the period left:
 /// round half away from zero of (new − old) × seconds left / period seconds. Positive for an
 /// upgrade, negative for a downgrade, 0 once the period is over.
-pub fn prorate(old_amount: i64, new_amount: i64, period_start_ms: i64, period_end_ms: i64, now_ms: i64) -> i64 {
+pub fn prorate(
+    old_amount: i64,
+    new_amount: i64,
+    period_start_ms: i64,
+    period_end_ms: i64,
+    now_ms: i64,
+) -> i64 {
     let length = (period_end_ms - period_start_ms).div_euclid(1000);
     if length <= 0 {
         return 0;
@@ -75,12 +81,17 @@ pub fn prorate(old_amount: i64, new_amount: i64, period_start_ms: i64, period_en
 /// Dunning: retry `days[i]` days after the first failure; `None` once retries are exhausted.
 pub fn retry_at(first_failure_ms: i64, failed_attempts: u32, retry_days: &[i64]) -> Option<i64> {
     let index = usize::try_from(failed_attempts).ok()?.checked_sub(1)?;
-    retry_days.get(index).map(|days| first_failure_ms + days * 86_400_000)
+    retry_days
+        .get(index)
+        .map(|days| first_failure_ms + days * 86_400_000)
 }
 
 /// Parses the account's "1,3,5,7" retry setting.
 pub fn parse_retry_days(raw: &str) -> Vec<i64> {
-    raw.split(',').filter_map(|part| part.trim().parse().ok()).filter(|d: &i64| *d > 0).collect()
+    raw.split(',')
+        .filter_map(|part| part.trim().parse().ok())
+        .filter(|d: &i64| *d > 0)
+        .collect()
 }
 
 #[cfg(test)]

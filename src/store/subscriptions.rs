@@ -1,13 +1,15 @@
 //! Subscriptions, their add-ons and the events outbox, plus `StoreTxn`: the one transaction in
 //! which a subscription actor commits a change, its charges' money and its events together.
 
-use super::charges::{BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in};
+use super::charges::{
+    BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in,
+};
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::AccountId;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, IntoActiveModel, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
 };
 
 pub use event::Model as Event;
@@ -29,12 +31,32 @@ pub struct StoreTxn {
 
 impl Store {
     pub async fn begin(&self) -> StoreResult<StoreTxn> {
-        Ok(StoreTxn { txn: self.conn().begin().await? })
+        Ok(StoreTxn {
+            txn: self.conn().begin().await?,
+        })
     }
 
-    pub async fn subscription(&self, account: &AccountId, id: &str) -> StoreResult<Option<Subscription>> {
+    pub async fn subscription(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> StoreResult<Option<Subscription>> {
         Ok(subscription::Entity::find_by_id(id)
             .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    /// A subscription by id alone: for the runtime, which got the id from a scoped lookup or
+    /// from its own timers.
+    pub async fn subscription_by_id(&self, id: &str) -> StoreResult<Option<Subscription>> {
+        Ok(subscription::Entity::find_by_id(id)
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn charge_by_id(&self, id: &str) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find_by_id(id)
             .one(self.conn())
             .await?)
     }
@@ -45,7 +67,8 @@ impl Store {
         filter: &SubscriptionFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<Subscription>> {
-        let mut select = subscription::Entity::find().filter(subscription::Column::AccountId.eq(account.as_str()));
+        let mut select = subscription::Entity::find()
+            .filter(subscription::Column::AccountId.eq(account.as_str()));
         if let Some(status) = &filter.status {
             select = select.filter(subscription::Column::Status.eq(status.as_str()));
         }
@@ -59,7 +82,12 @@ impl Store {
     }
 
     /// Subscriptions of `account` whose timer is due by `now_ms`, earliest first.
-    pub async fn due_subscriptions(&self, account: &AccountId, now_ms: i64, limit: u64) -> StoreResult<Vec<Subscription>> {
+    pub async fn due_subscriptions(
+        &self,
+        account: &AccountId,
+        now_ms: i64,
+        limit: u64,
+    ) -> StoreResult<Vec<Subscription>> {
         Ok(subscription::Entity::find()
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::DueAt.lte(now_ms))
@@ -71,7 +99,11 @@ impl Store {
     }
 
     /// Subscriptions of `account` in `status` (used to resume after a top-up).
-    pub async fn subscriptions_in_status(&self, account: &AccountId, status: &str) -> StoreResult<Vec<Subscription>> {
+    pub async fn subscriptions_in_status(
+        &self,
+        account: &AccountId,
+        status: &str,
+    ) -> StoreResult<Vec<Subscription>> {
         Ok(subscription::Entity::find()
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::Status.eq(status))
@@ -79,7 +111,10 @@ impl Store {
             .await?)
     }
 
-    pub async fn subscription_addons(&self, subscription_id: &str) -> StoreResult<Vec<SubscriptionAddon>> {
+    pub async fn subscription_addons(
+        &self,
+        subscription_id: &str,
+    ) -> StoreResult<Vec<SubscriptionAddon>> {
         Ok(subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
             .order_by_asc(subscription_addon::Column::AttachedAt)
@@ -88,11 +123,17 @@ impl Store {
     }
 
     pub async fn count_subscriptions_for_plan(&self, plan_id: &str) -> StoreResult<u64> {
-        Ok(subscription::Entity::find().filter(subscription::Column::PlanId.eq(plan_id)).count(self.conn()).await?)
+        Ok(subscription::Entity::find()
+            .filter(subscription::Column::PlanId.eq(plan_id))
+            .count(self.conn())
+            .await?)
     }
 
     /// The pending charge of a subscription, if one is in flight.
-    pub async fn pending_charge_of(&self, subscription_id: &str) -> StoreResult<Option<ChargeAttempt>> {
+    pub async fn pending_charge_of(
+        &self,
+        subscription_id: &str,
+    ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
             .filter(charge_attempt::Column::Status.eq("pending"))
@@ -126,7 +167,8 @@ impl Store {
         subscription_id: Option<&str>,
         page: &PageRequest,
     ) -> StoreResult<Page<Event>> {
-        let mut select = event::Entity::find().filter(event::Column::AccountId.eq(account.as_str()));
+        let mut select =
+            event::Entity::find().filter(event::Column::AccountId.eq(account.as_str()));
         if let Some(event_type) = event_type {
             select = select.filter(event::Column::EventType.eq(event_type));
         }
@@ -137,7 +179,10 @@ impl Store {
     }
 
     pub async fn event(&self, account: &AccountId, id: &str) -> StoreResult<Option<Event>> {
-        Ok(event::Entity::find_by_id(id).filter(event::Column::AccountId.eq(account.as_str())).one(self.conn()).await?)
+        Ok(event::Entity::find_by_id(id)
+            .filter(event::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
     }
 
     /// Sets an account's test-clock offset.
@@ -154,26 +199,42 @@ impl Store {
 
 impl StoreTxn {
     pub async fn insert_subscription(&self, row: Subscription) -> StoreResult<()> {
-        row.into_active_model().reset_all().insert(&self.txn).await?;
+        row.into_active_model()
+            .reset_all()
+            .insert(&self.txn)
+            .await?;
         Ok(())
     }
 
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<()> {
-        row.into_active_model().reset_all().update(&self.txn).await?;
+        row.into_active_model()
+            .reset_all()
+            .update(&self.txn)
+            .await?;
         Ok(())
     }
 
     pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
-        row.into_active_model().reset_all().insert(&self.txn).await?;
+        row.into_active_model()
+            .reset_all()
+            .insert(&self.txn)
+            .await?;
         Ok(())
     }
 
     pub async fn attach_addon(&self, row: SubscriptionAddon) -> StoreResult<()> {
-        row.into_active_model().reset_all().insert(&self.txn).await?;
+        row.into_active_model()
+            .reset_all()
+            .insert(&self.txn)
+            .await?;
         Ok(())
     }
 
-    pub async fn mark_addon_detached(&self, subscription_id: &str, addon_id: &str) -> StoreResult<()> {
+    pub async fn mark_addon_detached(
+        &self,
+        subscription_id: &str,
+        addon_id: &str,
+    ) -> StoreResult<()> {
         subscription_addon::ActiveModel {
             subscription_id: Set(subscription_id.to_owned()),
             addon_id: Set(addon_id.to_owned()),
@@ -207,7 +268,15 @@ impl StoreTxn {
         transaction_id: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<Option<Settled>> {
-        settle_charge_in(&self.txn, charge_id, raw_status, message, transaction_id, now_ms).await
+        settle_charge_in(
+            &self.txn,
+            charge_id,
+            raw_status,
+            message,
+            transaction_id,
+            now_ms,
+        )
+        .await
     }
 
     pub async fn commit(self) -> StoreResult<()> {

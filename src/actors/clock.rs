@@ -1,0 +1,47 @@
+//! The one clock: real time plus each account's test-clock offset (CONTRACT §10).
+
+use crate::ids::AccountId;
+use crate::store::{Store, StoreResult};
+use dashmap::DashMap;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct Clock {
+    offsets: Arc<DashMap<String, i64>>,
+    store: Store,
+}
+
+impl Clock {
+    pub fn new(store: Store) -> Self {
+        Self {
+            offsets: Arc::new(DashMap::new()),
+            store,
+        }
+    }
+
+    /// The account's current instant in milliseconds.
+    pub async fn now_ms(&self, account: &AccountId) -> StoreResult<i64> {
+        let offset = match self.offsets.get(account.as_str()) {
+            Some(offset) => *offset,
+            None => {
+                let offset = self
+                    .store
+                    .account(account)
+                    .await?
+                    .map_or(0, |a| a.clock_offset_ms);
+                self.offsets.insert(account.as_str().to_owned(), offset);
+                offset
+            }
+        };
+        Ok(chrono::Utc::now().timestamp_millis() + offset)
+    }
+
+    /// Moves the account's clock forward; returns the new instant.
+    pub async fn advance(&self, account: &AccountId, millis: i64) -> StoreResult<i64> {
+        let current = self.now_ms(account).await? - chrono::Utc::now().timestamp_millis();
+        let offset = current + millis;
+        self.store.set_clock_offset(account, offset).await?;
+        self.offsets.insert(account.as_str().to_owned(), offset);
+        Ok(chrono::Utc::now().timestamp_millis() + offset)
+    }
+}

@@ -1,0 +1,695 @@
+//! What a subscription actor does with each message: one `apply` per command, timer and
+//! processor outcome (the mini-redis shape). Every change is committed in one transaction with
+//! the events it emits; charges reserve their fee in that same transaction.
+
+use super::{ActionError, ActionOutcome, Command, Runtime};
+use crate::domain::money::FeeSchedule;
+use crate::domain::subscription::{Status, parse_retry_days, prorate, retry_at};
+use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
+use crate::ids::{AccountId, EventId};
+use crate::store::StoreError;
+use crate::store::accounts::Account;
+use crate::store::catalog::CatalogKind;
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge};
+use crate::store::subscriptions::{Event, StoreTxn, Subscription, SubscriptionAddon};
+use serde_json::{Value, json};
+
+/// Charge details carried by charge events.
+struct ChargeInfo<'a> {
+    charge: &'a ChargeAttempt,
+    raw_status: &'a str,
+}
+
+fn status_of(sub: &Subscription) -> Status {
+    Status::parse(&sub.status).unwrap_or(Status::Canceled)
+}
+
+fn cycle_of(sub: &Subscription) -> Cycle {
+    Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
+}
+
+/// Writes one event of the subscription into the outbox, inside `txn`.
+async fn emit(
+    txn: &StoreTxn,
+    sub: &Subscription,
+    event_type: &str,
+    charge: Option<ChargeInfo<'_>>,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let id = EventId::generate().into_string();
+    let metadata: Value = sub
+        .metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or(Value::Null);
+    let mut data = json!({"subscription_id": sub.id, "metadata": metadata});
+    if let Some(info) = charge {
+        data["charge_attempt_id"] = json!(info.charge.id);
+        data["status"] = json!(info.raw_status);
+        data["amount_in_cents"] = json!(info.charge.amount_cents);
+    }
+    let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
+    txn.insert_event(Event {
+        id,
+        account_id: sub.account_id.clone(),
+        event_type: event_type.to_owned(),
+        subscription_id: Some(sub.id.clone()),
+        body: body.to_string(),
+        created_at: now_ms,
+    })
+    .await
+}
+
+impl Runtime {
+    async fn load(&self, id: &str) -> Result<(Subscription, Account, i64), ActionError> {
+        let sub = self
+            .store()
+            .subscription_by_id(id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(format!("No subscription with id `{id}`.")))?;
+        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account = self
+            .store()
+            .account(&account_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound("account".into()))?;
+        let now = self.clock().now_ms(&account_id).await?;
+        Ok((sub, account, now))
+    }
+
+    /// The per-period amount of `plan_id` for `cycle` plus the attached add-ons.
+    async fn recurring_amount(
+        &self,
+        sub: &Subscription,
+        plan_id: &str,
+        cycle: Cycle,
+    ) -> Result<i64, ActionError> {
+        let account = AccountId::from_stored(sub.account_id.clone());
+        let plan = self
+            .store()
+            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
+        let mut total = price(&plan, cycle);
+        for attached in self.store().subscription_addons(&sub.id).await? {
+            if let Some(addon) = self
+                .store()
+                .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
+                .await?
+            {
+                total += price(&addon, cycle);
+            }
+        }
+        Ok(total)
+    }
+
+    pub(super) async fn apply_command(
+        &self,
+        id: &str,
+        command: Command,
+    ) -> Result<ActionOutcome, ActionError> {
+        let (mut sub, account, now) = self.load(id).await?;
+        let status = status_of(&sub);
+        let mut charge = None;
+        match command {
+            Command::Cancel { at_period_end } => {
+                if status == Status::Canceled
+                    || (at_period_end && !status.can_cancel_at_period_end())
+                {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be canceled{}.",
+                        sub.status,
+                        if at_period_end { " at period end" } else { "" }
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                if at_period_end {
+                    sub.cancel_at_period_end = true;
+                    sub.due_at = Some(sub.current_period_end);
+                } else {
+                    sub.status = Status::Canceled.as_str().to_owned();
+                    sub.due_at = None;
+                    emit(&txn, &sub, "subscription.canceled", None, now).await?;
+                }
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::Pause => {
+                if !status.can_pause() {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be paused.",
+                        sub.status
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                sub.status = Status::Paused.as_str().to_owned();
+                sub.due_at = None;
+                emit(&txn, &sub, "subscription.paused", None, now).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::Resume | Command::ResumeAfterTopUp => {
+                let from = if matches!(command, Command::Resume) {
+                    Status::Paused
+                } else {
+                    Status::PausedInsufficientBalance
+                };
+                if status != from {
+                    return Err(ActionError::Conflict(format!(
+                        "Only a {} subscription can be resumed; this one is {}.",
+                        from.as_str(),
+                        sub.status
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                self.resume(&mut sub, now);
+                emit(&txn, &sub, "subscription.resumed", None, now).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+                if sub.due_at.is_some_and(|due| due <= now) {
+                    charge = self.run_due(&mut sub, &account, now).await?;
+                }
+            }
+            Command::ChargeNow => {
+                if !status.can_charge_now() {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be charged now.",
+                        sub.status
+                    )));
+                }
+                if self.store().pending_charge_of(&sub.id).await?.is_some() {
+                    return Err(ActionError::Conflict(
+                        "A charge of this subscription is already pending.".into(),
+                    ));
+                }
+                if status != Status::PastDue {
+                    // The period restarts now.
+                    sub.status = Status::Active.as_str().to_owned();
+                    sub.anchor = now;
+                    sub.period_index = 0;
+                    sub.current_period_start = now;
+                    sub.current_period_end =
+                        period_boundary(from_millis(now), cycle_of(&sub), 1).timestamp_millis();
+                    sub.next_charge_date = now;
+                }
+                sub.due_at = Some(now);
+                let started = self
+                    .charge_period(&mut sub, &account, now, "manual", false)
+                    .await?;
+                charge = Some(started.ok_or(ActionError::InsufficientBalance)?);
+            }
+            Command::ChangePlan {
+                plan_id,
+                cycle,
+                prorate: with_proration,
+            } => {
+                let preview = self.prorated_change(&sub, &plan_id, cycle, now).await?;
+                let txn = self.store().begin().await?;
+                sub.plan_id = plan_id;
+                if let Some(cycle) = cycle {
+                    if cycle != cycle_of(&sub) {
+                        sub.cycle = cycle.as_str().to_owned();
+                        // The current period keeps its end; the next one starts a new anchor.
+                        sub.next_cycle = Some(cycle.as_str().to_owned());
+                    }
+                }
+                emit(&txn, &sub, "subscription.plan_changed", None, now).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+                if with_proration && preview > 0 {
+                    charge = self
+                        .one_off_charge(&sub, &account, preview, "proration", now)
+                        .await?;
+                }
+            }
+            Command::AttachAddon {
+                addon_id,
+                prorate: with_proration,
+            } => {
+                if status == Status::Canceled {
+                    return Err(ActionError::Conflict(
+                        "A canceled subscription accepts no add-ons.".into(),
+                    ));
+                }
+                let account_id = AccountId::from_stored(sub.account_id.clone());
+                let addon = self
+                    .store()
+                    .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ActionError::NotFound(format!("No add-on with id `{addon_id}`."))
+                    })?;
+                if !addon.active {
+                    return Err(ActionError::Unprocessable(format!(
+                        "Add-on `{addon_id}` is deactivated."
+                    )));
+                }
+                if self
+                    .store()
+                    .subscription_addons(&sub.id)
+                    .await?
+                    .iter()
+                    .any(|a| a.addon_id == addon_id)
+                {
+                    return Err(ActionError::Conflict(format!(
+                        "Add-on `{addon_id}` is already attached."
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                txn.attach_addon(SubscriptionAddon {
+                    subscription_id: sub.id.clone(),
+                    addon_id: addon_id.clone(),
+                    account_id: sub.account_id.clone(),
+                    attached_at: now,
+                    detach_at_period_end: false,
+                })
+                .await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+                let amount = prorate(
+                    0,
+                    price(&addon, cycle_of(&sub)),
+                    sub.current_period_start,
+                    sub.current_period_end,
+                    now,
+                );
+                if with_proration && status == Status::Active && amount > 0 {
+                    charge = self
+                        .one_off_charge(&sub, &account, amount, "addon_proration", now)
+                        .await?;
+                }
+            }
+            Command::DetachAddon { addon_id } => {
+                let attached = self.store().subscription_addons(&sub.id).await?;
+                if !attached
+                    .iter()
+                    .any(|a| a.addon_id == addon_id && !a.detach_at_period_end)
+                {
+                    return Err(ActionError::NotFound(format!(
+                        "Add-on `{addon_id}` is not attached to this subscription."
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                txn.mark_addon_detached(&sub.id, &addon_id).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::SetPaymentMethod { payment_method_id } => {
+                let txn = self.store().begin().await?;
+                sub.default_payment_method_id = payment_method_id;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+        }
+        let subscription = self.store().subscription_by_id(id).await?.unwrap_or(sub);
+        Ok(ActionOutcome {
+            subscription,
+            charge,
+        })
+    }
+
+    /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing).
+    pub(super) async fn prorated_change(
+        &self,
+        sub: &Subscription,
+        plan_id: &str,
+        cycle: Option<Cycle>,
+        now: i64,
+    ) -> Result<i64, ActionError> {
+        let status = status_of(sub);
+        let account = AccountId::from_stored(sub.account_id.clone());
+        let plan = self
+            .store()
+            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
+        if !status.can_change_plan() {
+            return Err(ActionError::Conflict(format!(
+                "A {} subscription cannot change plan.",
+                sub.status
+            )));
+        }
+        if !plan.active {
+            return Err(ActionError::Invalid(format!(
+                "Plan `{plan_id}` is inactive."
+            )));
+        }
+        let current_cycle = cycle_of(sub);
+        if plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
+            return Err(ActionError::Invalid(
+                "The subscription is already on this plan and cycle.".into(),
+            ));
+        }
+        if status == Status::Trialing {
+            return Ok(0);
+        }
+        let old = self
+            .store()
+            .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
+            .await?
+            .map_or(0, |p| price(&p, current_cycle));
+        Ok(prorate(
+            old,
+            price(&plan, current_cycle),
+            sub.current_period_start,
+            sub.current_period_end,
+            now,
+        ))
+    }
+
+    fn resume(&self, sub: &mut Subscription, now: i64) {
+        if sub.trial_end.is_some_and(|end| end > now) && sub.period_index < 0 {
+            sub.status = Status::Trialing.as_str().to_owned();
+            sub.due_at = Some(sub.current_period_end);
+            return;
+        }
+        sub.status = if sub.failed_attempts > 0 {
+            Status::PastDue
+        } else {
+            Status::Active
+        }
+        .as_str()
+        .to_owned();
+        if sub.next_charge_date <= now && sub.failed_attempts == 0 {
+            // The renewal date passed while paused: a new period starts now and is charged.
+            sub.anchor = now;
+            sub.period_index = 0;
+            sub.current_period_start = now;
+            sub.current_period_end =
+                period_boundary(from_millis(now), cycle_of(sub), 1).timestamp_millis();
+            sub.next_charge_date = now;
+        }
+        sub.due_at = Some(sub.next_charge_date);
+    }
+
+    async fn save(
+        &self,
+        txn: &StoreTxn,
+        sub: &mut Subscription,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        sub.updated_at = now;
+        txn.save_subscription(sub.clone()).await
+    }
+
+    /// A timer of the subscription came due.
+    pub(super) async fn apply_due(&self, id: &str) -> Result<(), ActionError> {
+        let (mut sub, account, now) = self.load(id).await?;
+        if sub.due_at.is_none_or(|due| due > now) {
+            return Ok(());
+        }
+        self.run_due(&mut sub, &account, now).await?;
+        Ok(())
+    }
+
+    async fn run_due(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        if self.store().pending_charge_of(&sub.id).await?.is_some() {
+            return Ok(None);
+        }
+        let status = status_of(sub);
+        let in_pre_period = status == Status::Trialing || sub.period_index < 0;
+        if matches!(status, Status::Active | Status::Trialing)
+            && sub.cancel_at_period_end
+            && now >= sub.current_period_end
+        {
+            let txn = self.store().begin().await?;
+            sub.status = Status::Canceled.as_str().to_owned();
+            sub.due_at = None;
+            emit(&txn, sub, "subscription.canceled", None, now).await?;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+            return Ok(None);
+        }
+        match status {
+            Status::Trialing | Status::Active if in_pre_period => {
+                // The trial (or the prepaid time before start_date) ends: the first period starts.
+                sub.status = Status::Active.as_str().to_owned();
+                sub.anchor = sub.current_period_end;
+                sub.period_index = 0;
+                sub.current_period_start = sub.anchor;
+                sub.current_period_end =
+                    period_boundary(from_millis(sub.anchor), cycle_of(sub), 1).timestamp_millis();
+                sub.next_charge_date = sub.current_period_start;
+                self.charge_period(sub, account, now, "first", true).await
+            }
+            Status::Active => self.charge_period(sub, account, now, "renewal", true).await,
+            Status::PastDue => self.charge_period(sub, account, now, "retry", true).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// Charges the subscription's unpaid period: the current one if it was never paid (a first
+    /// charge), else the next one (a renewal). A period already paid is never charged again.
+    async fn charge_period(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+        purpose: &'static str,
+        pause_when_short: bool,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let period_start = if self
+            .store()
+            .period_paid(&sub.id, sub.current_period_start)
+            .await?
+        {
+            sub.current_period_end
+        } else {
+            sub.current_period_start
+        };
+        if self.store().period_paid(&sub.id, period_start).await? {
+            return Ok(None);
+        }
+        let amount = self
+            .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
+            .await?;
+        let fee = FeeSchedule {
+            percent_bps: account.fee_percent_bps,
+            fixed_cents: account.fee_fixed_cents,
+        }
+        .fee_for(amount);
+        let txn = self.store().begin().await?;
+        let began = txn
+            .begin_charge(NewCharge {
+                account: AccountId::from_stored(sub.account_id.clone()),
+                subscription_id: Some(sub.id.clone()),
+                customer_id: sub.customer_id.clone(),
+                payment_method_id: sub.default_payment_method_id.clone(),
+                amount_cents: amount,
+                fee_cents: fee,
+                purpose,
+                period_start: Some(period_start),
+                now_ms: now,
+            })
+            .await;
+        let charge = match began {
+            Ok(charge) => charge,
+            Err(BeginChargeError::InsufficientBalance) => {
+                drop(txn);
+                if !pause_when_short {
+                    return Ok(None);
+                }
+                let txn = self.store().begin().await?;
+                sub.status = Status::PausedInsufficientBalance.as_str().to_owned();
+                sub.due_at = None;
+                self.save(&txn, sub, now).await?;
+                txn.commit().await?;
+                return Ok(None);
+            }
+            Err(BeginChargeError::Store(err)) => return Err(err.into()),
+        };
+        sub.due_at = None;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        self.submit(account, &charge).await?;
+        Ok(Some(
+            self.store()
+                .charge_by_id(&charge.id)
+                .await?
+                .unwrap_or(charge),
+        ))
+    }
+
+    /// A charge outside the period cycle (proration): no state change, only money and events.
+    async fn one_off_charge(
+        &self,
+        sub: &Subscription,
+        account: &Account,
+        amount: i64,
+        purpose: &'static str,
+        now: i64,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let fee = FeeSchedule {
+            percent_bps: account.fee_percent_bps,
+            fixed_cents: account.fee_fixed_cents,
+        }
+        .fee_for(amount);
+        let txn = self.store().begin().await?;
+        let charge = txn
+            .begin_charge(NewCharge {
+                account: AccountId::from_stored(sub.account_id.clone()),
+                subscription_id: Some(sub.id.clone()),
+                customer_id: sub.customer_id.clone(),
+                payment_method_id: sub.default_payment_method_id.clone(),
+                amount_cents: amount,
+                fee_cents: fee,
+                purpose,
+                period_start: None,
+                now_ms: now,
+            })
+            .await
+            .map_err(|err| match err {
+                BeginChargeError::InsufficientBalance => ActionError::InsufficientBalance,
+                BeginChargeError::Store(err) => err.into(),
+            })?;
+        txn.commit().await?;
+        self.submit(account, &charge).await?;
+        Ok(Some(
+            self.store()
+                .charge_by_id(&charge.id)
+                .await?
+                .unwrap_or(charge),
+        ))
+    }
+
+    /// Posts the transaction; a final answer is applied at once, in this actor.
+    async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> Result<(), ActionError> {
+        match self.charger().submit(account, charge).await {
+            Ok(Some(tx)) if tx.is_final() => {
+                self.apply_outcome(
+                    &charge.id,
+                    &tx.status,
+                    tx.status_message.as_deref(),
+                    Some(&tx.id),
+                )
+                .await
+            }
+            Ok(Some(tx)) => {
+                let now = chrono::Utc::now().timestamp_millis();
+                self.store()
+                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now)
+                    .await?;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(err) => {
+                self.apply_outcome(&charge.id, "ERROR", Some(&err.to_string()), None)
+                    .await
+            }
+        }
+    }
+
+    /// Applies a charge's final outcome once: the money, the subscription's transition and
+    /// the events, in one transaction.
+    pub(super) async fn apply_outcome(
+        &self,
+        charge_id: &str,
+        raw_status: &str,
+        message: Option<&str>,
+        transaction_id: Option<&str>,
+    ) -> Result<(), ActionError> {
+        let Some(charge) = self.store().charge_by_id(charge_id).await? else {
+            return Ok(());
+        };
+        let Some(sub_id) = charge.subscription_id.clone() else {
+            return Ok(());
+        };
+        let (mut sub, account, now) = self.load(&sub_id).await?;
+        let txn = self.store().begin().await?;
+        let Some(settled) = txn
+            .settle_charge(
+                charge_id,
+                raw_status,
+                message,
+                transaction_id,
+                chrono::Utc::now().timestamp_millis(),
+            )
+            .await?
+        else {
+            return Ok(());
+        };
+        if !settled.newly {
+            return Ok(());
+        }
+        let approved = settled.charge.status == "approved";
+        let info = || ChargeInfo {
+            charge: &settled.charge,
+            raw_status,
+        };
+        emit(
+            &txn,
+            &sub,
+            if approved {
+                "charge.approved"
+            } else {
+                "charge.declined"
+            },
+            Some(info()),
+            now,
+        )
+        .await?;
+        if let Some(period_start) = settled.charge.period_start {
+            if approved {
+                if period_start == sub.current_period_end {
+                    txn.drop_detached_addons(&sub.id).await?;
+                    if sub.next_cycle.take().is_some() {
+                        sub.anchor = period_start;
+                        sub.period_index = 0;
+                    } else {
+                        sub.period_index += 1;
+                    }
+                    sub.current_period_start = period_start;
+                    sub.current_period_end = period_boundary(
+                        from_millis(sub.anchor),
+                        cycle_of(&sub),
+                        sub.period_index as u32 + 1,
+                    )
+                    .timestamp_millis();
+                }
+                sub.status = Status::Active.as_str().to_owned();
+                sub.failed_attempts = 0;
+                sub.first_failure_at = None;
+                sub.next_charge_date = sub.current_period_end;
+                sub.due_at = Some(sub.current_period_end);
+            } else {
+                sub.failed_attempts += 1;
+                let first = *sub.first_failure_at.get_or_insert(now);
+                if sub.failed_attempts == 1 {
+                    sub.status = Status::PastDue.as_str().to_owned();
+                    emit(&txn, &sub, "subscription.past_due", None, now).await?;
+                }
+                match retry_at(
+                    first,
+                    sub.failed_attempts as u32,
+                    &parse_retry_days(&account.dunning_retry_days),
+                ) {
+                    Some(retry) => {
+                        sub.status = Status::PastDue.as_str().to_owned();
+                        sub.next_charge_date = retry;
+                        sub.due_at = Some(retry);
+                    }
+                    None => {
+                        sub.status = Status::Canceled.as_str().to_owned();
+                        sub.due_at = None;
+                        emit(&txn, &sub, "subscription.canceled", None, now).await?;
+                    }
+                }
+            }
+            self.save(&txn, &mut sub, now).await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+}
+
+fn price(item: &crate::store::catalog::CatalogItem, cycle: Cycle) -> i64 {
+    match cycle {
+        Cycle::Monthly => item.monthly_amount_cents,
+        Cycle::Annual => item.annual_amount_cents,
+    }
+}
