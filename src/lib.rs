@@ -30,7 +30,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use processor::client::ProcessorClient;
 use processor::sandbox::{SandboxConfig, SandboxProcessor};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use store::Store;
 use tokio::net::TcpListener;
@@ -63,8 +63,11 @@ pub async fn run(
     first_start.print(&config.public_url());
     let processor = ProcessorClient::new()?;
     let public_url = config.public_url();
+    let charger = Charger::new(store.clone(), processor.clone(), public_url);
+    let runtime = actors::Runtime::start(store.clone(), charger.clone()).await?;
     let state = AppState {
-        charger: Charger::new(store.clone(), processor.clone(), public_url),
+        charger,
+        runtime: runtime.clone(),
         store,
         config: Arc::new(config),
         admin_token_hash,
@@ -78,7 +81,8 @@ pub async fn run(
         state.register_sandbox_merchant(&account);
     }
     let app = api::app(state.clone());
-    state.ready.store(true, Ordering::Release);
+    // Ready once the first scheduler pass has run every timer that fell due while down.
+    actors::spawn_background(runtime, Arc::clone(&state.ready));
     tracing::info!(address = %local, "billing listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

@@ -222,6 +222,23 @@ async fn top_up(
         )
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
+    // A top-up may cover the fees of subscriptions paused for want of balance: resume them,
+    // and charge what is due.
+    let account = AccountId::from_stored(id.clone());
+    for sub in state
+        .store
+        .subscriptions_in_status(&account, "paused_insufficient_balance")
+        .await?
+    {
+        if let Err(err) = state
+            .runtime
+            .act(&sub.id, crate::actors::Command::ResumeAfterTopUp)
+            .await
+        {
+            tracing::warn!(subscription = %sub.id, error = %err, "could not resume after top-up");
+        }
+    }
+    let balance = state.store.balance(&account).await?.unwrap_or(balance);
     Ok((StatusCode::CREATED, Json(balance.into())))
 }
 

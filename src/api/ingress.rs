@@ -103,9 +103,25 @@ async fn receive_processor_event(
             .charge_for_transaction(&account_id, Some(&tx.id), Some(&tx.reference))
             .await?;
         match charge {
-            Some(charge) => {
-                state.charger.apply(&charge, tx).await?;
-            }
+            Some(charge) => match (&charge.subscription_id, tx.is_final()) {
+                // A subscription's charge changes the subscription: its actor applies it.
+                (Some(sub), true) => {
+                    state
+                        .runtime
+                        .outcome(
+                            sub,
+                            &charge.id,
+                            &tx.status,
+                            tx.status_message.as_deref(),
+                            Some(&tx.id),
+                        )
+                        .await
+                        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+                }
+                _ => {
+                    state.charger.apply(&charge, tx).await?;
+                }
+            },
             None => {
                 tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit")
             }

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod balance;
 pub mod catalog;
 pub mod error;
+pub mod events;
 pub mod extract;
 pub mod idempotency;
 pub mod ingress;
@@ -15,6 +16,7 @@ pub mod payment_methods;
 pub mod probes;
 pub mod rate_limit;
 pub mod state;
+pub mod subscriptions;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
@@ -90,6 +92,8 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(catalog::router())
         .merge(balance::router())
         .merge(payment_methods::router())
+        .merge(subscriptions::router())
+        .merge(events::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             idempotency::idempotent_posts,

@@ -24,6 +24,7 @@ pub struct AppState {
     pub sandbox: Arc<SandboxProcessor>,
     pub processor: ProcessorClient,
     pub charger: Charger,
+    pub runtime: crate::actors::Runtime,
 }
 
 impl AppState {

@@ -1,0 +1,167 @@
+//! The events history (the outbox), and the test clock of sandbox accounts (CONTRACT §10).
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ApiJson, ApiQuery};
+use super::list::{ListOut, page_request};
+use super::state::AppState;
+use crate::domain::time::{from_millis, rfc3339};
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::time::Duration;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_events))
+        .routes(routes!(get_event))
+        .routes(routes!(get_clock))
+        .routes(routes!(advance_clock))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventListQuery {
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    pub event_type: Option<String>,
+    pub subscription_id: Option<String>,
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// An event exactly as delivered to webhook endpoints.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct EventOut(Box<RawValue>);
+
+fn event_out(body: String) -> EventOut {
+    EventOut(
+        RawValue::from_string(body)
+            .unwrap_or_else(|_| RawValue::from_string("{}".into()).unwrap_or_default()),
+    )
+}
+
+/// The account's events, newest first.
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(EventListQuery),
+    responses((status = 200, body = ListOut<EventOut>), (status = 400, body = ErrorBody)))]
+async fn list_events(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<EventListQuery>,
+) -> ApiResult<Json<ListOut<EventOut>>> {
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let page = state
+        .store
+        .list_events(
+            &caller.account_id(),
+            query.event_type.as_deref(),
+            query.subscription_id.as_deref(),
+            &page,
+        )
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |e| e.id.clone(),
+        |e| event_out(e.body),
+    )))
+}
+
+/// One event.
+#[utoipa::path(get, path = "/v1/events/{id}", tag = "events",
+    responses((status = 200, body = EventOut), (status = 404, body = ErrorBody)))]
+async fn get_event(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EventOut>> {
+    let event = state
+        .store
+        .event(&caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
+    Ok(Json(event_out(event.body)))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClockOut {
+    pub now: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceIn {
+    /// Seconds to move forward, > 0.
+    pub seconds: i64,
+}
+
+fn sandbox_only(caller: &Caller) -> ApiResult<()> {
+    if caller.0.sandbox {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(
+            "The test clock exists only for sandbox accounts.",
+        ))
+    }
+}
+
+/// The account's clock: real time plus the test offset.
+#[utoipa::path(get, path = "/v1/test-helpers/clock", tag = "test helpers",
+    responses((status = 200, body = ClockOut), (status = 400, body = ErrorBody)))]
+async fn get_clock(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<ClockOut>> {
+    sandbox_only(&caller)?;
+    let now = state.runtime.clock().now_ms(&caller.account_id()).await?;
+    Ok(Json(ClockOut {
+        now: rfc3339(from_millis(now)),
+    }))
+}
+
+/// Moves the clock forward and answers once every timer due by then has run, in due order,
+/// and the charges it started have settled through the processor.
+#[utoipa::path(post, path = "/v1/test-helpers/clock/advance", tag = "test helpers", request_body = AdvanceIn,
+    responses((status = 200, body = ClockOut), (status = 400, body = ErrorBody)))]
+async fn advance_clock(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<AdvanceIn>,
+) -> ApiResult<Json<ClockOut>> {
+    sandbox_only(&caller)?;
+    if !(1..=10 * 366 * 86_400).contains(&body.seconds) {
+        return Err(
+            ApiError::bad_request("seconds must be between 1 and ten years.").param("seconds"),
+        );
+    }
+    let account = caller.account_id();
+    let now = state
+        .runtime
+        .clock()
+        .advance(&account, body.seconds * 1000)
+        .await?;
+    // Timers can schedule timers due by `now` (a retry after a failure): repeat until quiet.
+    for _ in 0..1000 {
+        let due = state.store.due_subscriptions(&account, now, 100).await?;
+        for sub in &due {
+            state
+                .runtime
+                .due(&sub.id)
+                .await
+                .map_err(|err| ApiError::Internal(Box::new(err)))?;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        while state.store.count_pending_charges(&account).await? > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if due.is_empty() {
+            break;
+        }
+    }
+    Ok(Json(ClockOut {
+        now: rfc3339(from_millis(now)),
+    }))
+}

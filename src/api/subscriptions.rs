@@ -1,0 +1,626 @@
+//! Subscriptions: direct creation, reads, and the actions, each sent to the subscription's
+//! actor (the handler never changes a subscription itself).
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use super::list::{ListOut, page_request};
+use super::state::AppState;
+use crate::actors::{ActionError, ActionOutcome, Command};
+use crate::domain::subscription::Status;
+use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
+use crate::ids::{AccountId, EventId, SubscriptionId};
+use crate::store::catalog::CatalogKind;
+use crate::store::subscriptions::{Event, Subscription, SubscriptionFilter};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use serde_json::value::RawValue;
+use std::time::Duration;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_subscription, list_subscriptions))
+        .routes(routes!(get_subscription, update_subscription))
+        .routes(routes!(cancel_subscription))
+        .routes(routes!(pause_subscription))
+        .routes(routes!(resume_subscription))
+        .routes(routes!(change_plan))
+        .routes(routes!(preview_change_plan))
+        .routes(routes!(charge_now))
+        .routes(routes!(attach_addon, list_addons))
+        .routes(routes!(detach_addon))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriptionOut {
+    pub id: String,
+    pub customer_id: String,
+    pub plan_id: String,
+    /// trialing, active, past_due, paused, paused_insufficient_balance, canceled.
+    pub status: String,
+    pub cycle: String,
+    pub current_period_start: String,
+    pub current_period_end: String,
+    pub next_charge_date: String,
+    pub default_payment_method_id: String,
+    pub trial_end: Option<String>,
+    pub cancel_at_period_end: bool,
+    pub failed_attempts: i32,
+    pub created_at: String,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+}
+
+impl From<Subscription> for SubscriptionOut {
+    fn from(sub: Subscription) -> Self {
+        let at = |ms: i64| rfc3339(from_millis(ms));
+        Self {
+            current_period_start: at(sub.current_period_start),
+            current_period_end: at(sub.current_period_end),
+            next_charge_date: at(sub.next_charge_date),
+            trial_end: sub.trial_end.map(at),
+            created_at: at(sub.created_at),
+            metadata: metadata_value(sub.metadata.as_deref()),
+            id: sub.id,
+            customer_id: sub.customer_id,
+            plan_id: sub.plan_id,
+            status: sub.status,
+            cycle: sub.cycle,
+            default_payment_method_id: sub.default_payment_method_id,
+            cancel_at_period_end: sub.cancel_at_period_end,
+            failed_attempts: sub.failed_attempts,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionIn {
+    pub customer_id: String,
+    pub plan_id: String,
+    /// monthly or annual.
+    pub cycle: String,
+    pub payment_method_id: String,
+    pub trial_days: Option<i64>,
+    /// RFC 3339; in the future for a customer who has paid until then.
+    pub start_date: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SubscriptionListQuery {
+    pub status: Option<String>,
+    pub customer_id: Option<String>,
+    pub plan_id: Option<String>,
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+fn parse_cycle(raw: &str) -> ApiResult<Cycle> {
+    Cycle::parse(raw)
+        .ok_or_else(|| ApiError::bad_request("cycle must be monthly or annual.").param("cycle"))
+}
+
+/// Maps an actor's business failure to the contract's errors.
+fn action_error(err: ActionError) -> ApiError {
+    match err {
+        ActionError::NotFound(message) => ApiError::not_found(message),
+        ActionError::Conflict(message) => ApiError::conflict(message),
+        ActionError::Invalid(message) => ApiError::bad_request(message),
+        ActionError::Unprocessable(message) => ApiError::unprocessable(message),
+        ActionError::InsufficientBalance => ApiError::InsufficientBalance(
+            "The prepaid balance does not cover the fee of this charge.".into(),
+        ),
+        ActionError::Store(err) => err.into(),
+        ActionError::Unavailable => ApiError::Internal("subscription actor unavailable".into()),
+    }
+}
+
+async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
+    state
+        .store
+        .subscription(&caller.account_id(), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
+}
+
+async fn act(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    command: Command,
+) -> ApiResult<ActionOutcome> {
+    scoped(state, caller, id).await?;
+    state.runtime.act(id, command).await.map_err(action_error)
+}
+
+/// Create a subscription directly (the customer already has a payment method).
+#[utoipa::path(post, path = "/v1/subscriptions", tag = "subscriptions", request_body = SubscriptionIn,
+    responses((status = 201, body = SubscriptionOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn create_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<SubscriptionIn>,
+) -> ApiResult<(StatusCode, Json<SubscriptionOut>)> {
+    let account = caller.account_id();
+    let cycle = parse_cycle(&body.cycle)?;
+    let metadata = metadata_text(body.metadata)?;
+    state
+        .store
+        .customer(&account, &body.customer_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
+                .param("customer_id")
+        })?;
+    let plan = state
+        .store
+        .catalog_item(&account, CatalogKind::Plan, &body.plan_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No plan with id `{}`.", body.plan_id)).param("plan_id")
+        })?;
+    if !plan.active {
+        return Err(
+            ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
+        );
+    }
+    let method = state
+        .store
+        .payment_method(&account, &body.payment_method_id)
+        .await?;
+    if method.is_none_or(|m| m.customer_id != body.customer_id) {
+        return Err(
+            ApiError::not_found("No payment method with that id for this customer.")
+                .param("payment_method_id"),
+        );
+    }
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let trial_days = body.trial_days.unwrap_or(0);
+    if !(0..=730).contains(&trial_days) {
+        return Err(
+            ApiError::bad_request("trial_days must be between 0 and 730.").param("trial_days"),
+        );
+    }
+    let start = match &body.start_date {
+        None => None,
+        Some(raw) => {
+            let parsed = chrono::DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| {
+                    ApiError::bad_request("start_date must be an RFC 3339 datetime.")
+                        .param("start_date")
+                })?
+                .timestamp_millis();
+            if parsed < now {
+                return Err(ApiError::bad_request("start_date must not be in the past.")
+                    .param("start_date"));
+            }
+            Some(parsed)
+        }
+    };
+    if trial_days > 0 && start.is_some() {
+        return Err(
+            ApiError::bad_request("Send trial_days or start_date, not both.").param("start_date"),
+        );
+    }
+    // Before the first real period (trial, or prepaid until start_date) the period index is
+    // −1 and the period is [now, first charge); otherwise the first period starts now.
+    let (status, period_end, period_index, trial_end) = match (trial_days, start) {
+        (days, _) if days > 0 => {
+            let end = now + days * 86_400_000;
+            (Status::Trialing, end, -1, Some(end))
+        }
+        (_, Some(start)) if start > now => (Status::Active, start, -1, None),
+        _ => (
+            Status::Active,
+            period_boundary(from_millis(now), cycle, 1).timestamp_millis(),
+            0,
+            None,
+        ),
+    };
+    let next_charge = if period_index < 0 { period_end } else { now };
+    let sub = Subscription {
+        id: SubscriptionId::generate().into_string(),
+        account_id: caller.0.id.clone(),
+        customer_id: body.customer_id,
+        plan_id: body.plan_id,
+        cycle: cycle.as_str().to_owned(),
+        status: status.as_str().to_owned(),
+        current_period_start: now,
+        current_period_end: period_end,
+        next_charge_date: next_charge,
+        default_payment_method_id: body.payment_method_id,
+        trial_end,
+        cancel_at_period_end: false,
+        failed_attempts: 0,
+        first_failure_at: None,
+        metadata,
+        anchor: now,
+        period_index,
+        next_plan_id: None,
+        next_cycle: None,
+        due_at: Some(next_charge),
+        created_at: now,
+        updated_at: now,
+    };
+    let id = sub.id.clone();
+    let txn = state.store.begin().await?;
+    txn.insert_subscription(sub.clone()).await?;
+    txn.insert_event(created_event(&sub, now)).await?;
+    txn.commit().await?;
+    if next_charge <= now {
+        // The first period is charged at once, by the subscription's actor.
+        state.runtime.due(&id).await.map_err(action_error)?;
+    }
+    let sub = scoped(&state, &caller, &id).await?;
+    Ok((StatusCode::CREATED, Json(sub.into())))
+}
+
+/// The `subscription.created` event of a new subscription.
+pub fn created_event(sub: &Subscription, now: i64) -> Event {
+    let id = EventId::generate().into_string();
+    let metadata: serde_json::Value = sub
+        .metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    let body = json!({"id": id, "type": "subscription.created", "created": rfc3339(from_millis(now)),
+        "data": {"subscription_id": sub.id, "metadata": metadata}});
+    Event {
+        id,
+        account_id: sub.account_id.clone(),
+        event_type: "subscription.created".into(),
+        subscription_id: Some(sub.id.clone()),
+        body: body.to_string(),
+        created_at: now,
+    }
+}
+
+/// List subscriptions, newest first.
+#[utoipa::path(get, path = "/v1/subscriptions", tag = "subscriptions", params(SubscriptionListQuery),
+    responses((status = 200, body = ListOut<SubscriptionOut>), (status = 400, body = ErrorBody)))]
+async fn list_subscriptions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<SubscriptionListQuery>,
+) -> ApiResult<Json<ListOut<SubscriptionOut>>> {
+    if let Some(status) = &query.status {
+        if Status::parse(status).is_none() {
+            return Err(
+                ApiError::bad_request(format!("Unknown status `{status}`.")).param("status")
+            );
+        }
+    }
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let filter = SubscriptionFilter {
+        status: query.status,
+        customer_id: query.customer_id,
+        plan_id: query.plan_id,
+    };
+    let page = state
+        .store
+        .list_subscriptions(&caller.account_id(), &filter, &page)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |s| s.id.clone(),
+        SubscriptionOut::from,
+    )))
+}
+
+/// Get a subscription.
+#[utoipa::path(get, path = "/v1/subscriptions/{id}", tag = "subscriptions",
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+async fn get_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    Ok(Json(scoped(&state, &caller, &id).await?.into()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionPatch {
+    /// A payment method of the same customer; used from the next charge.
+    pub default_payment_method_id: String,
+}
+
+/// Change the card used from the next charge.
+#[utoipa::path(patch, path = "/v1/subscriptions/{id}", tag = "subscriptions", request_body = SubscriptionPatch,
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+async fn update_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<SubscriptionPatch>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    let sub = scoped(&state, &caller, &id).await?;
+    let method = state
+        .store
+        .payment_method(&caller.account_id(), &body.default_payment_method_id)
+        .await?;
+    if method.is_none_or(|m| m.customer_id != sub.customer_id) {
+        return Err(
+            ApiError::not_found("No payment method with that id for this customer.")
+                .param("default_payment_method_id"),
+        );
+    }
+    let outcome = act(
+        &state,
+        &caller,
+        &id,
+        Command::SetPaymentMethod {
+            payment_method_id: body.default_payment_method_id,
+        },
+    )
+    .await?;
+    Ok(Json(outcome.subscription.into()))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CancelIn {
+    /// Default true.
+    pub at_period_end: Option<bool>,
+}
+
+/// Cancel now (`at_period_end: false`) or at the end of the period (default).
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/cancel", tag = "subscriptions", request_body = CancelIn,
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn cancel_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CancelIn>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    let command = Command::Cancel {
+        at_period_end: body.at_period_end.unwrap_or(true),
+    };
+    Ok(Json(
+        act(&state, &caller, &id, command)
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+/// Pause: no charge and no renewal until resumed.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/pause", tag = "subscriptions",
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn pause_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    Ok(Json(
+        act(&state, &caller, &id, Command::Pause)
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+/// Resume a paused subscription.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/resume", tag = "subscriptions",
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn resume_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    Ok(Json(
+        act(&state, &caller, &id, Command::Resume)
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangePlanIn {
+    pub plan_id: String,
+    pub cycle: Option<String>,
+    /// Default true.
+    pub prorate: Option<bool>,
+}
+
+/// Change plan (and optionally cycle); an upgrade with proration is charged at once.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/change-plan", tag = "subscriptions", request_body = ChangePlanIn,
+    responses((status = 200, body = SubscriptionOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn change_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ChangePlanIn>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
+    let command = Command::ChangePlan {
+        plan_id: body.plan_id,
+        cycle,
+        prorate: body.prorate.unwrap_or(true),
+    };
+    Ok(Json(
+        act(&state, &caller, &id, command)
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewIn {
+    pub plan_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewOut {
+    pub prorated_amount_cents: i64,
+    pub immediate_charge: bool,
+}
+
+/// What change-plan would charge now, for the current cycle. Changes nothing.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/change-plan/preview", tag = "subscriptions", request_body = PreviewIn,
+    responses((status = 200, body = PreviewOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn preview_change_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PreviewIn>,
+) -> ApiResult<Json<PreviewOut>> {
+    scoped(&state, &caller, &id).await?;
+    let amount = state
+        .runtime
+        .preview(&id, &body.plan_id)
+        .await
+        .map_err(action_error)?;
+    Ok(Json(PreviewOut {
+        prorated_amount_cents: amount,
+        immediate_charge: amount > 0,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChargeOut {
+    pub id: String,
+    pub subscription_id: Option<String>,
+    pub amount_in_cents: i64,
+    /// pending, approved, declined, error, voided.
+    pub status: String,
+    pub processor_status: Option<String>,
+    pub processor_transaction_id: Option<String>,
+    pub reference: String,
+    pub created_at: String,
+}
+
+/// Force a charge attempt now and wait (up to 10 s) for its outcome.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/charge-now", tag = "subscriptions",
+    responses((status = 200, body = ChargeOut), (status = 202, body = ChargeOut, description = "still pending"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn charge_now(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let outcome = act(&state, &caller, &id, Command::ChargeNow).await?;
+    let Some(charge) = outcome.charge else {
+        return Err(ApiError::InsufficientBalance(
+            "The prepaid balance does not cover the fee of this charge.".into(),
+        ));
+    };
+    let account = caller.account_id();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut charge = charge;
+    while charge.status == "pending" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        charge = state
+            .store
+            .charge(&account, &charge.id)
+            .await?
+            .unwrap_or(charge);
+    }
+    let out = ChargeOut {
+        created_at: rfc3339(from_millis(charge.created_at)),
+        id: charge.id,
+        subscription_id: charge.subscription_id,
+        amount_in_cents: charge.amount_cents,
+        status: charge.status.clone(),
+        processor_status: charge.processor_status.clone(),
+        processor_transaction_id: charge.processor_transaction_id,
+        reference: charge.reference,
+    };
+    match charge.status.as_str() {
+        "approved" => Ok((StatusCode::OK, Json(out)).into_response()),
+        "pending" => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
+        _ => Err(ApiError::Processor(format!(
+            "The payment processor rejected the charge ({}).",
+            charge.processor_status.as_deref().unwrap_or("ERROR")
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachAddonIn {
+    pub addon_id: String,
+    /// Default true.
+    pub prorate: Option<bool>,
+}
+
+/// Attach an add-on; with proration the rest of the period is charged at once.
+#[utoipa::path(post, path = "/v1/subscriptions/{id}/addons", tag = "subscriptions", request_body = AttachAddonIn,
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+async fn attach_addon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<AttachAddonIn>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    let command = Command::AttachAddon {
+        addon_id: body.addon_id,
+        prorate: body.prorate.unwrap_or(true),
+    };
+    Ok(Json(
+        act(&state, &caller, &id, command)
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+/// Detach an add-on: it stops billing from the next period.
+#[utoipa::path(delete, path = "/v1/subscriptions/{id}/addons/{addon_id}", tag = "subscriptions",
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+async fn detach_addon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((id, addon_id)): Path<(String, String)>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    Ok(Json(
+        act(&state, &caller, &id, Command::DetachAddon { addon_id })
+            .await?
+            .subscription
+            .into(),
+    ))
+}
+
+/// The add-ons billed with this subscription.
+#[utoipa::path(get, path = "/v1/subscriptions/{id}/addons", tag = "subscriptions",
+    responses((status = 200, body = ListOut<super::catalog::CatalogItemOut>), (status = 404, body = ErrorBody)))]
+async fn list_addons(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ListOut<super::catalog::CatalogItemOut>>> {
+    scoped(&state, &caller, &id).await?;
+    let account: AccountId = caller.account_id();
+    let mut data = Vec::new();
+    for attached in state.store.subscription_addons(&id).await? {
+        if attached.detach_at_period_end {
+            continue;
+        }
+        if let Some(addon) = state
+            .store
+            .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
+            .await?
+        {
+            data.push(addon.into());
+        }
+    }
+    Ok(Json(ListOut {
+        data,
+        has_more: false,
+        next_cursor: None,
+    }))
+}
