@@ -9,3 +9,4 @@ mod conventions;
 mod openapi;
 mod processor;
 mod protocol;
+mod subscriptions;

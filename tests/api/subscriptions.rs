@@ -1,0 +1,577 @@
+//! Issue 4 through HTTP: subscriptions created directly, renewed by the test clock, charged
+//! through the sandbox processor and the signed ingress, with their events.
+
+use crate::common::{TestApp, read};
+use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+crate::db_tests!(
+    immediate_first_charge_then_a_year_of_monthly_renewals,
+    trial_ends_into_a_charge,
+    failed_card_goes_through_every_retry_to_cancellation,
+    pause_across_a_renewal_date_then_resume_charges_a_new_period,
+    cancel_at_period_end_cancels_at_the_period_end,
+    state_errors_are_409_and_unknown_ids_404,
+    change_plan_preview_equals_what_change_plan_charges,
+    insufficient_balance_pauses_and_a_top_up_resumes,
+    concurrent_actions_on_one_subscription_are_serialised,
+);
+
+const DAY: i64 = 86_400;
+
+struct Shop {
+    customer: String,
+    plan: String,
+}
+
+/// A customer with a card (`number`) attached through the sandbox, a plan, and a balance.
+async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
+    let (_, account) = read(app.get("/v1/account").await).await;
+    let store = billing::store::Store::connect(&app.database_url)
+        .await
+        .expect("store");
+    let row = store
+        .account(&billing::ids::AccountId::from_stored(
+            app.account_id.clone(),
+        ))
+        .await
+        .expect("db")
+        .expect("account");
+    let creds = ProcessorCredentials::new(
+        account["processor"]["base_url"].as_str().expect("url"),
+        row.processor_public_key,
+        row.processor_private_key,
+        row.processor_integrity_secret,
+    )
+    .expect("creds");
+    let client = ProcessorClient::new().expect("client");
+    let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
+    let card = CardDetails {
+        number: number.into(),
+        cvc: "123".into(),
+        exp_month: "08".into(),
+        exp_year: "30".into(),
+        card_holder: "Ana Gómez".into(),
+    };
+    let token = client.tokenize_card(&creds, &card).await.expect("token");
+    let (_, customer) = read(
+        app.post(
+            "/v1/customers",
+            json!({"email": "ana@example.co", "name": "Ana"}),
+        )
+        .await,
+    )
+    .await;
+    let customer = customer["id"].as_str().expect("id").to_owned();
+    let (status, method) = read(
+        app.post(
+            &format!("/v1/customers/{customer}/payment-methods"),
+            json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{method}");
+    let plan = app.create_plan("Pro", 3_000_000, 30_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let top_up = app
+        .admin(
+            Method::POST,
+            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
+        )
+        .json(&json!({"amount_cents": 10_000_000}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(top_up.status(), 201);
+    (
+        Shop { customer, plan },
+        method["id"].as_str().expect("id").to_owned(),
+    )
+}
+
+async fn subscribe(app: &TestApp, shop: &Shop, method: &str, extra: Value) -> Value {
+    let mut body = json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
+        "payment_method_id": method, "metadata": {"order": "A-1"}});
+    for (k, v) in extra.as_object().expect("object") {
+        body[k] = v.clone();
+    }
+    let (status, sub) = read(app.post("/v1/subscriptions", body).await).await;
+    assert_eq!(status, 201, "{sub}");
+    sub
+}
+
+async fn advance(app: &TestApp, seconds: i64) {
+    let (status, body) = read(
+        app.post(
+            "/v1/test-helpers/clock/advance",
+            json!({"seconds": seconds}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+async fn get(app: &TestApp, id: &str) -> Value {
+    read(app.get(&format!("/v1/subscriptions/{id}")).await)
+        .await
+        .1
+}
+
+async fn events(app: &TestApp, id: &str) -> Vec<Value> {
+    let (_, page) = read(
+        app.get(&format!("/v1/events?subscription_id={id}&limit=100"))
+            .await,
+    )
+    .await;
+    let mut events = page["data"].as_array().expect("data").clone();
+    events.reverse();
+    events
+}
+
+fn types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().expect("type").to_owned())
+        .collect()
+}
+
+async fn immediate_first_charge_then_a_year_of_monthly_renewals(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let id = sub["id"].as_str().expect("id");
+    assert!(id.starts_with("sub_"));
+    assert_eq!(sub["status"], "active");
+    advance(&app, 1).await;
+    let first = get(&app, id).await;
+    assert_eq!(first["next_charge_date"], first["current_period_end"]);
+    for month in 1..=12 {
+        advance(&app, 31 * DAY).await;
+        let now = get(&app, id).await;
+        assert_eq!(now["status"], "active", "month {month}: {now}");
+    }
+    let all = events(&app, id).await;
+    let approved: Vec<&Value> = all
+        .iter()
+        .filter(|e| e["type"] == "charge.approved")
+        .collect();
+    assert!(
+        approved.len() >= 13,
+        "first charge and at least 12 renewals: {}",
+        approved.len()
+    );
+    for event in &all {
+        assert_eq!(event["data"]["subscription_id"], id);
+        assert_eq!(event["data"]["metadata"], json!({"order": "A-1"}));
+    }
+    for event in &approved {
+        assert_eq!(event["data"]["status"], "APPROVED");
+        assert_eq!(event["data"]["amount_in_cents"], 3_000_000);
+        assert!(
+            event["data"]["charge_attempt_id"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("ch_"))
+        );
+    }
+    let (_, balance) = read(app.get("/v1/balance").await).await;
+    let fees = approved.len() as i64 * 45_000;
+    assert_eq!(balance["available_cents"], 10_000_000 - fees);
+    assert_eq!(balance["reserved_cents"], 0);
+}
+
+async fn trial_ends_into_a_charge(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let sub = subscribe(&app, &shop, &method, json!({"trial_days": 14})).await;
+    let id = sub["id"].as_str().expect("id");
+    assert_eq!(sub["status"], "trialing");
+    assert_eq!(sub["trial_end"], sub["current_period_end"]);
+    assert_eq!(sub["trial_end"], sub["next_charge_date"]);
+    advance(&app, 13 * DAY).await;
+    assert_eq!(get(&app, id).await["status"], "trialing");
+    assert!(!types(&events(&app, id).await).contains(&"charge.approved".to_owned()));
+    advance(&app, 2 * DAY).await;
+    let after = get(&app, id).await;
+    assert_eq!(after["status"], "active");
+    assert_eq!(
+        after["current_period_start"], sub["trial_end"],
+        "the first period starts at trial end"
+    );
+    assert_eq!(
+        types(&events(&app, id).await),
+        ["subscription.created", "charge.approved"]
+    );
+}
+
+async fn failed_card_goes_through_every_retry_to_cancellation(app: TestApp) {
+    let (shop, method) = shop(&app, "4111111111111111").await;
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let id = sub["id"].as_str().expect("id");
+    advance(&app, 60).await;
+    let failed = get(&app, id).await;
+    assert_eq!(failed["status"], "past_due");
+    assert_eq!(failed["failed_attempts"], 1);
+    for (day, attempts) in [(1, 2), (3, 3), (5, 4)] {
+        advance(&app, if day == 1 { DAY } else { 2 * DAY }).await;
+        let now = get(&app, id).await;
+        assert_eq!(
+            (now["status"].clone(), now["failed_attempts"].clone()),
+            (json!("past_due"), json!(attempts)),
+            "day {day}"
+        );
+    }
+    advance(&app, 2 * DAY).await;
+    assert_eq!(get(&app, id).await["status"], "canceled");
+    assert_eq!(
+        types(&events(&app, id).await),
+        [
+            "subscription.created",
+            "charge.declined",
+            "subscription.past_due",
+            "charge.declined",
+            "charge.declined",
+            "charge.declined",
+            "charge.declined",
+            "subscription.canceled"
+        ]
+    );
+    let declined = events(&app, id)
+        .await
+        .into_iter()
+        .find(|e| e["type"] == "charge.declined")
+        .expect("declined");
+    assert_eq!(declined["data"]["status"], "DECLINED");
+    let (_, balance) = read(app.get("/v1/balance").await).await;
+    assert_eq!(
+        (
+            balance["available_cents"].clone(),
+            balance["reserved_cents"].clone()
+        ),
+        (json!(10_000_000), json!(0)),
+        "declines cost no fee"
+    );
+}
+
+async fn pause_across_a_renewal_date_then_resume_charges_a_new_period(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    let (status, paused) = read(
+        app.post(&format!("/v1/subscriptions/{id}/pause"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!((status, paused["status"].clone()), (200, json!("paused")));
+    advance(&app, 45 * DAY).await;
+    let approved_before = types(&events(&app, &id).await)
+        .iter()
+        .filter(|t| *t == "charge.approved")
+        .count();
+    assert_eq!(approved_before, 1, "no renewal while paused");
+    let (status, resumed) = read(
+        app.post(&format!("/v1/subscriptions/{id}/resume"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{resumed}");
+    advance(&app, 1).await;
+    let now = get(&app, &id).await;
+    assert_eq!(now["status"], "active");
+    let clock = read(app.get("/v1/test-helpers/clock").await).await.1["now"]
+        .as_str()
+        .expect("now")
+        .to_owned();
+    assert!(now["current_period_start"].as_str().expect("start") <= clock.as_str());
+    let kinds = types(&events(&app, &id).await);
+    assert_eq!(
+        kinds.iter().filter(|t| *t == "charge.approved").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.contains(&"subscription.paused".to_owned())
+            && kinds.contains(&"subscription.resumed".to_owned())
+    );
+}
+
+async fn cancel_at_period_end_cancels_at_the_period_end(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    let (status, sub) = read(
+        app.post(&format!("/v1/subscriptions/{id}/cancel"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            sub["status"].clone(),
+            sub["cancel_at_period_end"].clone()
+        ),
+        (200, json!("active"), json!(true))
+    );
+    advance(&app, 32 * DAY).await;
+    assert_eq!(get(&app, &id).await["status"], "canceled");
+    let kinds = types(&events(&app, &id).await);
+    assert_eq!(
+        kinds.iter().filter(|t| *t == "charge.approved").count(),
+        1,
+        "no renewal after cancel: {kinds:?}"
+    );
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("subscription.canceled")
+    );
+}
+
+async fn state_errors_are_409_and_unknown_ids_404(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, _) = read(
+        app.post(&format!("/v1/subscriptions/{id}/resume"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 409, "resume of an active subscription");
+    let (status, sub) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/cancel"),
+            json!({"at_period_end": false}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, sub["status"].clone()), (200, json!("canceled")));
+    for action in ["pause", "cancel", "charge-now"] {
+        let (status, body) = read(
+            app.post(&format!("/v1/subscriptions/{id}/{action}"), json!({}))
+                .await,
+        )
+        .await;
+        assert_eq!(status, 409, "{action} on canceled");
+        assert_eq!(body["error"]["type"], "invalid_request");
+    }
+    for action in ["pause", "cancel", "resume", "charge-now"] {
+        let (status, _) = read(
+            app.post(
+                &format!("/v1/subscriptions/sub_missing/{action}"),
+                json!({}),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 404, "{action}");
+    }
+    let (status, _) = read(app.get("/v1/subscriptions/sub_missing").await).await;
+    assert_eq!(status, 404);
+    let (status, body) = read(
+        app.post(
+            "/v1/subscriptions",
+            json!({"customer_id": shop.customer, "plan_id": shop.plan,
+        "cycle": "weekly", "payment_method_id": method}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].clone()),
+        (400, json!("cycle"))
+    );
+    let (status, body) = read(
+        app.post(
+            "/v1/subscriptions",
+            json!({"customer_id": shop.customer, "plan_id": shop.plan,
+        "cycle": "monthly", "payment_method_id": method, "start_date": "2001-01-01T00:00:00Z"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].clone()),
+        (400, json!("start_date"))
+    );
+    let (_, list) = read(app.get("/v1/subscriptions?status=canceled").await).await;
+    assert_eq!(list["data"].as_array().map(Vec::len), Some(1));
+}
+
+async fn change_plan_preview_equals_what_change_plan_charges(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    advance(&app, 10 * DAY).await;
+    let bigger = app.create_plan("Max", 6_000_000, 60_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, preview) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan/preview"),
+            json!({"plan_id": bigger}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["immediate_charge"], true);
+    let expected = preview["prorated_amount_cents"].as_i64().expect("amount");
+    assert!(expected > 0 && expected < 3_000_000);
+    assert_eq!(
+        types(&events(&app, &id).await).len(),
+        2,
+        "the preview emitted nothing"
+    );
+    let (status, changed) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": bigger}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, changed["plan_id"].clone()), (200, json!(bigger)));
+    advance(&app, 1).await;
+    let all = events(&app, &id).await;
+    let charged = all
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "charge.approved")
+        .expect("proration charge");
+    // The test clock moved a second between preview and change: allow that second's worth.
+    let actual = charged["data"]["amount_in_cents"].as_i64().expect("amount");
+    assert!(
+        (actual - expected).abs() <= 2,
+        "preview {expected} vs charged {actual}"
+    );
+    assert!(types(&all).contains(&"subscription.plan_changed".to_owned()));
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": bigger}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "same plan and cycle");
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": "plan_missing"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+}
+
+async fn insufficient_balance_pauses_and_a_top_up_resumes(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let expensive = app.create_plan("Huge", 1_000_000_000, 1_000_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let shop = Shop {
+        plan: expensive,
+        ..shop
+    };
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(
+        get(&app, &id).await["status"],
+        "paused_insufficient_balance"
+    );
+    let top_up = app
+        .admin(
+            Method::POST,
+            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
+        )
+        .json(&json!({"amount_cents": 20_000_000}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(top_up.status(), 201);
+    advance(&app, 1).await;
+    assert_eq!(get(&app, &id).await["status"], "active");
+    let kinds = types(&events(&app, &id).await);
+    assert!(
+        kinds.contains(&"subscription.resumed".to_owned())
+            && kinds.contains(&"charge.approved".to_owned()),
+        "{kinds:?}"
+    );
+}
+
+async fn concurrent_actions_on_one_subscription_are_serialised(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    // Lift the rate limit for this burst.
+    app.admin(
+        Method::PATCH,
+        &format!("/admin/accounts/{}", app.account_id),
+    )
+    .json(&json!({"rate_limit_per_minute": 0}))
+    .send()
+    .await
+    .expect("send");
+    let requests = (0..1000).map(|i| {
+        let action = if i % 2 == 0 { "pause" } else { "resume" };
+        app.request(Method::POST, &format!("/v1/subscriptions/{id}/{action}"))
+            .json(&json!({}))
+            .send()
+    });
+    let responses = futures::future::join_all(requests).await;
+    let ok = responses
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.status() == 200))
+        .count();
+    let conflicts = responses
+        .iter()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.status() == 409))
+        .count();
+    assert_eq!(ok + conflicts, 1000);
+    // Every accepted action emitted exactly one event, and they alternate: no lost update.
+    let kinds: Vec<String> = types(&events_all(&app, &id).await)
+        .into_iter()
+        .filter(|t| t.starts_with("subscription.p") || t == "subscription.resumed")
+        .collect();
+    assert_eq!(kinds.len(), ok);
+    for pair in kinds.windows(2) {
+        assert_ne!(pair[0], pair[1], "two pauses or two resumes in a row");
+    }
+}
+
+async fn events_all(app: &TestApp, id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/events?subscription_id={id}&limit=100{cursor}");
+        let (_, page) = read(app.get(&path).await).await;
+        out.extend(page["data"].as_array().expect("data").iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    out.reverse();
+    out
+}
