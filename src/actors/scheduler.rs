@@ -34,9 +34,16 @@ pub fn spawn_background(runtime: Runtime, ready: Arc<AtomicBool>) {
         }
     });
     tokio::spawn(async move {
+        // At start nothing is in flight in this process: every pending charge is a leftover of
+        // the previous one (perhaps posted, perhaps not), so ask about all of them at once.
+        if let Err(err) = reconcile_once(&runtime, chrono::Utc::now().timestamp_millis() + 1).await
+        {
+            tracing::warn!(error = %err, "start-up reconciliation failed");
+        }
         loop {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            if let Err(err) = reconcile_once(&runtime).await {
+            let before = chrono::Utc::now().timestamp_millis() - STALE_PENDING.as_millis() as i64;
+            if let Err(err) = reconcile_once(&runtime, before).await {
                 tracing::warn!(error = %err, "reconciler pass failed");
             }
         }
@@ -71,10 +78,13 @@ pub async fn run_due_once(runtime: &Runtime, slots: &Arc<Semaphore>) -> anyhow::
     Ok(())
 }
 
-/// Asks the processor about stale pending charges and applies what it says.
-pub async fn reconcile_once(runtime: &Runtime) -> anyhow::Result<()> {
-    let before = chrono::Utc::now().timestamp_millis() - STALE_PENDING.as_millis() as i64;
-    for charge in runtime.store().stale_pending_charges(before, 200).await? {
+/// Asks the processor about charges pending since before `before_ms` and applies its answer.
+pub async fn reconcile_once(runtime: &Runtime, before_ms: i64) -> anyhow::Result<()> {
+    for charge in runtime
+        .store()
+        .stale_pending_charges(before_ms, 10_000)
+        .await?
+    {
         let account_id = AccountId::from_stored(charge.account_id.clone());
         let Some(account) = runtime.store().account(&account_id).await? else {
             continue;

@@ -279,7 +279,8 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
         purpose: Set(new.purpose.to_owned()),
         period_start: Set(new.period_start),
         created_at: Set(new.now_ms),
-        updated_at: Set(new.now_ms),
+        // Real time, not the account's test clock: the reconciler measures staleness with it.
+        updated_at: Set(chrono::Utc::now().timestamp_millis()),
         finalized_at: Set(None),
     };
     Ok(charge.insert(conn).await.map_err(StoreError::from)?)

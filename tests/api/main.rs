@@ -6,6 +6,7 @@ mod auth;
 mod balance;
 mod catalog;
 mod conventions;
+mod crash;
 mod openapi;
 mod processor;
 mod protocol;

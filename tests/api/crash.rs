@@ -1,0 +1,268 @@
+//! Crash safety: the real `billing` process is killed in the middle of a burst of due
+//! renewals, restarted on the same database, and every subscription is charged exactly once
+//! for the period.
+
+use crate::common::{ADMIN_TOKEN, Backend, database_url, eventually};
+use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+
+const SUBSCRIPTIONS: usize = 40;
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+async fn start(database_url: &str, port: u16) -> Server {
+    let child = Command::new(env!("CARGO_BIN_EXE_billing"))
+        .env("DATABASE_URL", database_url)
+        .env("BILLING_BIND", format!("127.0.0.1:{port}"))
+        .env("BILLING_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn billing");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    eventually(Duration::from_secs(60), || async {
+        client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    Server { child, base }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+async fn call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    key: &str,
+    body: Value,
+) -> Value {
+    let response = client
+        .request(method, url)
+        .bearer_auth(key)
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert!(status.is_success(), "{status}: {body}");
+    body
+}
+
+async fn killed_mid_renewal_burst_charges_each_period_once(backend: Backend) {
+    let Some(url) = database_url(backend).await else {
+        return;
+    };
+    let port = free_port();
+    let mut server = start(&url, port).await;
+    let client = reqwest::Client::new();
+    let base = server.base.clone();
+    let post = reqwest::Method::POST;
+    let account = call(
+        &client,
+        post.clone(),
+        format!("{base}/admin/accounts"),
+        ADMIN_TOKEN,
+        json!({"name": "Crash", "sandbox": true, "rate_limit_per_minute": 0}),
+    )
+    .await;
+    let key = account["api_key"].as_str().expect("key").to_owned();
+    let account_id = account["id"].as_str().expect("id").to_owned();
+    call(
+        &client,
+        post.clone(),
+        format!("{base}/admin/accounts/{account_id}/balance/top-ups"),
+        ADMIN_TOKEN,
+        json!({"amount_cents": 1_000_000_000}),
+    )
+    .await;
+    let plan = call(
+        &client,
+        post.clone(),
+        format!("{base}/v1/plans"),
+        &key,
+        json!({"name": "P", "monthly_amount_cents": 100_000, "annual_amount_cents": 1_000_000}),
+    )
+    .await;
+    let store = billing::store::Store::connect(&url).await.expect("store");
+    let row = store
+        .account(&billing::ids::AccountId::from_stored(account_id.clone()))
+        .await
+        .expect("db")
+        .expect("account");
+    let creds = ProcessorCredentials::new(
+        format!("{base}/sandbox/processor/v1"),
+        row.processor_public_key,
+        row.processor_private_key,
+        row.processor_integrity_secret,
+    )
+    .expect("creds");
+    let processor = ProcessorClient::new().expect("client");
+    let mut subscriptions = Vec::new();
+    for i in 0..SUBSCRIPTIONS {
+        let customer = call(
+            &client,
+            post.clone(),
+            format!("{base}/v1/customers"),
+            &key,
+            json!({"email": format!("c{i}@x.co"), "name": "Customer"}),
+        )
+        .await;
+        let customer = customer["id"].as_str().expect("id").to_owned();
+        let acceptance = processor
+            .acceptance_tokens(&creds)
+            .await
+            .expect("acceptance");
+        let card = CardDetails {
+            number: "4242424242424242".into(),
+            cvc: "123".into(),
+            exp_month: "08".into(),
+            exp_year: "30".into(),
+            card_holder: "Card Holder".into(),
+        };
+        let token = processor.tokenize_card(&creds, &card).await.expect("token");
+        let method = call(
+            &client,
+            post.clone(),
+            format!("{base}/v1/customers/{customer}/payment-methods"),
+            &key,
+            json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
+        )
+        .await;
+        let sub = call(
+            &client,
+            post.clone(),
+            format!("{base}/v1/subscriptions"),
+            &key,
+            json!({"customer_id": customer,
+            "plan_id": plan["id"], "cycle": "monthly", "payment_method_id": method["id"]}),
+        )
+        .await;
+        subscriptions.push(sub["id"].as_str().expect("id").to_owned());
+    }
+    // Let the first charges settle, then start a month's renewals and kill the process
+    // while they run.
+    call(
+        &client,
+        post.clone(),
+        format!("{base}/v1/test-helpers/clock/advance"),
+        &key,
+        json!({"seconds": 1}),
+    )
+    .await;
+    let advance = {
+        let (client, key, base) = (client.clone(), key.clone(), base.clone());
+        tokio::spawn(async move {
+            let _ = client
+                .post(format!("{base}/v1/test-helpers/clock/advance"))
+                .bearer_auth(key)
+                .json(&json!({"seconds": 31 * 86_400}))
+                .send()
+                .await;
+        })
+    };
+    let account = billing::ids::AccountId::from_stored(account_id.clone());
+    eventually(Duration::from_secs(60), || async {
+        let renewing = store.count_pending_charges(&account).await.expect("db");
+        let events = store
+            .list_events(
+                &account,
+                Some("charge.approved"),
+                None,
+                &billing::store::PageRequest {
+                    limit: 100,
+                    cursor: None,
+                },
+            )
+            .await
+            .expect("db")
+            .items
+            .len();
+        renewing > 0 || events > SUBSCRIPTIONS
+    })
+    .await;
+    server.child.kill().await.expect("kill");
+    let _ = advance.await;
+
+    let server = start(&url, port).await;
+    call(
+        &client,
+        post.clone(),
+        format!("{}/v1/test-helpers/clock/advance", server.base),
+        &key,
+        json!({"seconds": 1}),
+    )
+    .await;
+    eventually(Duration::from_secs(60), || async {
+        store.count_pending_charges(&account).await.expect("db") == 0
+    })
+    .await;
+
+    for id in &subscriptions {
+        let sub = call(
+            &client,
+            reqwest::Method::GET,
+            format!("{}/v1/subscriptions/{id}", server.base),
+            &key,
+            Value::Null,
+        )
+        .await;
+        assert_eq!(sub["status"], "active", "{sub}");
+        let events = call(
+            &client,
+            reqwest::Method::GET,
+            format!(
+                "{}/v1/events?subscription_id={id}&type=charge.approved",
+                server.base
+            ),
+            &key,
+            Value::Null,
+        )
+        .await;
+        let approved = events["data"].as_array().expect("data").len();
+        assert_eq!(
+            approved, 2,
+            "{id}: the first period and one renewal, each charged once"
+        );
+    }
+    let balance = call(
+        &client,
+        reqwest::Method::GET,
+        format!("{}/v1/balance", server.base),
+        &key,
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        balance["available_cents"],
+        1_000_000_000 - (2 * SUBSCRIPTIONS as i64) * 1_500
+    );
+    assert_eq!(balance["reserved_cents"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_killed_mid_renewal_burst_charges_each_period_once() {
+    killed_mid_renewal_burst_charges_each_period_once(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_mid_renewal_burst_charges_each_period_once() {
+    killed_mid_renewal_burst_charges_each_period_once(Backend::Postgres).await;
+}
