@@ -91,7 +91,14 @@ impl Runtime {
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         let mut total = price(&plan, cycle);
-        for attached in self.store().subscription_addons(&sub.id).await? {
+        // A detached add-on is billed for no further period (it leaves at the period's end).
+        for attached in self
+            .store()
+            .subscription_addons(&sub.id)
+            .await?
+            .into_iter()
+            .filter(|a| !a.detach_at_period_end)
+        {
             if let Some(addon) = self
                 .store()
                 .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)

@@ -69,6 +69,7 @@ pub fn period_boundary(anchor: Instant, cycle: Cycle, n: u32) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{Datelike, Timelike};
 
     fn at(y: i32, m: u32, d: u32) -> Instant {
         Utc.with_ymd_and_hms(y, m, d, 12, 0, 0)
@@ -89,6 +90,23 @@ mod tests {
         let anchor = at(2028, 2, 29);
         assert_eq!(period_boundary(anchor, Cycle::Annual, 1), at(2029, 2, 28));
         assert_eq!(period_boundary(anchor, Cycle::Annual, 4), at(2032, 2, 29));
+    }
+
+    proptest::proptest! {
+        /// Every boundary falls on the anchor's day of month, or on the month's last day when
+        /// the month is shorter: periods never drift, however many of them pass.
+        #[test]
+        fn period_ends_never_drift(day in 1u32..=31, month in 1u32..=12, n in 0u32..240) {
+            let Some(anchor) = Utc.with_ymd_and_hms(2027, month, 1, 9, 30, 0).single()
+                .and_then(|first| first.checked_add_days(chrono::Days::new(u64::from(day - 1))))
+                .filter(|date| date.month() == month) else { return Ok(()); };
+            let boundary = period_boundary(anchor, Cycle::Monthly, n);
+            let last_day = (28..=31).rev().find(|d| boundary.with_day(*d).is_some()).unwrap_or(28);
+            proptest::prop_assert_eq!(boundary.day(), day.min(last_day));
+            proptest::prop_assert_eq!(boundary.time(), anchor.time());
+            let months = (boundary.year() - anchor.year()) * 12 + boundary.month() as i32 - anchor.month() as i32;
+            proptest::prop_assert_eq!(months, n as i32);
+        }
     }
 
     #[test]

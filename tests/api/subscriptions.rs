@@ -16,6 +16,7 @@ crate::db_tests!(
     change_plan_preview_equals_what_change_plan_charges,
     insufficient_balance_pauses_and_a_top_up_resumes,
     concurrent_actions_on_one_subscription_are_serialised,
+    addons_attach_with_proration_and_detach_from_the_next_period,
 );
 
 const DAY: i64 = 86_400;
@@ -574,4 +575,109 @@ async fn events_all(app: &TestApp, id: &str) -> Vec<Value> {
     }
     out.reverse();
     out
+}
+
+async fn addons_attach_with_proration_and_detach_from_the_next_period(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    let (_, addon) = read(app.post("/v1/addons", json!({"name": "Seat", "monthly_amount_cents": 1_000_000, "annual_amount_cents": 10_000_000})).await).await;
+    let addon_id = addon["id"].as_str().expect("id").to_owned();
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/addons"),
+            json!({"addon_id": addon_id}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/addons"),
+            json!({"addon_id": addon_id}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 409, "already attached");
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/addons"),
+            json!({"addon_id": "addon_missing"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (_, inactive) = read(
+        app.post(
+            "/v1/addons",
+            json!({"name": "Old", "monthly_amount_cents": 5, "annual_amount_cents": 5}),
+        )
+        .await,
+    )
+    .await;
+    let inactive_id = inactive["id"].as_str().expect("id");
+    app.request(Method::PATCH, &format!("/v1/addons/{inactive_id}"))
+        .json(&json!({"active": false}))
+        .send()
+        .await
+        .expect("send");
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/addons"),
+            json!({"addon_id": inactive_id}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "deactivated add-on");
+    advance(&app, 1).await;
+    let approved: Vec<i64> = events(&app, &id)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "charge.approved")
+        .map(|e| e["data"]["amount_in_cents"].as_i64().expect("amount"))
+        .collect();
+    // The first month, then the add-on prorated for (almost) the whole period.
+    assert_eq!(approved.len(), 2);
+    assert!(
+        approved[1] > 990_000 && approved[1] <= 1_000_000,
+        "{approved:?}"
+    );
+    let (_, listed) = read(app.get(&format!("/v1/subscriptions/{id}/addons")).await).await;
+    assert_eq!(listed["data"][0]["id"], addon_id.as_str());
+
+    // The renewal bills plan + add-on; after a detach the next one bills the plan alone.
+    advance(&app, 31 * DAY).await;
+    let detach = app
+        .request(
+            Method::DELETE,
+            &format!("/v1/subscriptions/{id}/addons/{addon_id}"),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(detach.status(), 200);
+    let again = app
+        .request(
+            Method::DELETE,
+            &format!("/v1/subscriptions/{id}/addons/{addon_id}"),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(again.status(), 404, "not attached any more");
+    advance(&app, 31 * DAY).await;
+    let approved: Vec<i64> = events(&app, &id)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "charge.approved")
+        .map(|e| e["data"]["amount_in_cents"].as_i64().expect("amount"))
+        .collect();
+    assert_eq!(&approved[2..], &[4_000_000, 3_000_000]);
 }
