@@ -640,8 +640,24 @@ impl Runtime {
             now,
         )
         .await?;
+        // Canceled or paused while the charge was in flight: the money is settled and the
+        // period recorded, but the subscription stays where its owner put it.
+        let stopped = matches!(status_of(&sub), Status::Canceled | Status::Paused);
         if let Some(period_start) = settled.charge.period_start {
-            if approved {
+            if stopped {
+                if approved && period_start == sub.current_period_end {
+                    sub.period_index += 1;
+                    sub.current_period_start = period_start;
+                    sub.current_period_end = period_boundary(
+                        from_millis(sub.anchor),
+                        cycle_of(&sub),
+                        sub.period_index as u32 + 1,
+                    )
+                    .timestamp_millis();
+                    sub.next_charge_date = sub.current_period_end;
+                }
+                sub.due_at = None;
+            } else if approved {
                 if period_start == sub.current_period_end {
                     txn.drop_detached_addons(&sub.id).await?;
                     if sub.next_cycle.take().is_some() {

@@ -69,7 +69,7 @@ pub fn period_boundary(anchor: Instant, cycle: Cycle, n: u32) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::{Datelike, Timelike};
+    use chrono::Datelike;
 
     fn at(y: i32, m: u32, d: u32) -> Instant {
         Utc.with_ymd_and_hms(y, m, d, 12, 0, 0)
