@@ -475,24 +475,16 @@ impl Runtime {
         let amount = self
             .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
             .await?;
-        let fee = FeeSchedule {
-            percent_bps: account.fee_percent_bps,
-            fixed_cents: account.fee_fixed_cents,
-        }
-        .fee_for(amount);
         let txn = self.store().begin().await?;
         let began = txn
-            .begin_charge(NewCharge {
-                account: AccountId::from_stored(sub.account_id.clone()),
-                subscription_id: Some(sub.id.clone()),
-                customer_id: sub.customer_id.clone(),
-                payment_method_id: sub.default_payment_method_id.clone(),
-                amount_cents: amount,
-                fee_cents: fee,
+            .begin_charge(new_charge(
+                sub,
+                account,
+                amount,
                 purpose,
-                period_start: Some(period_start),
-                now_ms: now,
-            })
+                Some(period_start),
+                now,
+            ))
             .await;
         let charge = match began {
             Ok(charge) => charge,
@@ -531,24 +523,9 @@ impl Runtime {
         purpose: &'static str,
         now: i64,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let fee = FeeSchedule {
-            percent_bps: account.fee_percent_bps,
-            fixed_cents: account.fee_fixed_cents,
-        }
-        .fee_for(amount);
         let txn = self.store().begin().await?;
         let charge = txn
-            .begin_charge(NewCharge {
-                account: AccountId::from_stored(sub.account_id.clone()),
-                subscription_id: Some(sub.id.clone()),
-                customer_id: sub.customer_id.clone(),
-                payment_method_id: sub.default_payment_method_id.clone(),
-                amount_cents: amount,
-                fee_cents: fee,
-                purpose,
-                period_start: None,
-                now_ms: now,
-            })
+            .begin_charge(new_charge(sub, account, amount, purpose, None, now))
             .await
             .map_err(|err| match err {
                 BeginChargeError::InsufficientBalance => ActionError::InsufficientBalance,
@@ -707,6 +684,32 @@ impl Runtime {
         }
         txn.commit().await?;
         Ok(())
+    }
+}
+
+/// A charge of `amount` on the subscription's card, with the account's fee reserved for it.
+fn new_charge(
+    sub: &Subscription,
+    account: &Account,
+    amount: i64,
+    purpose: &'static str,
+    period_start: Option<i64>,
+    now: i64,
+) -> NewCharge {
+    let fees = FeeSchedule {
+        percent_bps: account.fee_percent_bps,
+        fixed_cents: account.fee_fixed_cents,
+    };
+    NewCharge {
+        account: AccountId::from_stored(sub.account_id.clone()),
+        subscription_id: Some(sub.id.clone()),
+        customer_id: sub.customer_id.clone(),
+        payment_method_id: sub.default_payment_method_id.clone(),
+        amount_cents: amount,
+        fee_cents: fees.fee_for(amount),
+        purpose,
+        period_start,
+        now_ms: now,
     }
 }
 
