@@ -64,7 +64,7 @@ pub async fn run(
     let processor = ProcessorClient::new()?;
     let public_url = config.public_url();
     let charger = Charger::new(store.clone(), processor.clone(), public_url);
-    let runtime = actors::Runtime::start(store.clone(), charger.clone()).await?;
+    let (runtime, arms) = actors::Runtime::start(store.clone(), charger.clone()).await?;
     let state = AppState {
         charger,
         runtime: runtime.clone(),
@@ -82,7 +82,7 @@ pub async fn run(
     }
     let app = api::app(state.clone());
     // Ready once the first scheduler pass has run every timer that fell due while down.
-    actors::spawn_background(runtime, Arc::clone(&state.ready));
+    actors::spawn_background(runtime, Arc::clone(&state.ready), arms);
     tracing::info!(address = %local, "billing listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

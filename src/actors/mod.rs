@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-pub use scheduler::spawn_background;
+pub use scheduler::{Arm, spawn_background};
 
 /// How long an actor lives without messages.
 const IDLE: Duration = Duration::from_secs(30);
@@ -111,6 +111,8 @@ impl Shared {
 }
 
 struct Inner {
+    /// Timers set by actors, for the scheduler's in-memory window.
+    arms: tokio::sync::mpsc::UnboundedSender<Arm>,
     store: Store,
     charger: Charger,
     clock: Clock,
@@ -256,13 +258,19 @@ impl Actor for SubscriptionActor {
 }
 
 impl Runtime {
-    pub async fn start(store: Store, charger: Charger) -> anyhow::Result<Self> {
+    /// Starts the supervisor; the receiver goes to `spawn_background`.
+    pub async fn start(
+        store: Store,
+        charger: Charger,
+    ) -> anyhow::Result<(Self, tokio::sync::mpsc::UnboundedReceiver<Arm>)> {
         let shared = Arc::new(Shared {
             registry: DashMap::new(),
             restarts: AtomicU64::new(0),
         });
         let (supervisor, _) = Actor::spawn(None, Supervisor, Arc::clone(&shared)).await?;
+        let (arms, receiver) = tokio::sync::mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
+            arms,
             clock: Clock::new(store.clone()),
             store,
             charger,
@@ -270,7 +278,18 @@ impl Runtime {
             supervisor,
             spawn_lock: tokio::sync::Mutex::new(()),
         });
-        Ok(Self { inner })
+        Ok((Self { inner }, receiver))
+    }
+
+    /// Tells the scheduler about a subscription's (new) due time, in its account's clock.
+    pub fn arm(&self, subscription: &Subscription, now_ms: i64) {
+        if let Some(due) = subscription.due_at {
+            let delay = Duration::from_millis(u64::try_from(due - now_ms).unwrap_or(0));
+            let _ = self.inner.arms.send(Arm {
+                subscription_id: subscription.id.clone(),
+                delay,
+            });
+        }
     }
 
     pub fn store(&self) -> &Store {

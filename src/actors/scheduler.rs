@@ -1,38 +1,45 @@
 //! The background loops: the timer scheduler and the pending-charge reconciler.
 //!
-//! The scheduler reads, per account and in the account's clock, the subscriptions whose
-//! `due_at` has passed (an indexed column) and sends each a `Due` message, with bounded
-//! concurrency. "Due" means "not before": a burst that takes minutes is still correct, and
-//! after a restart the first pass runs everything that fell due while the service was down.
-//! The reconciler asks the processor about charges pending for too long (an event that never
-//! came, or a crash between recording a charge and posting it).
+//! Timers live in the indexed `due_at` column (in each account's clock). The scheduler keeps
+//! in memory only the soon-due window: every `LOAD_EVERY` it reads the rows due within
+//! `WINDOW` into a `DelayQueue` (56 bytes an entry), and actors arm the timers they set through
+//! a channel, so a retry due in a second does not wait for the next load. When an entry expires
+//! the subscription's actor gets a `Due` message, with bounded concurrency; the actor re-reads
+//! the row, so a stale or doubled entry does nothing. "Due" means "not before": a burst that
+//! takes minutes is still correct, and after a restart the first load arms everything that fell
+//! due while the service was down. The reconciler asks the processor about charges pending for
+//! too long (an event that never came, or a crash between recording a charge and posting it).
 
 use super::Runtime;
 use crate::ids::AccountId;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::time::{DelayQueue, delay_queue};
 
-const TICK: Duration = Duration::from_millis(250);
-const BATCH: u64 = 1000;
+/// How far ahead the scheduler holds timers in memory.
+const WINDOW: Duration = Duration::from_secs(10);
+const LOAD_EVERY: Duration = Duration::from_secs(2);
+const LOAD_BATCH: u64 = 10_000;
 const CONCURRENCY: usize = 64;
 /// A pending charge older than this is asked about.
 const STALE_PENDING: Duration = Duration::from_secs(30);
 
-/// Starts both loops; `ready` is set once the first scheduler pass (recovery) has run.
-pub fn spawn_background(runtime: Runtime, ready: Arc<AtomicBool>) {
-    let slots = Arc::new(Semaphore::new(CONCURRENCY));
-    let scheduler = runtime.clone();
-    tokio::spawn(async move {
-        loop {
-            if let Err(err) = run_due_once(&scheduler, &slots).await {
-                tracing::warn!(error = %err, "scheduler pass failed");
-            }
-            ready.store(true, Ordering::Release);
-            tokio::time::sleep(TICK).await;
-        }
-    });
+/// A timer an actor set: the subscription and how long from now it is due.
+pub struct Arm {
+    pub subscription_id: String,
+    pub delay: Duration,
+}
+
+/// Starts both loops; `ready` is set once the first load has armed every due timer.
+pub fn spawn_background(
+    runtime: Runtime,
+    ready: Arc<AtomicBool>,
+    arms: mpsc::UnboundedReceiver<Arm>,
+) {
+    tokio::spawn(schedule(runtime.clone(), ready, arms));
     tokio::spawn(async move {
         // At start nothing is in flight in this process: every pending charge is a leftover of
         // the previous one (perhaps posted, perhaps not), so ask about all of them at once.
@@ -50,29 +57,88 @@ pub fn spawn_background(runtime: Runtime, ready: Arc<AtomicBool>) {
     });
 }
 
-/// One pass: every due subscription of every account gets a `Due` message.
-pub async fn run_due_once(runtime: &Runtime, slots: &Arc<Semaphore>) -> anyhow::Result<()> {
+/// The soon-due window: subscription id → its queue entry.
+struct Window {
+    queue: DelayQueue<String>,
+    keys: HashMap<String, delay_queue::Key>,
+}
+
+impl Window {
+    fn arm(&mut self, id: String, delay: Duration) {
+        match self.keys.get(&id) {
+            // Only ever move an entry earlier: a later `due_at` is found by the next load, and
+            // an early wake-up re-reads the row and does nothing.
+            Some(key) => {
+                if self.queue.deadline(key) > tokio::time::Instant::now() + delay {
+                    self.queue.reset(key, delay);
+                }
+            }
+            None => {
+                let key = self.queue.insert(id.clone(), delay);
+                self.keys.insert(id, key);
+            }
+        }
+        metrics::gauge!("timer_queue_depth").set(self.queue.len() as f64);
+    }
+}
+
+async fn schedule(
+    runtime: Runtime,
+    ready: Arc<AtomicBool>,
+    mut arms: mpsc::UnboundedReceiver<Arm>,
+) {
+    let slots = Arc::new(Semaphore::new(CONCURRENCY));
+    let mut window = Window {
+        queue: DelayQueue::new(),
+        keys: HashMap::new(),
+    };
+    let mut load = tokio::time::interval(LOAD_EVERY);
+    loop {
+        tokio::select! {
+            Some(expired) = std::future::poll_fn(|cx| window.queue.poll_expired(cx)), if !window.queue.is_empty() => {
+                let id = expired.into_inner();
+                window.keys.remove(&id);
+                let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
+                let runtime = runtime.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    metrics::counter!("renewals_due_total").increment(1);
+                    if let Err(err) = runtime.due(&id).await {
+                        tracing::warn!(subscription = %id, error = %err, "timer failed");
+                    }
+                });
+            }
+            Some(arm) = arms.recv() => {
+                if arm.delay <= WINDOW {
+                    window.arm(arm.subscription_id, arm.delay);
+                }
+            }
+            _ = load.tick() => {
+                if let Err(err) = load_window(&runtime, &mut window).await {
+                    tracing::warn!(error = %err, "loading due timers failed");
+                }
+                ready.store(true, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Arms every timer due within the window, per account in the account's clock.
+async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<()> {
     for account in runtime.store().all_accounts().await? {
         let account_id = AccountId::from_stored(account.id.clone());
         let now = runtime.clock().now_ms(&account_id).await?;
-        let due = runtime
+        let horizon = now + WINDOW.as_millis() as i64;
+        for sub in runtime
             .store()
-            .due_subscriptions(&account_id, now, BATCH)
-            .await?;
-        let mut tasks = Vec::with_capacity(due.len());
-        for sub in due {
-            let permit = Arc::clone(slots).acquire_owned().await?;
-            let runtime = runtime.clone();
-            tasks.push(tokio::spawn(async move {
-                let _permit = permit;
-                metrics::counter!("renewals_due_total").increment(1);
-                if let Err(err) = runtime.due(&sub.id).await {
-                    tracing::warn!(subscription = %sub.id, error = %err, "timer failed");
-                }
-            }));
-        }
-        for task in tasks {
-            let _ = task.await;
+            .due_subscriptions(&account_id, horizon, LOAD_BATCH)
+            .await?
+        {
+            let due = sub.due_at.unwrap_or(now);
+            window.arm(
+                sub.id,
+                Duration::from_millis(u64::try_from(due - now).unwrap_or(0)),
+            );
         }
     }
     Ok(())

@@ -257,6 +257,7 @@ async fn create_subscription(
     txn.insert_subscription(sub.clone()).await?;
     txn.insert_event(created_event(&sub, now)).await?;
     txn.commit().await?;
+    state.runtime.arm(&sub, now);
     if next_charge <= now {
         // The first period is charged at once, by the subscription's actor.
         state.runtime.due(&id).await.map_err(action_error)?;

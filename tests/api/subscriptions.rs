@@ -17,6 +17,7 @@ crate::db_tests!(
     insufficient_balance_pauses_and_a_top_up_resumes,
     concurrent_actions_on_one_subscription_are_serialised,
     addons_attach_with_proration_and_detach_from_the_next_period,
+    the_scheduler_fires_a_due_timer_in_real_time,
 );
 
 const DAY: i64 = 86_400;
@@ -680,4 +681,28 @@ async fn addons_attach_with_proration_and_detach_from_the_next_period(app: TestA
         .map(|e| e["data"]["amount_in_cents"].as_i64().expect("amount"))
         .collect();
     assert_eq!(&approved[2..], &[4_000_000, 3_000_000]);
+}
+
+async fn the_scheduler_fires_a_due_timer_in_real_time(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let (_, clock) = read(app.get("/v1/test-helpers/clock").await).await;
+    let now =
+        chrono::DateTime::parse_from_rfc3339(clock["now"].as_str().expect("now")).expect("rfc3339");
+    let start = (now + chrono::Duration::seconds(2)).to_rfc3339();
+    let id = subscribe(&app, &shop, &method, json!({"start_date": start})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert!(!types(&events(&app, &id).await).contains(&"charge.approved".to_owned()));
+    // No clock advance: the background scheduler must wake the actor when start_date passes.
+    crate::common::eventually(std::time::Duration::from_secs(20), || async {
+        types(&events(&app, &id).await).contains(&"charge.approved".to_owned())
+    })
+    .await;
+    let sub = get(&app, &id).await;
+    assert_eq!(sub["status"], "active");
+    assert_eq!(
+        sub["current_period_start"].as_str().map(|s| &s[..19]),
+        Some(&start[..19])
+    );
 }
