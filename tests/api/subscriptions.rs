@@ -18,6 +18,8 @@ crate::db_tests!(
     concurrent_actions_on_one_subscription_are_serialised,
     addons_attach_with_proration_and_detach_from_the_next_period,
     the_scheduler_fires_a_due_timer_in_real_time,
+    charge_now_answers_with_the_outcome,
+    downgrades_cycle_changes_trials_and_card_changes,
 );
 
 const DAY: i64 = 86_400;
@@ -704,5 +706,192 @@ async fn the_scheduler_fires_a_due_timer_in_real_time(app: TestApp) {
     assert_eq!(
         sub["current_period_start"].as_str().map(|s| &s[..19]),
         Some(&start[..19])
+    );
+}
+
+async fn charge_now_answers_with_the_outcome(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    let (status, charge) = read(
+        app.post(&format!("/v1/subscriptions/{id}/charge-now"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{charge}");
+    assert_eq!(
+        (charge["status"].clone(), charge["processor_status"].clone()),
+        (json!("approved"), json!("APPROVED"))
+    );
+    assert!(charge["id"].as_str().is_some_and(|c| c.starts_with("ch_")));
+    let sub = get(&app, &id).await;
+    assert_eq!(sub["status"], "active");
+
+    // A declined card: past_due, and charge-now retries it and answers 422 processor_error.
+    let (declining, declining_method) = self::shop(&app, "4111111111111111").await;
+    let bad = subscribe(&app, &declining, &declining_method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    assert_eq!(get(&app, &bad).await["status"], "past_due");
+    let (status, body) = read(
+        app.post(&format!("/v1/subscriptions/{bad}/charge-now"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (422, json!("processor_error"))
+    );
+    assert_eq!(get(&app, &bad).await["failed_attempts"], 2);
+    let (status, _) = read(
+        app.post(&format!("/v1/subscriptions/{bad}/pause"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = read(
+        app.post(&format!("/v1/subscriptions/{bad}/charge-now"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 409, "charge-now while paused");
+}
+
+async fn downgrades_cycle_changes_trials_and_card_changes(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let id = subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 1).await;
+    let cheaper = app.create_plan("Lite", 1_000_000, 10_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (_, preview) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan/preview"),
+            json!({"plan_id": cheaper}),
+        )
+        .await,
+    )
+    .await;
+    assert!(
+        preview["prorated_amount_cents"]
+            .as_i64()
+            .is_some_and(|a| a < 0)
+    );
+    assert_eq!(preview["immediate_charge"], false);
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": cheaper, "cycle": "weekly"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "cycle neither monthly nor annual");
+    let (status, changed) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": cheaper}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, changed["plan_id"].clone()), (200, json!(cheaper)));
+    let before = get(&app, &id).await;
+    advance(&app, 31 * DAY).await;
+    let amounts: Vec<i64> = events(&app, &id)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "charge.approved")
+        .map(|e| e["data"]["amount_in_cents"].as_i64().expect("amount"))
+        .collect();
+    assert_eq!(
+        amounts,
+        [3_000_000, 1_000_000],
+        "nothing refunded now; the lower price from the next renewal"
+    );
+
+    // A cycle change: the current period keeps its end, the next one is a year at the annual price.
+    let (status, changed) = read(
+        app.post(
+            &format!("/v1/subscriptions/{id}/change-plan"),
+            json!({"plan_id": shop.plan, "cycle": "annual", "prorate": false}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, changed["cycle"].clone()), (200, json!("annual")));
+    let period_end = changed["current_period_end"].clone();
+    assert_ne!(period_end, before["current_period_end"]);
+    advance(&app, 31 * DAY).await;
+    let renewed = get(&app, &id).await;
+    assert_eq!(renewed["current_period_start"], period_end);
+    let start = chrono::DateTime::parse_from_rfc3339(
+        renewed["current_period_start"].as_str().expect("start"),
+    )
+    .expect("start");
+    let end =
+        chrono::DateTime::parse_from_rfc3339(renewed["current_period_end"].as_str().expect("end"))
+            .expect("end");
+    assert!((365..=366).contains(&(end - start).num_days()));
+    let last = events(&app, &id)
+        .await
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "charge.approved")
+        .expect("charge");
+    assert_eq!(last["data"]["amount_in_cents"], 30_000_000);
+
+    // A trialing subscription changes plan with no charge.
+    let trial = subscribe(&app, &shop, &method, json!({"trial_days": 7})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (_, preview) = read(
+        app.post(
+            &format!("/v1/subscriptions/{trial}/change-plan/preview"),
+            json!({"plan_id": cheaper}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        preview,
+        json!({"prorated_amount_cents": 0, "immediate_charge": false})
+    );
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{trial}/change-plan"),
+            json!({"plan_id": cheaper}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        types(&events(&app, &trial).await),
+        ["subscription.created", "subscription.plan_changed"]
+    );
+
+    // The card: only one of the same customer.
+    let patch = app
+        .request(Method::PATCH, &format!("/v1/subscriptions/{id}"))
+        .json(&json!({"default_payment_method_id": "pm_missing"}));
+    assert_eq!(read(patch.send().await.expect("send")).await.0, 404);
+    let patch = app
+        .request(Method::PATCH, &format!("/v1/subscriptions/{id}"))
+        .json(&json!({"default_payment_method_id": method}));
+    let (status, body) = read(patch.send().await.expect("send")).await;
+    assert_eq!(
+        (status, body["default_payment_method_id"].clone()),
+        (200, json!(method))
     );
 }
