@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub use scheduler::{Arm, spawn_background};
+pub use subscription::subscription_event;
 
 /// How long an actor lives without messages.
 const IDLE: Duration = Duration::from_secs(30);

@@ -28,6 +28,38 @@ fn cycle_of(sub: &Subscription) -> Cycle {
     Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
 }
 
+/// The event `event_type` of `sub`, in the spec's payload shape: `data.subscription_id`,
+/// `data.metadata` (the subscription's, or null) and, for charge events, the charge's id, raw
+/// processor status and amount.
+pub fn subscription_event(
+    sub: &Subscription,
+    event_type: &str,
+    charge: Option<(&ChargeAttempt, &str)>,
+    now_ms: i64,
+) -> Event {
+    let id = EventId::generate().into_string();
+    let metadata: Value = sub
+        .metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or(Value::Null);
+    let mut data = json!({"subscription_id": sub.id, "metadata": metadata});
+    if let Some((charge, raw_status)) = charge {
+        data["charge_attempt_id"] = json!(charge.id);
+        data["status"] = json!(raw_status);
+        data["amount_in_cents"] = json!(charge.amount_cents);
+    }
+    let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
+    Event {
+        id,
+        account_id: sub.account_id.clone(),
+        event_type: event_type.to_owned(),
+        subscription_id: Some(sub.id.clone()),
+        body: body.to_string(),
+        created_at: now_ms,
+    }
+}
+
 /// Writes one event of the subscription into the outbox, inside `txn`.
 async fn emit(
     txn: &StoreTxn,
@@ -36,28 +68,9 @@ async fn emit(
     charge: Option<ChargeInfo<'_>>,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    let id = EventId::generate().into_string();
-    let metadata: Value = sub
-        .metadata
-        .as_deref()
-        .and_then(|m| serde_json::from_str(m).ok())
-        .unwrap_or(Value::Null);
-    let mut data = json!({"subscription_id": sub.id, "metadata": metadata});
-    if let Some(info) = charge {
-        data["charge_attempt_id"] = json!(info.charge.id);
-        data["status"] = json!(info.raw_status);
-        data["amount_in_cents"] = json!(info.charge.amount_cents);
-    }
-    let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
-    txn.insert_event(Event {
-        id,
-        account_id: sub.account_id.clone(),
-        event_type: event_type.to_owned(),
-        subscription_id: Some(sub.id.clone()),
-        body: body.to_string(),
-        created_at: now_ms,
-    })
-    .await
+    let charge = charge.map(|info| (info.charge, info.raw_status));
+    txn.insert_event(subscription_event(sub, event_type, charge, now_ms))
+        .await
 }
 
 impl Runtime {

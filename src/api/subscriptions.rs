@@ -6,18 +6,17 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use super::list::{ListOut, page_request};
 use super::state::AppState;
-use crate::actors::{ActionError, ActionOutcome, Command};
+use crate::actors::{ActionError, ActionOutcome, Command, subscription_event};
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
-use crate::ids::{AccountId, EventId, SubscriptionId};
+use crate::ids::{AccountId, SubscriptionId};
 use crate::store::catalog::CatalogKind;
-use crate::store::subscriptions::{Event, Subscription, SubscriptionFilter};
+use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use serde_json::value::RawValue;
 use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
@@ -255,7 +254,8 @@ async fn create_subscription(
     let id = sub.id.clone();
     let txn = state.store.begin().await?;
     txn.insert_subscription(sub.clone()).await?;
-    txn.insert_event(created_event(&sub, now)).await?;
+    txn.insert_event(subscription_event(&sub, "subscription.created", None, now))
+        .await?;
     txn.commit().await?;
     state.runtime.arm(&sub, now);
     if next_charge <= now {
@@ -264,26 +264,6 @@ async fn create_subscription(
     }
     let sub = scoped(&state, &caller, &id).await?;
     Ok((StatusCode::CREATED, Json(sub.into())))
-}
-
-/// The `subscription.created` event of a new subscription.
-pub fn created_event(sub: &Subscription, now: i64) -> Event {
-    let id = EventId::generate().into_string();
-    let metadata: serde_json::Value = sub
-        .metadata
-        .as_deref()
-        .and_then(|m| serde_json::from_str(m).ok())
-        .unwrap_or_default();
-    let body = json!({"id": id, "type": "subscription.created", "created": rfc3339(from_millis(now)),
-        "data": {"subscription_id": sub.id, "metadata": metadata}});
-    Event {
-        id,
-        account_id: sub.account_id.clone(),
-        event_type: "subscription.created".into(),
-        subscription_id: Some(sub.id.clone()),
-        body: body.to_string(),
-        created_at: now,
-    }
 }
 
 /// List subscriptions, newest first.
