@@ -19,6 +19,7 @@ crate::db_tests!(
     addons_attach_with_proration_and_detach_from_the_next_period,
     the_scheduler_fires_a_due_timer_in_real_time,
     charge_now_answers_with_the_outcome,
+    a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_active,
     downgrades_cycle_changes_trials_and_card_changes,
 );
 
@@ -31,6 +32,48 @@ struct Shop {
 
 /// A customer with a card (`number`) attached through the sandbox, a plan, and a balance.
 async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
+    let token = card_token(app, number).await;
+    let (_, customer) = read(
+        app.post(
+            "/v1/customers",
+            json!({"email": "ana@example.co", "name": "Ana"}),
+        )
+        .await,
+    )
+    .await;
+    let customer = customer["id"].as_str().expect("id").to_owned();
+    let (status, method) = read(
+        app.post(
+            &format!("/v1/customers/{customer}/payment-methods"),
+            json!({"card_token": token.0, "acceptance_token": token.1}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{method}");
+    let plan = app.create_plan("Pro", 3_000_000, 30_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let top_up = app
+        .admin(
+            Method::POST,
+            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
+        )
+        .json(&json!({"amount_cents": 10_000_000}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(top_up.status(), 201);
+    (
+        Shop { customer, plan },
+        method["id"].as_str().expect("id").to_owned(),
+    )
+}
+
+/// A card tokenized at the account's sandbox processor, as the browser would: (token,
+/// acceptance token).
+async fn card_token(app: &TestApp, number: &str) -> (String, String) {
     let (_, account) = read(app.get("/v1/account").await).await;
     let store = billing::store::Store::connect(&app.database_url)
         .await
@@ -59,42 +102,7 @@ async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
         card_holder: "Ana Gómez".into(),
     };
     let token = client.tokenize_card(&creds, &card).await.expect("token");
-    let (_, customer) = read(
-        app.post(
-            "/v1/customers",
-            json!({"email": "ana@example.co", "name": "Ana"}),
-        )
-        .await,
-    )
-    .await;
-    let customer = customer["id"].as_str().expect("id").to_owned();
-    let (status, method) = read(
-        app.post(
-            &format!("/v1/customers/{customer}/payment-methods"),
-            json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201, "{method}");
-    let plan = app.create_plan("Pro", 3_000_000, 30_000_000).await["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let top_up = app
-        .admin(
-            Method::POST,
-            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
-        )
-        .json(&json!({"amount_cents": 10_000_000}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(top_up.status(), 201);
-    (
-        Shop { customer, plan },
-        method["id"].as_str().expect("id").to_owned(),
-    )
+    (token.id, acceptance.acceptance_token)
 }
 
 async fn subscribe(app: &TestApp, shop: &Shop, method: &str, extra: Value) -> Value {
@@ -894,4 +902,46 @@ async fn downgrades_cycle_changes_trials_and_card_changes(app: TestApp) {
         (status, body["default_payment_method_id"].clone()),
         (200, json!(method))
     );
+}
+
+async fn a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_active(app: TestApp) {
+    let (shop, declining) = shop(&app, "4111111111111111").await;
+    let id = subscribe(&app, &shop, &declining, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    advance(&app, 60).await;
+    assert_eq!(get(&app, &id).await["status"], "past_due");
+    let (token, acceptance) = card_token(&app, "4242424242424242").await;
+    let (status, good) = read(
+        app.post(
+            &format!("/v1/customers/{}/payment-methods", shop.customer),
+            json!({"card_token": token, "acceptance_token": acceptance}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let patch = app
+        .request(Method::PATCH, &format!("/v1/subscriptions/{id}"))
+        .json(&json!({"default_payment_method_id": good["id"]}));
+    assert_eq!(patch.send().await.expect("send").status(), 200);
+    advance(&app, DAY).await;
+    let sub = get(&app, &id).await;
+    assert_eq!(
+        (sub["status"].clone(), sub["failed_attempts"].clone()),
+        (json!("active"), json!(0))
+    );
+    let kinds = types(&events(&app, &id).await);
+    assert_eq!(
+        kinds,
+        [
+            "subscription.created",
+            "charge.declined",
+            "subscription.past_due",
+            "charge.approved"
+        ]
+    );
+    // The approved retry paid the first period: the next charge is at its end.
+    assert_eq!(sub["next_charge_date"], sub["current_period_end"]);
 }
