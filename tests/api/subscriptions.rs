@@ -695,6 +695,15 @@ async fn addons_attach_with_proration_and_detach_from_the_next_period(app: TestA
 
 async fn the_scheduler_fires_a_due_timer_in_real_time(app: TestApp) {
     let (shop, method) = shop(&app, "4242424242424242").await;
+    // The wait below polls the API; lift the rate limit so that a slow machine cannot hit it.
+    app.admin(
+        Method::PATCH,
+        &format!("/admin/accounts/{}", app.account_id),
+    )
+    .json(&json!({"rate_limit_per_minute": 0}))
+    .send()
+    .await
+    .expect("send");
     let (_, clock) = read(app.get("/v1/test-helpers/clock").await).await;
     let now =
         chrono::DateTime::parse_from_rfc3339(clock["now"].as_str().expect("now")).expect("rfc3339");
