@@ -173,6 +173,14 @@ pub async fn create_account(
     Ok(CreatedAccount { account, api_key })
 }
 
+/// The fees an account pays per approved charge.
+pub fn fee_schedule(account: &Account) -> FeeSchedule {
+    FeeSchedule {
+        percent_bps: account.fee_percent_bps,
+        fixed_cents: account.fee_fixed_cents,
+    }
+}
+
 /// The processor base URL an account's calls (and its browser tokenization) go to.
 pub fn processor_base_url(account: &Account, public_url: &str) -> String {
     account

@@ -4,8 +4,8 @@
 //! number of `transaction.updated` events. All of them end in `Store::settle_charge`, whose
 //! conditional update lets exactly one of them apply the money.
 
-use crate::accounts::processor_base_url;
-use crate::domain::money::{CURRENCY, FeeSchedule};
+use crate::accounts::{fee_schedule, processor_base_url};
+use crate::domain::money::CURRENCY;
 use crate::ids::AccountId;
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, Transaction,
@@ -87,11 +87,7 @@ impl Charger {
         {
             return Err(ChargeError::UnknownPaymentMethod);
         }
-        let fee = FeeSchedule {
-            percent_bps: account.fee_percent_bps,
-            fixed_cents: account.fee_fixed_cents,
-        }
-        .fee_for(request.amount_cents);
+        let fee = fee_schedule(account).fee_for(request.amount_cents);
         let now_ms = chrono::Utc::now().timestamp_millis();
         let charge = self
             .store

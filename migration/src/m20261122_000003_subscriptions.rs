@@ -33,8 +33,7 @@ enum Subscriptions {
     /// The instant periods are counted from, and how many periods have passed since.
     Anchor,
     PeriodIndex,
-    /// A plan or cycle that takes effect at the next renewal (downgrades, prorate false).
-    NextPlanId,
+    /// Set by a cycle change: the next renewal starts a new period anchor.
     NextCycle,
     DueAt,
     CreatedAt,
@@ -87,7 +86,6 @@ impl MigrationTrait for Migration {
                     .col(text_null(Subscriptions::Metadata))
                     .col(big_integer(Subscriptions::Anchor))
                     .col(integer(Subscriptions::PeriodIndex))
-                    .col(string_null(Subscriptions::NextPlanId))
                     .col(string_null(Subscriptions::NextCycle))
                     .col(big_integer_null(Subscriptions::DueAt))
                     .col(big_integer(Subscriptions::CreatedAt))

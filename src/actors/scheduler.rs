@@ -195,18 +195,13 @@ pub async fn reconcile_once(runtime: &Runtime, before_ms: i64) -> anyhow::Result
                         .await?;
                 }
             }
-            _ => {
+            (Some(tx), Some(_)) => {
+                // Still pending at the processor: note it, which also restarts the staleness
+                // wait, so the charge is asked about again later rather than on every pass.
+                let now = chrono::Utc::now().timestamp_millis();
                 runtime
                     .store()
-                    .record_processor_transaction(
-                        &charge.id,
-                        charge
-                            .processor_transaction_id
-                            .as_deref()
-                            .unwrap_or_default(),
-                        charge.processor_status.as_deref().unwrap_or("PENDING"),
-                        chrono::Utc::now().timestamp_millis(),
-                    )
+                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now)
                     .await?;
             }
         }

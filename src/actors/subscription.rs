@@ -3,7 +3,7 @@
 //! the events it emits; charges reserve their fee in that same transaction.
 
 use super::{ActionError, ActionOutcome, Command, Runtime};
-use crate::domain::money::FeeSchedule;
+use crate::accounts::fee_schedule;
 use crate::domain::subscription::{Status, parse_retry_days, prorate, retry_at};
 use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
 use crate::ids::{AccountId, EventId};
@@ -709,17 +709,13 @@ fn new_charge(
     period_start: Option<i64>,
     now: i64,
 ) -> NewCharge {
-    let fees = FeeSchedule {
-        percent_bps: account.fee_percent_bps,
-        fixed_cents: account.fee_fixed_cents,
-    };
     NewCharge {
         account: AccountId::from_stored(sub.account_id.clone()),
         subscription_id: Some(sub.id.clone()),
         customer_id: sub.customer_id.clone(),
         payment_method_id: sub.default_payment_method_id.clone(),
         amount_cents: amount,
-        fee_cents: fees.fee_for(amount),
+        fee_cents: fee_schedule(account).fee_for(amount),
         purpose,
         period_start,
         now_ms: now,

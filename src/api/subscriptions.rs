@@ -245,7 +245,6 @@ async fn create_subscription(
         metadata,
         anchor: now,
         period_index,
-        next_plan_id: None,
         next_cycle: None,
         due_at: Some(next_charge),
         created_at: now,

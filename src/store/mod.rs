@@ -40,7 +40,6 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
-    is_sqlite: bool,
 }
 
 impl Store {
@@ -63,7 +62,7 @@ impl Store {
                     .foreign_keys(true)
             });
         let db = Database::connect(options).await?;
-        Ok(Self { db, is_sqlite })
+        Ok(Self { db })
     }
 
     /// Applies every pending migration.
@@ -76,10 +75,6 @@ impl Store {
     pub async fn ping(&self) -> StoreResult<()> {
         self.db.ping().await?;
         Ok(())
-    }
-
-    pub fn is_sqlite(&self) -> bool {
-        self.is_sqlite
     }
 
     pub(crate) fn conn(&self) -> &DatabaseConnection {

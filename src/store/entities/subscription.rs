@@ -21,7 +21,6 @@ pub struct Model {
     pub metadata: Option<String>,
     pub anchor: i64,
     pub period_index: i32,
-    pub next_plan_id: Option<String>,
     pub next_cycle: Option<String>,
     pub due_at: Option<i64>,
     pub created_at: i64,
