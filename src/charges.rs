@@ -2,9 +2,11 @@
 //!
 //! The outcome of a transaction can reach us four ways: the create response, a poll, and any
 //! number of `transaction.updated` events. All of them end in `Store::settle_charge`, whose
-//! conditional update lets exactly one of them apply the money.
+//! conditional update lets exactly one of them apply the money. A checkout's charge settles
+//! through `checkout::settle`, which also completes or reopens its session.
 
 use crate::accounts::{fee_schedule, processor_base_url};
+use crate::checkout::{CHECKOUT_PURPOSE, settle as settle_checkout};
 use crate::domain::money::CURRENCY;
 use crate::ids::AccountId;
 use crate::processor::client::{
@@ -136,7 +138,19 @@ impl Charger {
                 .ok()??;
             Some((method, customer))
         };
-        let Some((method, customer)) = lookup.await else {
+        // A checkout's charge is made before its customer and payment method exist: the
+        // session's attempt holds the payment source and e-mail until it completes.
+        let source = match lookup.await {
+            Some((method, customer)) => Some((method.processor_payment_source_id, customer.email)),
+            None => self
+                .store
+                .checkout_session_for_charge(&charge.id)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|s| Some((s.attempt_payment_source_id?, s.attempt_email?))),
+        };
+        let Some((payment_source_id, customer_email)) = source else {
             return Err(ProcessorError::Rejected {
                 status: 404,
                 message: "payment method or customer not found".into(),
@@ -147,8 +161,8 @@ impl Charger {
             amount_in_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
             reference: charge.reference.clone(),
-            payment_source_id: method.processor_payment_source_id,
-            customer_email: customer.email,
+            payment_source_id,
+            customer_email,
         };
         let started = std::time::Instant::now();
         let result = self
@@ -195,6 +209,17 @@ impl Charger {
                 .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
                 .await?;
             return Ok(None);
+        }
+        if charge.purpose == CHECKOUT_PURPOSE {
+            // Settling a checkout's charge also completes (or reopens) its session.
+            return settle_checkout(
+                &self.store,
+                &charge.id,
+                &tx.status,
+                tx.status_message.as_deref(),
+                Some(&tx.id),
+            )
+            .await;
         }
         self.store
             .settle_charge(

@@ -31,6 +31,10 @@ pub struct Config {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
+    /// Whether webhook URLs may point to loopback or private addresses (default: only when
+    /// binding to a loopback address, the development setup).
+    #[arg(long, env = "BILLING_ALLOW_PRIVATE_WEBHOOK_URLS", global = true)]
+    pub allow_private_webhook_urls: Option<bool>,
 }
 
 impl Config {
@@ -41,7 +45,17 @@ impl Config {
             database_url: database_url.into(),
             public_url: None,
             admin_token: None,
+            allow_private_webhook_urls: None,
         }
+    }
+
+    /// Whether webhook URLs may point to loopback or private addresses.
+    pub fn private_webhook_urls_allowed(&self) -> bool {
+        self.allow_private_webhook_urls.unwrap_or_else(|| {
+            self.bind
+                .parse::<std::net::SocketAddr>()
+                .is_ok_and(|addr| addr.ip().is_loopback())
+        })
     }
 
     /// The public base URL, without a trailing slash.

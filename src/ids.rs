@@ -61,6 +61,7 @@ id_type! {
     WebhookEndpointId => "we_",
     EventId => "evt_",
     DeliveryId => "del_",
+    AttemptId => "att_",
     BalanceTransactionId => "btx_",
 }
 

@@ -5,22 +5,32 @@
 //! - [`accounts`], [`bootstrap`]: creating accounts and the first start.
 //! - [`processor`], [`charges`]: the processor's protocol (client, sandbox, signatures) and
 //!   charging with fee reservations.
+//! - [`subscribe`]: starting a subscription (direct creation and checkout share it).
 //! - [`api`]: the HTTP API, its shared layers and its OpenAPI document.
+//! - [`webhooks`]: signing, retry schedule and sending of outgoing webhooks.
+//! - [`checkout`]: the hosted checkout page and the payment flow behind it.
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
+//! - [`operator`]: commands that talk to a running server (`billing actors`).
+//! - [`bench`]: the renewal-burst benchmark (`billing bench renewals`).
 //!
 //! [`run`] is the entry point: tests call it with a listener on port 0.
 
 pub mod accounts;
 pub mod actors;
 pub mod api;
+pub mod bench;
 pub mod bootstrap;
 pub mod charges;
+pub mod checkout;
 pub mod config;
 pub mod domain;
 pub mod ids;
+pub mod operator;
 pub mod processor;
 pub mod secrets;
 pub mod store;
+pub mod subscribe;
+pub mod webhooks;
 
 use api::rate_limit::RateLimiter;
 use api::state::AppState;
@@ -45,9 +55,59 @@ fn metrics_handle() -> PrometheusHandle {
             let handle = recorder.handle();
             // Fails only when another recorder is installed; then ours renders empty.
             let _ = metrics::set_global_recorder(recorder);
+            describe_metrics();
             handle
         })
         .clone()
+}
+
+/// Names and explains the operational metrics, and registers at zero those that a fresh
+/// process would otherwise omit until their first event.
+fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "renewals_due_total",
+        "Subscription timers found due by their actor."
+    );
+    describe_counter!(
+        "renewals_processed_total",
+        "Due timers handled by their actor, by result (ok, error)."
+    );
+    describe_counter!(
+        "charge_outcomes_total",
+        "Charges settled, by outcome (approved, declined, error, voided)."
+    );
+    describe_histogram!(
+        "processor_request_seconds",
+        "Latency of the processor's create-transaction call."
+    );
+    describe_counter!(
+        "ingress_events_total",
+        "Processor events received at the ingress."
+    );
+    describe_counter!(
+        "webhook_deliveries_total",
+        "Webhook delivery attempts, by outcome (delivered, retrying, failed); incremented by the webhook endpoint actors."
+    );
+    describe_gauge!("actors_live", "Live actors, by kind.");
+    describe_counter!("actor_restarts_total", "Actors that failed, by kind.");
+    describe_gauge!(
+        "timer_queue_depth",
+        "Timers held in the scheduler's in-memory window."
+    );
+    describe_counter!(
+        "timers_fired_total",
+        "Timers that expired in the scheduler's window."
+    );
+    describe_histogram!(
+        "db_transaction_seconds",
+        "Time from begin to commit of the actors' write transactions."
+    );
+    for outcome in ["delivered", "retrying", "failed"] {
+        metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(0);
+    }
+    metrics::counter!("renewals_due_total").increment(0);
+    metrics::counter!("ingress_events_total", "type" => "transaction.updated").increment(0);
 }
 
 /// Serves the service on `listener` until `shutdown` completes.
@@ -76,16 +136,21 @@ pub async fn run(
         ready: Arc::new(AtomicBool::new(false)),
         sandbox: SandboxProcessor::new(SandboxConfig::default(), reqwest::Client::new()),
         processor,
+        dashboard: Arc::default(),
+        keys: Arc::default(),
     };
     for account in state.store.all_accounts().await? {
         state.register_sandbox_merchant(&account);
     }
     let app = api::app(state.clone());
     // Ready once the first scheduler pass has run every timer that fell due while down.
-    actors::spawn_background(runtime, Arc::clone(&state.ready), arms);
+    actors::spawn_webhooks(runtime.clone());
+    actors::spawn_background(runtime.clone(), Arc::clone(&state.ready), arms);
     tracing::info!(address = %local, "billing listening");
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    runtime.stop().await;
+    served?;
     Ok(())
 }

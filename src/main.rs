@@ -1,5 +1,6 @@
 //! The `billing` binary: parse the command line, start telemetry, hand over to the library.
 
+use anyhow::Context;
 use billing::accounts::{AccountSpec, create_account};
 use billing::api::accounts::AccountOut;
 use billing::config::Config;
@@ -29,10 +30,40 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         settle_delay_ms: u64,
     },
+    /// Print the running server's supervision tree (GET /admin/actors).
+    Actors {
+        /// Base URL of the running server.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        url: String,
+        /// Only this kind of actor (subscription, …).
+        #[arg(long)]
+        kind: Option<String>,
+        /// At most this many actors listed.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Benchmarks (see README: Benchmarks).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Manage accounts.
     Account {
         #[command(subcommand)]
         command: AccountCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// N subscriptions due at one instant, renewed through the actors, the sandbox processor
+    /// and the ingress; then the same work in a plain loop (the ceiling).
+    Renewals {
+        #[arg(long, default_value_t = 10_000)]
+        subscriptions: usize,
+        /// Where the benchmark's SQLite database is created (and removed).
+        #[arg(long, default_value = "target/bench-data")]
+        dir: std::path::PathBuf,
     },
 }
 
@@ -73,6 +104,25 @@ async fn main() -> anyhow::Result<()> {
                 ..Default::default()
             };
             billing::processor::sandbox::serve_standalone(listener, config).await
+        }
+        Command::Actors { url, kind, limit } => {
+            // `--admin-token` / BILLING_ADMIN_TOKEN is the global configuration flag.
+            let token = cli
+                .config
+                .admin_token
+                .as_deref()
+                .context("pass --admin-token or set BILLING_ADMIN_TOKEN")?;
+            let tree =
+                billing::operator::actors_tree(&url, token, kind.as_deref(), limit.max(1)).await?;
+            print!("{tree}");
+            Ok(())
+        }
+        Command::Bench {
+            command: BenchCommand::Renewals { subscriptions, dir },
+        } => {
+            let report = billing::bench::renewals(subscriptions.max(1), &dir).await?;
+            println!("{report}");
+            Ok(())
         }
         Command::Migrate => {
             Store::connect(&cli.config.database_url)

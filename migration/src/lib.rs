@@ -12,6 +12,9 @@ pub use sea_orm_migration::prelude::*;
 mod m20261122_000001_foundation;
 mod m20261122_000002_processor;
 mod m20261122_000003_subscriptions;
+mod m20261123_000004_webhooks;
+mod m20261123_000005_checkout;
+mod m20261123_000006_ops;
 
 pub struct Migrator;
 
@@ -22,6 +25,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_foundation::Migration),
             Box::new(m20261122_000002_processor::Migration),
             Box::new(m20261122_000003_subscriptions::Migration),
+            Box::new(m20261123_000004_webhooks::Migration),
+            Box::new(m20261123_000005_checkout::Migration),
+            Box::new(m20261123_000006_ops::Migration),
         ]
     }
 }

@@ -1,13 +1,16 @@
 //! The actor runtime: one ractor actor per subscription, activated on demand and stopped when
-//! idle, under one supervisor that restarts nothing eagerly: a failed actor is dropped from the
-//! registry and the next message respawns it from the database, which is the durable state.
+//! idle, under the sharded supervision tree (`tree`), which restarts nothing eagerly: a failed
+//! actor is dropped from its kind's registry and the next message respawns it from the
+//! database, which is the durable state.
 //!
 //! Handlers and the ingress never touch a subscription themselves: they send a message to its
 //! actor and await the reply, so every change of one subscription is serialised.
 
 pub mod clock;
+mod endpoint;
 mod scheduler;
 mod subscription;
+pub mod tree;
 
 use crate::charges::Charger;
 use crate::domain::time::Cycle;
@@ -15,12 +18,12 @@ use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
 use clock::Clock;
-use dashmap::DashMap;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tree::{ActorStats, KindRegistry, KindView, Tree};
 
+pub use endpoint::spawn_webhooks;
 pub use scheduler::{Arm, spawn_background};
 pub use subscription::subscription_event;
 
@@ -98,78 +101,27 @@ pub enum SubscriptionMsg {
     IdleCheck,
 }
 
-/// What the supervisor and the runtime both see.
-struct Shared {
-    registry: DashMap<String, ActorRef<SubscriptionMsg>>,
-    restarts: AtomicU64,
-}
-
-impl Shared {
-    fn forget(&self, name: &str, id: ractor::ActorId) {
-        self.registry.remove_if(name, |_, r| r.get_id() == id);
-        metrics::gauge!("actors_live", "kind" => "subscription").set(self.registry.len() as f64);
-    }
-}
-
 struct Inner {
     /// Timers set by actors, for the scheduler's in-memory window.
     arms: tokio::sync::mpsc::UnboundedSender<Arm>,
     store: Store,
     charger: Charger,
     clock: Clock,
-    shared: Arc<Shared>,
-    supervisor: ActorRef<()>,
-    spawn_lock: tokio::sync::Mutex<()>,
+    tree: Tree,
+    subscriptions: Arc<KindRegistry<SubscriptionMsg>>,
+    endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
+    /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
+    endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    /// The HTTP client of webhook deliveries (15 s timeout, no redirects).
+    webhook_client: reqwest::Client,
+    /// The background loops (scheduler, reconciler, webhook signals), stopped with the service.
+    loops: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 /// The handle every part of the service uses to reach subscription actors.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
-}
-
-struct Supervisor;
-
-impl Actor for Supervisor {
-    type Msg = ();
-    type State = Arc<Shared>;
-    type Arguments = Arc<Shared>;
-
-    async fn pre_start(
-        &self,
-        _myself: ActorRef<()>,
-        shared: Arc<Shared>,
-    ) -> Result<Arc<Shared>, ActorProcessingErr> {
-        Ok(shared)
-    }
-
-    /// Overrides ractor's default, which stops the supervisor when any child stops: here one
-    /// subscription's failure is counted and forgotten, and touches no other subscription. The
-    /// next message to that subscription respawns its actor from the database.
-    async fn handle_supervisor_evt(
-        &self,
-        _myself: ActorRef<()>,
-        event: SupervisionEvent,
-        shared: &mut Arc<Shared>,
-    ) -> Result<(), ActorProcessingErr> {
-        match event {
-            SupervisionEvent::ActorFailed(cell, err) => {
-                shared.restarts.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("actor_restarts_total", "kind" => "subscription").increment(1);
-                tracing::warn!(actor = ?cell.get_name(), error = %err, "subscription actor failed; it restarts from the database on its next message");
-                if let Some(name) = cell.get_name() {
-                    shared.forget(&name, cell.get_id());
-                }
-            }
-            SupervisionEvent::ActorTerminated(cell, _, _) => {
-                if let Some(name) = cell.get_name() {
-                    shared.forget(&name, cell.get_id());
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
 }
 
 struct SubscriptionActor {
@@ -179,21 +131,23 @@ struct SubscriptionActor {
 struct ActorState {
     id: String,
     last_message: Instant,
+    stats: Arc<ActorStats>,
 }
 
 impl Actor for SubscriptionActor {
     type Msg = SubscriptionMsg;
     type State = ActorState;
-    type Arguments = String;
+    type Arguments = (String, Arc<ActorStats>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<SubscriptionMsg>,
-        id: String,
+        (id, stats): (String, Arc<ActorStats>),
     ) -> Result<ActorState, ActorProcessingErr> {
         Ok(ActorState {
             id,
             last_message: Instant::now(),
+            stats,
         })
     }
 
@@ -203,7 +157,32 @@ impl Actor for SubscriptionActor {
         msg: SubscriptionMsg,
         state: &mut ActorState,
     ) -> Result<(), ActorProcessingErr> {
+        if matches!(msg, SubscriptionMsg::IdleCheck) {
+            if state.last_message.elapsed() >= IDLE {
+                self.runtime
+                    .inner
+                    .subscriptions
+                    .forget(&state.id, myself.get_id(), false);
+                myself.stop(None);
+            }
+            return Ok(());
+        }
         state.last_message = Instant::now();
+        state.stats.begin();
+        let result = self.handle_counted(msg, state).await;
+        state.stats.end();
+        // The timer task is detached: dropping its handle does not cancel it.
+        drop(myself.send_after(IDLE, || SubscriptionMsg::IdleCheck));
+        result
+    }
+}
+
+impl SubscriptionActor {
+    async fn handle_counted(
+        &self,
+        msg: SubscriptionMsg,
+        state: &mut ActorState,
+    ) -> Result<(), ActorProcessingErr> {
         let runtime = &self.runtime;
         match msg {
             SubscriptionMsg::Act(command, reply) => {
@@ -245,15 +224,8 @@ impl Actor for SubscriptionActor {
                         .await,
                 );
             }
-            SubscriptionMsg::IdleCheck => {
-                if state.last_message.elapsed() >= IDLE {
-                    runtime.inner.shared.forget(&state.id, myself.get_id());
-                    myself.stop(None);
-                }
-                return Ok(());
-            }
+            SubscriptionMsg::IdleCheck => {}
         }
-        let _ = myself.send_after(IDLE, || SubscriptionMsg::IdleCheck);
         Ok(())
     }
 }
@@ -264,26 +236,30 @@ impl Runtime {
         store: Store,
         charger: Charger,
     ) -> anyhow::Result<(Self, tokio::sync::mpsc::UnboundedReceiver<Arm>)> {
-        let shared = Arc::new(Shared {
-            registry: DashMap::new(),
-            restarts: AtomicU64::new(0),
-        });
-        let (supervisor, _) = Actor::spawn(None, Supervisor, Arc::clone(&shared)).await?;
+        let tree = Tree::start().await?;
+        let subscriptions = tree.register::<SubscriptionMsg>("subscription");
+        let endpoints = tree.register::<endpoint::EndpointMsg>("webhook_endpoint");
         let (arms, receiver) = tokio::sync::mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             arms,
             clock: Clock::new(store.clone()),
             store,
             charger,
-            shared,
-            supervisor,
-            spawn_lock: tokio::sync::Mutex::new(()),
+            tree,
+            subscriptions,
+            endpoints,
+            endpoint_wakes: dashmap::DashMap::new(),
+            webhook_client: crate::webhooks::send::client()?,
+            loops: std::sync::Mutex::new(Vec::new()),
         });
         Ok((Self { inner }, receiver))
     }
 
     /// Tells the scheduler about a subscription's (new) due time, in its account's clock.
     pub fn arm(&self, subscription: &Subscription, now_ms: i64) {
+        if let Some((_, stats)) = self.inner.subscriptions.get(&subscription.id) {
+            stats.set_next_due(subscription.due_at);
+        }
         if let Some(due) = subscription.due_at {
             let delay = Duration::from_millis(u64::try_from(due - now_ms).unwrap_or(0));
             let _ = self.inner.arms.send(Arm {
@@ -305,41 +281,55 @@ impl Runtime {
         &self.inner.charger
     }
 
-    pub fn live_actors(&self) -> usize {
-        self.inner.shared.registry.len()
+    /// Keeps a background loop's handle so that `stop` ends it.
+    pub(crate) fn track(&self, handle: tokio::task::JoinHandle<()>) {
+        if let Ok(mut loops) = self.inner.loops.lock() {
+            loops.push(handle);
+        }
     }
 
-    pub fn restarts(&self) -> u64 {
-        self.inner.shared.restarts.load(Ordering::Relaxed)
+    /// Stops the background loops and every actor (the service is shutting down). Another
+    /// service started later in the same process (tests, benchmarks) then shares nothing with
+    /// this one: no timer of this one fires, no actor name stays registered.
+    pub async fn stop(&self) {
+        let loops = self
+            .inner
+            .loops
+            .lock()
+            .map(|mut loops| std::mem::take(&mut *loops))
+            .unwrap_or_default();
+        for handle in loops {
+            handle.abort();
+        }
+        self.inner.tree.stop().await;
     }
 
-    /// The live actor of `id`, spawned (linked to the supervisor, named by the id) if it has
-    /// none. The spawn lock and the registry keep it to one live actor per subscription.
-    async fn actor(&self, id: &str) -> Result<ActorRef<SubscriptionMsg>, ActionError> {
-        let registry = &self.inner.shared.registry;
-        if let Some(actor) = registry.get(id) {
-            return Ok(actor.clone());
-        }
-        let _guard = self.inner.spawn_lock.lock().await;
-        if let Some(actor) = registry.get(id) {
-            return Ok(actor.clone());
-        }
-        let (actor, _) = Actor::spawn_linked(
-            Some(id.to_owned()),
-            SubscriptionActor {
-                runtime: self.clone(),
-            },
-            id.to_owned(),
-            self.inner.supervisor.get_cell(),
-        )
-        .await
-        .map_err(|err| {
-            tracing::error!(error = %err, "could not spawn a subscription actor");
-            ActionError::Unavailable
-        })?;
-        registry.insert(id.to_owned(), actor.clone());
-        metrics::gauge!("actors_live", "kind" => "subscription").set(registry.len() as f64);
-        Ok(actor)
+    /// The supervision tree, for introspection and for registering other kinds of actor.
+    pub fn tree(&self) -> &Tree {
+        &self.inner.tree
+    }
+
+    /// The live actor of `id`, spawned under its shard if it has none (one per subscription:
+    /// the registry's per-shard spawn lock sees to it).
+    async fn actor(
+        &self,
+        id: &str,
+    ) -> Result<(ActorRef<SubscriptionMsg>, Arc<ActorStats>), ActionError> {
+        self.inner
+            .subscriptions
+            .get_or_spawn(id, |stats| {
+                (
+                    SubscriptionActor {
+                        runtime: self.clone(),
+                    },
+                    (id.to_owned(), stats),
+                )
+            })
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "could not spawn a subscription actor");
+                ActionError::Unavailable
+            })
     }
 
     /// Sends a message built by `build` and awaits the reply. When the actor stopped before
@@ -352,12 +342,14 @@ impl Runtime {
         build: impl Fn(RpcReplyPort<Result<T, ActionError>>) -> SubscriptionMsg,
     ) -> Result<T, ActionError> {
         for _ in 0..3 {
-            let actor = self.actor(id).await?;
+            let (actor, stats) = self.actor(id).await?;
+            stats.enqueued();
             match actor.call(&build, Some(CALL_TIMEOUT)).await {
                 Ok(ractor::rpc::CallResult::Success(result)) => return result,
                 Ok(ractor::rpc::CallResult::Timeout) => return Err(ActionError::Unavailable),
                 Ok(ractor::rpc::CallResult::SenderError) | Err(_) => {
-                    self.inner.shared.forget(id, actor.get_id());
+                    stats.begin();
+                    self.inner.subscriptions.forget(id, actor.get_id(), false);
                 }
             }
         }

@@ -23,6 +23,7 @@ use tokio_util::time::{DelayQueue, delay_queue};
 const WINDOW: Duration = Duration::from_secs(10);
 const LOAD_EVERY: Duration = Duration::from_secs(2);
 const LOAD_BATCH: u64 = 10_000;
+const FULL_RESCAN: Duration = Duration::from_secs(30);
 const CONCURRENCY: usize = 64;
 /// A pending charge older than this is asked about.
 const STALE_PENDING: Duration = Duration::from_secs(30);
@@ -39,8 +40,10 @@ pub fn spawn_background(
     ready: Arc<AtomicBool>,
     arms: mpsc::UnboundedReceiver<Arm>,
 ) {
-    tokio::spawn(schedule(runtime.clone(), ready, arms));
-    tokio::spawn(async move {
+    runtime.track(tokio::spawn(schedule(runtime.clone(), ready, arms)));
+    let reconciler = runtime.clone();
+    runtime.track(tokio::spawn(async move {
+        let runtime = reconciler;
         // At start nothing is in flight in this process: every pending charge is a leftover of
         // the previous one (perhaps posted, perhaps not), so ask about all of them at once.
         if let Err(err) = reconcile_once(&runtime, chrono::Utc::now().timestamp_millis() + 1).await
@@ -54,13 +57,19 @@ pub fn spawn_background(
                 tracing::warn!(error = %err, "reconciler pass failed");
             }
         }
-    });
+    }));
 }
 
 /// The soon-due window: subscription id → its queue entry.
 struct Window {
     queue: DelayQueue<String>,
     keys: HashMap<String, delay_queue::Key>,
+    /// Per account, the last (due_at, id) loaded: the next load reads only rows after it, so a
+    /// burst of a million due rows is read once, not on every pass. Timers set earlier than the
+    /// mark arrive through the arm channel; a full rescan every `FULL_RESCAN` catches the rest
+    /// (a timer whose handling failed, for one).
+    marks: HashMap<String, (i64, String)>,
+    last_full: tokio::time::Instant,
 }
 
 impl Window {
@@ -78,7 +87,6 @@ impl Window {
                 self.keys.insert(id, key);
             }
         }
-        metrics::gauge!("timer_queue_depth").set(self.queue.len() as f64);
     }
 }
 
@@ -91,18 +99,22 @@ async fn schedule(
     let mut window = Window {
         queue: DelayQueue::new(),
         keys: HashMap::new(),
+        marks: HashMap::new(),
+        last_full: tokio::time::Instant::now(),
     };
     let mut load = tokio::time::interval(LOAD_EVERY);
+    metrics::gauge!("timer_queue_depth").set(0.0);
     loop {
         tokio::select! {
             Some(expired) = std::future::poll_fn(|cx| window.queue.poll_expired(cx)), if !window.queue.is_empty() => {
                 let id = expired.into_inner();
                 window.keys.remove(&id);
+                metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
                 let runtime = runtime.clone();
                 tokio::spawn(async move {
                     let _permit = permit;
-                    metrics::counter!("renewals_due_total").increment(1);
+                    metrics::counter!("timers_fired_total").increment(1);
                     if let Err(err) = runtime.due(&id).await {
                         tracing::warn!(subscription = %id, error = %err, "timer failed");
                     }
@@ -111,6 +123,7 @@ async fn schedule(
             Some(arm) = arms.recv() => {
                 if arm.delay <= WINDOW {
                     window.arm(arm.subscription_id, arm.delay);
+                    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 }
             }
             _ = load.tick() => {
@@ -123,24 +136,42 @@ async fn schedule(
     }
 }
 
-/// Arms every timer due within the window, per account in the account's clock.
+/// Arms every timer due within the window, per account in the account's clock, walking the
+/// due rows in pages of `LOAD_BATCH` by (due_at, id) so that any number due at one instant is
+/// loaded in one pass.
 async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<()> {
+    if window.last_full.elapsed() >= FULL_RESCAN {
+        window.marks.clear();
+        window.last_full = tokio::time::Instant::now();
+    }
     for account in runtime.store().all_accounts().await? {
         let account_id = AccountId::from_stored(account.id.clone());
         let now = runtime.clock().now_ms(&account_id).await?;
         let horizon = now + WINDOW.as_millis() as i64;
-        for sub in runtime
-            .store()
-            .due_subscriptions(&account_id, horizon, LOAD_BATCH)
-            .await?
-        {
-            let due = sub.due_at.unwrap_or(now);
-            window.arm(
-                sub.id,
-                Duration::from_millis(u64::try_from(due - now).unwrap_or(0)),
-            );
+        let mut after = window.marks.get(&account.id).cloned();
+        loop {
+            let page = runtime
+                .store()
+                .due_timers_page(&account_id, horizon, after.take(), LOAD_BATCH)
+                .await?;
+            let full = page.len() as u64 == LOAD_BATCH;
+            let last = page.last().map(|(id, due)| (*due, id.clone()));
+            if let Some(last) = &last {
+                window.marks.insert(account.id.clone(), last.clone());
+            }
+            for (id, due) in page {
+                window.arm(
+                    id,
+                    Duration::from_millis(u64::try_from(due - now).unwrap_or(0)),
+                );
+            }
+            if !full {
+                break;
+            }
+            after = last;
         }
     }
+    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
     Ok(())
 }
 

@@ -409,6 +409,9 @@ impl Runtime {
         now: i64,
     ) -> Result<(), StoreError> {
         sub.updated_at = now;
+        // Arming before the commit is harmless: the timer's `Due` waits in this actor's
+        // mailbox until this message is done, and re-reads the row.
+        self.arm(sub, now);
         txn.save_subscription(sub.clone()).await
     }
 
@@ -418,8 +421,11 @@ impl Runtime {
         if sub.due_at.is_none_or(|due| due > now) {
             return Ok(());
         }
-        self.run_due(&mut sub, &account, now).await?;
-        Ok(())
+        metrics::counter!("renewals_due_total").increment(1);
+        let result = self.run_due(&mut sub, &account, now).await;
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("renewals_processed_total", "result" => outcome).increment(1);
+        result.map(|_| ())
     }
 
     async fn run_due(
@@ -726,5 +732,74 @@ fn price(item: &crate::store::catalog::CatalogItem, cycle: Cycle) -> i64 {
     match cycle {
         Cycle::Monthly => item.monthly_amount_cents,
         Cycle::Annual => item.annual_amount_cents,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::extract::METADATA_MAX_BYTES;
+    use crate::webhooks::MAX_PAYLOAD_BYTES;
+
+    #[test]
+    fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
+        // The largest metadata a request may store: a compact object of exactly 60 KB.
+        let filler = "x".repeat(METADATA_MAX_BYTES - r#"{"k":""}"#.len());
+        let metadata = json!({"k": filler}).to_string();
+        assert_eq!(metadata.len(), METADATA_MAX_BYTES);
+        let id = "sub_01a20748d4787232924bab375e9b2bba".to_owned();
+        let sub = Subscription {
+            id: id.clone(),
+            account_id: "acct_01a20748d4787232924bab375e9b2bba".into(),
+            customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
+            plan_id: "plan_01a20748d4787232924bab375e9b2bba".into(),
+            cycle: "monthly".into(),
+            status: "active".into(),
+            current_period_start: 0,
+            current_period_end: 0,
+            next_charge_date: 0,
+            default_payment_method_id: "pm_01a20748d4787232924bab375e9b2bba".into(),
+            trial_end: None,
+            cancel_at_period_end: false,
+            failed_attempts: 0,
+            first_failure_at: None,
+            metadata: Some(metadata),
+            anchor: 0,
+            period_index: 0,
+            next_cycle: None,
+            due_at: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let charge = ChargeAttempt {
+            id: "ch_01a20748d4787232924bab375e9b2bba".into(),
+            account_id: sub.account_id.clone(),
+            subscription_id: Some(id),
+            customer_id: sub.customer_id.clone(),
+            payment_method_id: sub.default_payment_method_id.clone(),
+            amount_cents: i64::MAX,
+            fee_cents: 0,
+            reference: "ch_01a20748d4787232924bab375e9b2bba".into(),
+            processor_transaction_id: None,
+            status: "approved".into(),
+            processor_status: Some("APPROVED".into()),
+            processor_message: None,
+            purpose: "renewal".into(),
+            period_start: None,
+            created_at: 0,
+            updated_at: 0,
+            finalized_at: None,
+        };
+        let event = subscription_event(
+            &sub,
+            "subscription.plan_changed",
+            Some((&charge, "APPROVED")),
+            i64::from(i32::MAX) * 1000,
+        );
+        assert!(
+            event.body.len() <= MAX_PAYLOAD_BYTES,
+            "{} bytes",
+            event.body.len()
+        );
     }
 }

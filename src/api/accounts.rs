@@ -192,6 +192,7 @@ async fn update_account_limits(
         .update_account_limits(&AccountId::from_stored(id.clone()), patch)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
+    state.keys.forget_account(&account.id);
     Ok(Json(AccountOut::new(
         &account,
         None,

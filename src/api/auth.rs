@@ -9,7 +9,9 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{header, request::Parts};
 use axum::middleware::Next;
 use axum::response::Response;
+use dashmap::DashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The authenticated account of a `/v1` request.
 #[derive(Clone)]
@@ -30,6 +32,39 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .get::<Caller>()
             .cloned()
             .ok_or(ApiError::Authentication)
+    }
+}
+
+/// Accounts by API-key hash, each kept for a few seconds so that a burst of requests costs one
+/// lookup, not one per request. The cached row is a snapshot: handlers read from it only what
+/// does not move under them (id, mode, processor keys, rate limits); balances and the clock are
+/// always read from the database. An operator's change of an account drops its entries at
+/// once, so new limits apply to the next request.
+#[derive(Default)]
+pub struct KeyCache {
+    entries: DashMap<String, (Arc<Account>, Instant)>,
+}
+
+impl KeyCache {
+    const TTL: Duration = Duration::from_secs(5);
+
+    fn get(&self, hash: &str) -> Option<Arc<Account>> {
+        let entry = self.entries.get(hash)?;
+        (entry.1.elapsed() < Self::TTL).then(|| Arc::clone(&entry.0))
+    }
+
+    fn put(&self, hash: String, account: Arc<Account>) {
+        // Expired entries of keys no longer used go as the cache turns over.
+        if self.entries.len() > 10_000 {
+            self.entries.retain(|_, (_, at)| at.elapsed() < Self::TTL);
+        }
+        self.entries.insert(hash, (account, Instant::now()));
+    }
+
+    /// Drops every cached key of `account_id`.
+    pub fn forget_account(&self, account_id: &str) {
+        self.entries
+            .retain(|_, (account, _)| account.id != account_id);
     }
 }
 
@@ -56,11 +91,19 @@ pub async fn require_api_key(
     }
     // Looking up by the hash means the comparison happens inside the index on a value the
     // caller cannot steer byte by byte.
-    let account = state.store.account_by_key_hash(&sha256_hex(key)).await?;
-    let Some(account) = account else {
-        return Err(ApiError::Authentication);
+    let hash = sha256_hex(key);
+    let account = match state.keys.get(&hash) {
+        Some(account) => account,
+        None => {
+            let Some(account) = state.store.account_by_key_hash(&hash).await? else {
+                return Err(ApiError::Authentication);
+            };
+            let account = Arc::new(account);
+            state.keys.put(hash, Arc::clone(&account));
+            account
+        }
     };
-    request.extensions_mut().insert(Caller(Arc::new(account)));
+    request.extensions_mut().insert(Caller(account));
     Ok(next.run(request).await)
 }
 

@@ -18,6 +18,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_events))
         .routes(routes!(get_event))
+        .routes(routes!(redeliver_event))
         .routes(routes!(get_clock))
         .routes(routes!(advance_clock))
 }
@@ -85,6 +86,42 @@ async fn get_event(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
     Ok(Json(event_out(event.body)))
+}
+
+/// The deliveries a redelivery queued.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RedeliveryOut {
+    pub event_id: String,
+    pub deliveries: Vec<super::webhook_endpoints::DeliveryOut>,
+}
+
+/// Queue the event again to every active endpoint subscribed to its type (202: the deliveries
+/// run in the background like any other; follow them in each endpoint's deliveries log).
+#[utoipa::path(post, path = "/v1/events/{id}/redeliver", tag = "events",
+    responses((status = 202, body = RedeliveryOut), (status = 404, body = ErrorBody)))]
+async fn redeliver_event(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<(axum::http::StatusCode, Json<RedeliveryOut>)> {
+    let account = caller.account_id();
+    let event = state
+        .store
+        .event(&account, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let deliveries = state.store.redeliver(&event, now).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        Json(RedeliveryOut {
+            event_id: event.id,
+            deliveries: deliveries
+                .into_iter()
+                .map(|d| super::webhook_endpoints::delivery_out(d, &[]))
+                .collect(),
+        }),
+    ))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -161,6 +198,8 @@ async fn advance_clock(
             break;
         }
     }
+    // Then every webhook delivery due by the new instant, first attempts and retries alike.
+    state.runtime.flush_endpoints(&account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
     }))

@@ -3,9 +3,12 @@
 //! trace → panic catcher → metrics → (per group) authentication → rate limit → idempotency.
 
 pub mod accounts;
+pub mod admin;
 pub mod auth;
 pub mod balance;
 pub mod catalog;
+pub mod checkout_sessions;
+pub mod dashboard;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -17,6 +20,7 @@ pub mod probes;
 pub mod rate_limit;
 pub mod state;
 pub mod subscriptions;
+pub mod webhook_endpoints;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
@@ -66,6 +70,8 @@ pub fn app(state: AppState) -> Router {
                 async move { Json(openapi) }
             }),
         )
+        // A page for people, not part of the API's document.
+        .merge(dashboard::router())
         // The processor's protocol, not our API: outside the OpenAPI document.
         .nest(
             "/sandbox/processor/v1",
@@ -93,7 +99,9 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(subscriptions::router())
+        .merge(checkout_sessions::router(state))
         .merge(events::router())
+        .merge(webhook_endpoints::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             idempotency::idempotent_posts,
@@ -106,17 +114,18 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
             state.clone(),
             auth::require_api_key,
         ));
-    let admin =
-        OpenApiRouter::new()
-            .merge(accounts::admin_router())
-            .layer(middleware::from_fn_with_state(
-                state.clone(),
-                auth::require_admin,
-            ));
+    let admin = OpenApiRouter::new()
+        .merge(accounts::admin_router())
+        .merge(admin::admin_router())
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_admin,
+        ));
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
         .merge(admin)
         .merge(ingress::router())
+        .merge(crate::checkout::router())
         .merge(probes::router())
 }
 

@@ -13,13 +13,19 @@ use axum::middleware::Next;
 use axum::response::Response;
 use dashmap::DashMap;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 pub const WINDOW: Duration = Duration::from_secs(60);
 
+/// Every this many checks, keys whose window has emptied are dropped, so that short-lived keys
+/// (one per checkout session) do not accumulate for the life of the process.
+const SWEEP_EVERY: u64 = 4096;
+
 #[derive(Default)]
 pub struct RateLimiter {
     windows: DashMap<String, VecDeque<Instant>>,
+    checks: AtomicU64,
 }
 
 impl RateLimiter {
@@ -29,6 +35,13 @@ impl RateLimiter {
     pub fn check(&self, key: &str, limit: u64, now: Instant) -> Result<(), u64> {
         if limit == 0 {
             return Ok(());
+        }
+        if self.checks.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            self.windows.retain(|_, window| {
+                window
+                    .back()
+                    .is_some_and(|&at| now.saturating_duration_since(at) < WINDOW)
+            });
         }
         let mut window = self.windows.entry(key.to_owned()).or_default();
         while window
@@ -105,6 +118,20 @@ mod tests {
                 .is_ok()
         );
         assert!(limiter.check("other", 3, start).is_ok());
+    }
+
+    #[test]
+    fn keys_whose_window_emptied_are_swept() {
+        let limiter = RateLimiter::default();
+        let start = Instant::now();
+        assert!(limiter.check("old", 5, start).is_ok());
+        let later = start + WINDOW + Duration::from_secs(1);
+        for _ in 0..SWEEP_EVERY {
+            assert!(limiter.check("busy", 0, later).is_ok());
+            let _ = limiter.check("busy", u64::MAX, later);
+        }
+        assert!(!limiter.windows.contains_key("old"));
+        assert!(limiter.windows.contains_key("busy"));
     }
 
     #[test]

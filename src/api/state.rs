@@ -25,6 +25,10 @@ pub struct AppState {
     pub processor: ProcessorClient,
     pub charger: Charger,
     pub runtime: crate::actors::Runtime,
+    /// Accounts by API-key hash, briefly cached.
+    pub keys: Arc<super::auth::KeyCache>,
+    /// Logged-in `/dashboard` sessions.
+    pub dashboard: Arc<super::dashboard::Sessions>,
 }
 
 impl AppState {

@@ -6,12 +6,13 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use super::list::{ListOut, page_request};
 use super::state::AppState;
-use crate::actors::{ActionError, ActionOutcome, Command, subscription_event};
+use crate::actors::{ActionError, ActionOutcome, Command};
 use crate::domain::subscription::Status;
-use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
-use crate::ids::{AccountId, SubscriptionId};
-use crate::store::catalog::CatalogKind;
+use crate::domain::time::{Cycle, from_millis, rfc3339};
+use crate::ids::AccountId;
+use crate::store::catalog::{CatalogItem, CatalogKind};
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
+use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -104,7 +105,28 @@ pub struct SubscriptionListQuery {
     pub cursor: Option<String>,
 }
 
-fn parse_cycle(raw: &str) -> ApiResult<Cycle> {
+/// The plan `plan_id` of the caller, which must exist (404) and be active (400).
+pub async fn active_plan(
+    state: &AppState,
+    account: &AccountId,
+    plan_id: &str,
+) -> ApiResult<CatalogItem> {
+    let plan = state
+        .store
+        .catalog_item(account, CatalogKind::Plan, plan_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
+        })?;
+    if !plan.active {
+        return Err(
+            ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
+        );
+    }
+    Ok(plan)
+}
+
+pub fn parse_cycle(raw: &str) -> ApiResult<Cycle> {
     Cycle::parse(raw)
         .ok_or_else(|| ApiError::bad_request("cycle must be monthly or annual.").param("cycle"))
 }
@@ -161,18 +183,7 @@ async fn create_subscription(
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
                 .param("customer_id")
         })?;
-    let plan = state
-        .store
-        .catalog_item(&account, CatalogKind::Plan, &body.plan_id)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!("No plan with id `{}`.", body.plan_id)).param("plan_id")
-        })?;
-    if !plan.active {
-        return Err(
-            ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
-        );
-    }
+    let plan = active_plan(&state, &account, &body.plan_id).await?;
     let method = state
         .store
         .payment_method(&account, &body.payment_method_id)
@@ -211,53 +222,29 @@ async fn create_subscription(
             ApiError::bad_request("Send trial_days or start_date, not both.").param("start_date"),
         );
     }
-    // Before the first real period (trial, or prepaid until start_date) the period index is
-    // −1 and the period is [now, first charge); otherwise the first period starts now.
-    let (status, period_end, period_index, trial_end) = match (trial_days, start) {
-        (days, _) if days > 0 => {
-            let end = now + days * 86_400_000;
-            (Status::Trialing, end, -1, Some(end))
-        }
-        (_, Some(start)) if start > now => (Status::Active, start, -1, None),
-        _ => (
-            Status::Active,
-            period_boundary(from_millis(now), cycle, 1).timestamp_millis(),
-            0,
-            None,
-        ),
+    let start = match (trial_days, start) {
+        (days, _) if days > 0 => Start::Trial { days },
+        (_, Some(start)) if start > now => Start::At(start),
+        _ => Start::ChargeNow,
     };
-    let next_charge = if period_index < 0 { period_end } else { now };
-    let sub = Subscription {
-        id: SubscriptionId::generate().into_string(),
-        account_id: caller.0.id.clone(),
-        customer_id: body.customer_id,
-        plan_id: body.plan_id,
-        cycle: cycle.as_str().to_owned(),
-        status: status.as_str().to_owned(),
-        current_period_start: now,
-        current_period_end: period_end,
-        next_charge_date: next_charge,
-        default_payment_method_id: body.payment_method_id,
-        trial_end,
-        cancel_at_period_end: false,
-        failed_attempts: 0,
-        first_failure_at: None,
-        metadata,
-        anchor: now,
-        period_index,
-        next_cycle: None,
-        due_at: Some(next_charge),
-        created_at: now,
-        updated_at: now,
-    };
+    let sub = subscribe::build(
+        NewSubscription {
+            account_id: caller.0.id.clone(),
+            customer_id: body.customer_id,
+            plan_id: plan.id,
+            cycle,
+            payment_method_id: body.payment_method_id,
+            metadata,
+            start,
+        },
+        now,
+    );
     let id = sub.id.clone();
     let txn = state.store.begin().await?;
-    txn.insert_subscription(sub.clone()).await?;
-    txn.insert_event(subscription_event(&sub, "subscription.created", None, now))
-        .await?;
+    subscribe::insert(&txn, &sub, now).await?;
     txn.commit().await?;
     state.runtime.arm(&sub, now);
-    if next_charge <= now {
+    if start == Start::ChargeNow {
         // The first period is charged at once, by the subscription's actor.
         state.runtime.due(&id).await.map_err(action_error)?;
     }

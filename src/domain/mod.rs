@@ -2,6 +2,7 @@
 //! here (architecture invariant), so everything in it is tested with plain unit and property
 //! tests.
 
+pub mod checkout;
 pub mod money;
 pub mod subscription;
 pub mod text;

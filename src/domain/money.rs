@@ -50,6 +50,25 @@ impl FeeSchedule {
     }
 }
 
+/// `cents` written with `thousands` between groups of three digits and `decimal` before the
+/// two digits of cents, in integer arithmetic: 4_990_000 with '.' and ',' is "49.900,00".
+pub fn group_cents(cents: i64, thousands: char, decimal: char) -> String {
+    let units = (cents / 100).unsigned_abs().to_string();
+    let mut grouped = String::with_capacity(units.len() + units.len() / 3 + 4);
+    if cents < 0 {
+        grouped.push('-');
+    }
+    for (i, digit) in units.chars().enumerate() {
+        if i > 0 && (units.len() - i).is_multiple_of(3) {
+            grouped.push(thousands);
+        }
+        grouped.push(digit);
+    }
+    grouped.push(decimal);
+    grouped.push_str(&format!("{:02}", (cents % 100).unsigned_abs()));
+    grouped
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +96,15 @@ mod tests {
             fixed_cents: 90_000,
         };
         assert_eq!(schedule.fee_for(5_000_000), 145_000 + 90_000);
+    }
+
+    #[test]
+    fn cents_are_grouped_without_floats() {
+        assert_eq!(group_cents(4_990_000, '.', ','), "49.900,00");
+        assert_eq!(group_cents(4_990_000, ',', '.'), "49,900.00");
+        assert_eq!(group_cents(5, ',', '.'), "0.05");
+        assert_eq!(group_cents(12_345_678_901, '.', ','), "123.456.789,01");
+        assert_eq!(group_cents(-150, '.', ','), "-1,50");
     }
 
     proptest! {

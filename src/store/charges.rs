@@ -329,6 +329,9 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             newly: false,
         }));
     }
+    // Counted when applied; a transaction that then rolls back (a database error) would be
+    // counted once too often, which an operator's dashboard can live with.
+    metrics::counter!("charge_outcomes_total", "outcome" => status).increment(1);
     let account = AccountId::from_stored(charge.account_id.clone());
     let fee = charge.fee_cents;
     let counters = account::Entity::update_many()

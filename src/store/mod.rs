@@ -5,12 +5,16 @@
 //! One code path serves SQLite (default, WAL) and PostgreSQL; the URL chooses.
 
 pub mod accounts;
+pub mod admin;
 pub mod balance;
+pub mod bench;
 pub mod catalog;
 pub mod charges;
+pub mod checkout;
 pub mod entities;
 pub mod idempotency;
 pub mod subscriptions;
+pub mod webhooks;
 
 use migration::{Migrator, MigratorTrait};
 use sea_orm::{
@@ -40,6 +44,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
+    signal: webhooks::DeliverySignal,
 }
 
 impl Store {
@@ -62,7 +67,10 @@ impl Store {
                     .foreign_keys(true)
             });
         let db = Database::connect(options).await?;
-        Ok(Self { db })
+        Ok(Self {
+            db,
+            signal: webhooks::DeliverySignal::default(),
+        })
     }
 
     /// Applies every pending migration.

@@ -27,12 +27,20 @@ pub struct SubscriptionFilter {
 /// An open transaction; dropped without `commit`, it rolls back.
 pub struct StoreTxn {
     txn: DatabaseTransaction,
+    signal: super::webhooks::DeliverySignal,
+    /// Endpoints given deliveries in this transaction, announced after it commits.
+    touched: std::sync::Mutex<Vec<String>>,
+    started: std::time::Instant,
 }
 
 impl Store {
     pub async fn begin(&self) -> StoreResult<StoreTxn> {
+        let started = std::time::Instant::now();
         Ok(StoreTxn {
             txn: self.conn().begin().await?,
+            signal: self.signal.clone(),
+            touched: std::sync::Mutex::new(Vec::new()),
+            started,
         })
     }
 
@@ -94,6 +102,43 @@ impl Store {
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
             .limit(limit)
+            .all(self.conn())
+            .await?)
+    }
+
+    /// One page of the timers of `account` due by `horizon_ms`, as (id, due_at), ordered by
+    /// (due_at, id) and starting after `after`. Paging by the pair, not by an offset, walks a
+    /// million rows due at the same instant in pages that each cost one index range scan.
+    pub async fn due_timers_page(
+        &self,
+        account: &AccountId,
+        horizon_ms: i64,
+        after: Option<(i64, String)>,
+        limit: u64,
+    ) -> StoreResult<Vec<(String, i64)>> {
+        use sea_orm::Condition;
+        let mut select = subscription::Entity::find()
+            .select_only()
+            .column(subscription::Column::Id)
+            .column(subscription::Column::DueAt)
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Column::DueAt.lte(horizon_ms));
+        if let Some((due, id)) = after {
+            select = select.filter(
+                Condition::any()
+                    .add(subscription::Column::DueAt.gt(due))
+                    .add(
+                        Condition::all()
+                            .add(subscription::Column::DueAt.eq(due))
+                            .add(subscription::Column::Id.gt(id)),
+                    ),
+            );
+        }
+        Ok(select
+            .order_by_asc(subscription::Column::DueAt)
+            .order_by_asc(subscription::Column::Id)
+            .limit(limit)
+            .into_tuple::<(String, i64)>()
             .all(self.conn())
             .await?)
     }
@@ -198,6 +243,11 @@ impl Store {
 }
 
 impl StoreTxn {
+    /// The open transaction, for the other store modules' `StoreTxn` methods.
+    pub(super) fn conn(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+
     pub async fn insert_subscription(&self, row: Subscription) -> StoreResult<()> {
         row.into_active_model()
             .reset_all()
@@ -214,11 +264,18 @@ impl StoreTxn {
         Ok(())
     }
 
+    /// Writes an event and, in the same transaction, one pending delivery per active endpoint
+    /// of the account subscribed to its type.
     pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
-        row.into_active_model()
+        row.clone()
+            .into_active_model()
             .reset_all()
             .insert(&self.txn)
             .await?;
+        let deliveries = super::webhooks::fan_out(&self.txn, &row).await?;
+        if let Ok(mut touched) = self.touched.lock() {
+            touched.extend(deliveries.into_iter().map(|d| d.endpoint_id));
+        }
         Ok(())
     }
 
@@ -279,7 +336,17 @@ impl StoreTxn {
         .await
     }
 
+    /// Commits, then wakes the endpoints that were given deliveries. `db_transaction_seconds`
+    /// records the time from `begin` (waiting for the connection and the writer lock included)
+    /// to the end of the commit.
     pub async fn commit(self) -> StoreResult<()> {
-        self.txn.commit().await.map_err(StoreError::from)
+        let result = self.txn.commit().await.map_err(StoreError::from);
+        metrics::histogram!("db_transaction_seconds").record(self.started.elapsed().as_secs_f64());
+        result?;
+        let mut touched = self.touched.into_inner().unwrap_or_default();
+        touched.sort();
+        touched.dedup();
+        self.signal.announce(touched);
+        Ok(())
     }
 }

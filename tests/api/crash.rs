@@ -10,12 +10,12 @@ use tokio::process::{Child, Command};
 
 const SUBSCRIPTIONS: usize = 40;
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
-async fn start(database_url: &str, port: u16) -> Server {
+pub(crate) async fn start(database_url: &str, port: u16) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_billing"))
         .env("DATABASE_URL", database_url)
         .env("BILLING_BIND", format!("127.0.0.1:{port}"))
@@ -38,7 +38,7 @@ async fn start(database_url: &str, port: u16) -> Server {
     Server { child, base }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
@@ -46,7 +46,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn call(
+pub(crate) async fn call(
     client: &reqwest::Client,
     method: reqwest::Method,
     url: String,
@@ -66,68 +66,93 @@ async fn call(
     body
 }
 
-async fn killed_mid_renewal_burst_charges_each_period_once(backend: Backend) {
-    let Some(url) = database_url(backend).await else {
-        return;
-    };
-    let port = free_port();
-    let mut server = start(&url, port).await;
-    let client = reqwest::Client::new();
-    let base = server.base.clone();
-    let post = reqwest::Method::POST;
-    let account = call(
-        &client,
-        post.clone(),
-        format!("{base}/admin/accounts"),
-        ADMIN_TOKEN,
-        json!({"name": "Crash", "sandbox": true, "rate_limit_per_minute": 0}),
-    )
-    .await;
-    let key = account["api_key"].as_str().expect("key").to_owned();
-    let account_id = account["id"].as_str().expect("id").to_owned();
-    call(
-        &client,
-        post.clone(),
-        format!("{base}/admin/accounts/{account_id}/balance/top-ups"),
-        ADMIN_TOKEN,
-        json!({"amount_cents": 1_000_000_000}),
-    )
-    .await;
-    let plan = call(
-        &client,
-        post.clone(),
-        format!("{base}/v1/plans"),
-        &key,
-        json!({"name": "P", "monthly_amount_cents": 100_000, "annual_amount_cents": 1_000_000}),
-    )
-    .await;
-    let store = billing::store::Store::connect(&url).await.expect("store");
-    let row = store
-        .account(&billing::ids::AccountId::from_stored(account_id.clone()))
-        .await
-        .expect("db")
-        .expect("account");
-    let creds = ProcessorCredentials::new(
-        format!("{base}/sandbox/processor/v1"),
-        row.processor_public_key,
-        row.processor_private_key,
-        row.processor_integrity_secret,
-    )
-    .expect("creds");
-    let processor = ProcessorClient::new().expect("client");
-    let mut subscriptions = Vec::new();
-    for i in 0..SUBSCRIPTIONS {
+/// A shop on a running `billing` process: a sandbox account (no rate limit) with a funded
+/// balance, its processor credentials, and one plan.
+pub(crate) struct ProcessShop {
+    client: reqwest::Client,
+    base: String,
+    pub(crate) key: String,
+    pub(crate) account_id: String,
+    creds: ProcessorCredentials,
+    processor: ProcessorClient,
+    plan: String,
+}
+
+impl ProcessShop {
+    pub(crate) async fn open(
+        client: &reqwest::Client,
+        database_url: &str,
+        base: &str,
+        balance_cents: i64,
+    ) -> Self {
+        let post = reqwest::Method::POST;
+        let account = call(
+            client,
+            post.clone(),
+            format!("{base}/admin/accounts"),
+            ADMIN_TOKEN,
+            json!({"name": "Shop", "sandbox": true, "rate_limit_per_minute": 0}),
+        )
+        .await;
+        let key = account["api_key"].as_str().expect("key");
+        let account_id = account["id"].as_str().expect("id");
+        call(
+            client,
+            post,
+            format!("{base}/admin/accounts/{account_id}/balance/top-ups"),
+            ADMIN_TOKEN,
+            json!({"amount_cents": balance_cents}),
+        )
+        .await;
+        let plan = call(
+            client,
+            reqwest::Method::POST,
+            format!("{base}/v1/plans"),
+            key,
+            json!({"name": "P", "monthly_amount_cents": 100_000, "annual_amount_cents": 1_000_000}),
+        )
+        .await;
+        let store = billing::store::Store::connect(database_url)
+            .await
+            .expect("store");
+        let row = store
+            .account(&billing::ids::AccountId::from_stored(account_id.to_owned()))
+            .await
+            .expect("db")
+            .expect("account");
+        let creds = ProcessorCredentials::new(
+            format!("{base}/sandbox/processor/v1"),
+            row.processor_public_key,
+            row.processor_private_key,
+            row.processor_integrity_secret,
+        )
+        .expect("creds");
+        Self {
+            client: client.clone(),
+            base: base.to_owned(),
+            key: key.to_owned(),
+            account_id: account_id.to_owned(),
+            creds,
+            processor: ProcessorClient::new().expect("client"),
+            plan: plan["id"].as_str().expect("id").to_owned(),
+        }
+    }
+
+    /// Customer `i` with an approving card, subscribed monthly with `metadata`; its id.
+    pub(crate) async fn subscribe(&self, i: usize, metadata: Value) -> String {
+        let (base, key, post) = (&self.base, &self.key, reqwest::Method::POST);
         let customer = call(
-            &client,
+            &self.client,
             post.clone(),
             format!("{base}/v1/customers"),
-            &key,
+            key,
             json!({"email": format!("c{i}@x.co"), "name": "Customer"}),
         )
         .await;
         let customer = customer["id"].as_str().expect("id").to_owned();
-        let acceptance = processor
-            .acceptance_tokens(&creds)
+        let acceptance = self
+            .processor
+            .acceptance_tokens(&self.creds)
             .await
             .expect("acceptance");
         let card = CardDetails {
@@ -137,25 +162,47 @@ async fn killed_mid_renewal_burst_charges_each_period_once(backend: Backend) {
             exp_year: "30".into(),
             card_holder: "Card Holder".into(),
         };
-        let token = processor.tokenize_card(&creds, &card).await.expect("token");
+        let token = self
+            .processor
+            .tokenize_card(&self.creds, &card)
+            .await
+            .expect("token");
         let method = call(
-            &client,
+            &self.client,
             post.clone(),
             format!("{base}/v1/customers/{customer}/payment-methods"),
-            &key,
+            key,
             json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
         )
         .await;
         let sub = call(
-            &client,
-            post.clone(),
+            &self.client,
+            post,
             format!("{base}/v1/subscriptions"),
-            &key,
-            json!({"customer_id": customer,
-            "plan_id": plan["id"], "cycle": "monthly", "payment_method_id": method["id"]}),
+            key,
+            json!({"customer_id": customer, "plan_id": self.plan, "cycle": "monthly",
+                   "payment_method_id": method["id"], "metadata": metadata}),
         )
         .await;
-        subscriptions.push(sub["id"].as_str().expect("id").to_owned());
+        sub["id"].as_str().expect("id").to_owned()
+    }
+}
+
+async fn killed_mid_renewal_burst_charges_each_period_once(backend: Backend) {
+    let Some(url) = database_url(backend).await else {
+        return;
+    };
+    let port = free_port();
+    let mut server = start(&url, port).await;
+    let client = reqwest::Client::new();
+    let base = server.base.clone();
+    let post = reqwest::Method::POST;
+    let shop = ProcessShop::open(&client, &url, &base, 1_000_000_000).await;
+    let (key, account_id) = (shop.key.clone(), shop.account_id.clone());
+    let store = billing::store::Store::connect(&url).await.expect("store");
+    let mut subscriptions = Vec::new();
+    for i in 0..SUBSCRIPTIONS {
+        subscriptions.push(shop.subscribe(i, Value::Null).await);
     }
     // Let the first charges settle, then start a month's renewals and kill the process
     // while they run.

@@ -2,12 +2,18 @@
 
 mod common;
 
+mod admin;
 mod auth;
 mod balance;
 mod catalog;
+mod checkout;
+mod checkout_browser;
+mod checkout_payment;
 mod conventions;
 mod crash;
 mod openapi;
 mod processor;
 mod protocol;
 mod subscriptions;
+mod webhooks;
+mod webhooks_restart;

@@ -1,8 +1,9 @@
 //! Issue 4 through HTTP: subscriptions created directly, renewed by the test clock, charged
 //! through the sandbox processor and the signed ingress, with their events.
 
+/// Other test modules (webhooks) tokenize cards through here too.
+pub(crate) use crate::common::card_token;
 use crate::common::{TestApp, read};
-use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -25,13 +26,13 @@ crate::db_tests!(
 
 const DAY: i64 = 86_400;
 
-struct Shop {
-    customer: String,
-    plan: String,
+pub(crate) struct Shop {
+    pub(crate) customer: String,
+    pub(crate) plan: String,
 }
 
 /// A customer with a card (`number`) attached through the sandbox, a plan, and a balance.
-async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
+pub(crate) async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
     let token = card_token(app, number).await;
     let (_, customer) = read(
         app.post(
@@ -55,57 +56,14 @@ async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
         .as_str()
         .expect("id")
         .to_owned();
-    let top_up = app
-        .admin(
-            Method::POST,
-            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
-        )
-        .json(&json!({"amount_cents": 10_000_000}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(top_up.status(), 201);
+    app.top_up(10_000_000).await;
     (
         Shop { customer, plan },
         method["id"].as_str().expect("id").to_owned(),
     )
 }
 
-/// A card tokenized at the account's sandbox processor, as the browser would: (token,
-/// acceptance token).
-async fn card_token(app: &TestApp, number: &str) -> (String, String) {
-    let (_, account) = read(app.get("/v1/account").await).await;
-    let store = billing::store::Store::connect(&app.database_url)
-        .await
-        .expect("store");
-    let row = store
-        .account(&billing::ids::AccountId::from_stored(
-            app.account_id.clone(),
-        ))
-        .await
-        .expect("db")
-        .expect("account");
-    let creds = ProcessorCredentials::new(
-        account["processor"]["base_url"].as_str().expect("url"),
-        row.processor_public_key,
-        row.processor_private_key,
-        row.processor_integrity_secret,
-    )
-    .expect("creds");
-    let client = ProcessorClient::new().expect("client");
-    let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
-    let card = CardDetails {
-        number: number.into(),
-        cvc: "123".into(),
-        exp_month: "08".into(),
-        exp_year: "30".into(),
-        card_holder: "Ana Gómez".into(),
-    };
-    let token = client.tokenize_card(&creds, &card).await.expect("token");
-    (token.id, acceptance.acceptance_token)
-}
-
-async fn subscribe(app: &TestApp, shop: &Shop, method: &str, extra: Value) -> Value {
+pub(crate) async fn subscribe(app: &TestApp, shop: &Shop, method: &str, extra: Value) -> Value {
     let mut body = json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
         "payment_method_id": method, "metadata": {"order": "A-1"}});
     for (k, v) in extra.as_object().expect("object") {
@@ -116,7 +74,7 @@ async fn subscribe(app: &TestApp, shop: &Shop, method: &str, extra: Value) -> Va
     sub
 }
 
-async fn advance(app: &TestApp, seconds: i64) {
+pub(crate) async fn advance(app: &TestApp, seconds: i64) {
     let (status, body) = read(
         app.post(
             "/v1/test-helpers/clock/advance",
@@ -128,13 +86,13 @@ async fn advance(app: &TestApp, seconds: i64) {
     assert_eq!(status, 200, "{body}");
 }
 
-async fn get(app: &TestApp, id: &str) -> Value {
+pub(crate) async fn get(app: &TestApp, id: &str) -> Value {
     read(app.get(&format!("/v1/subscriptions/{id}")).await)
         .await
         .1
 }
 
-async fn events(app: &TestApp, id: &str) -> Vec<Value> {
+pub(crate) async fn events(app: &TestApp, id: &str) -> Vec<Value> {
     let (_, page) = read(
         app.get(&format!("/v1/events?subscription_id={id}&limit=100"))
             .await,
@@ -509,16 +467,7 @@ async fn insufficient_balance_pauses_and_a_top_up_resumes(app: TestApp) {
         get(&app, &id).await["status"],
         "paused_insufficient_balance"
     );
-    let top_up = app
-        .admin(
-            Method::POST,
-            &format!("/admin/accounts/{}/balance/top-ups", app.account_id),
-        )
-        .json(&json!({"amount_cents": 20_000_000}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(top_up.status(), 201);
+    app.top_up(20_000_000).await;
     advance(&app, 1).await;
     assert_eq!(get(&app, &id).await["status"], "active");
     let kinds = types(&events(&app, &id).await);
@@ -537,14 +486,7 @@ async fn concurrent_actions_on_one_subscription_are_serialised(app: TestApp) {
         .to_owned();
     advance(&app, 1).await;
     // Lift the rate limit for this burst.
-    app.admin(
-        Method::PATCH,
-        &format!("/admin/accounts/{}", app.account_id),
-    )
-    .json(&json!({"rate_limit_per_minute": 0}))
-    .send()
-    .await
-    .expect("send");
+    app.lift_rate_limit().await;
     let requests = (0..1000).map(|i| {
         let action = if i % 2 == 0 { "pause" } else { "resume" };
         app.request(Method::POST, &format!("/v1/subscriptions/{id}/{action}"))
@@ -696,14 +638,7 @@ async fn addons_attach_with_proration_and_detach_from_the_next_period(app: TestA
 async fn the_scheduler_fires_a_due_timer_in_real_time(app: TestApp) {
     let (shop, method) = shop(&app, "4242424242424242").await;
     // The wait below polls the API; lift the rate limit so that a slow machine cannot hit it.
-    app.admin(
-        Method::PATCH,
-        &format!("/admin/accounts/{}", app.account_id),
-    )
-    .json(&json!({"rate_limit_per_minute": 0}))
-    .send()
-    .await
-    .expect("send");
+    app.lift_rate_limit().await;
     let (_, clock) = read(app.get("/v1/test-helpers/clock").await).await;
     let now =
         chrono::DateTime::parse_from_rfc3339(clock["now"].as_str().expect("now")).expect("rfc3339");

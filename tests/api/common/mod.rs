@@ -1,6 +1,9 @@
 //! `spawn_app()`: the real service on a random port, against a fresh SQLite file or a fresh
 //! PostgreSQL schema, with an account to call it as.
 
+pub mod browser;
+pub mod receiver;
+
 use reqwest::{Client, Method, RequestBuilder, Response};
 use serde_json::{Value, json};
 use std::future::Future;
@@ -174,6 +177,34 @@ impl TestApp {
         response.json().await.expect("json")
     }
 
+    /// Adds `cents` to this account's prepaid balance, as an operator.
+    pub async fn top_up(&self, cents: i64) {
+        let response = self
+            .admin(
+                Method::POST,
+                &format!("/admin/accounts/{}/balance/top-ups", self.account_id),
+            )
+            .json(&json!({"amount_cents": cents}))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 201);
+    }
+
+    /// Lifts this account's API rate limit (bursts and polling loops in tests).
+    pub async fn lift_rate_limit(&self) {
+        let response = self
+            .admin(
+                Method::PATCH,
+                &format!("/admin/accounts/{}", self.account_id),
+            )
+            .json(&json!({"rate_limit_per_minute": 0}))
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(response.status(), 200);
+    }
+
     pub async fn create_plan(&self, name: &str, monthly: i64, annual: i64) -> Value {
         let response = self
             .post("/v1/plans", json!({"name": name, "monthly_amount_cents": monthly, "annual_amount_cents": annual}))
@@ -181,6 +212,40 @@ impl TestApp {
         assert_eq!(response.status(), 201);
         response.json().await.expect("json")
     }
+}
+
+/// A card tokenized at the account's sandbox processor, as the browser would: (token,
+/// acceptance token).
+pub async fn card_token(app: &TestApp, number: &str) -> (String, String) {
+    let (_, account) = read(app.get("/v1/account").await).await;
+    let store = billing::store::Store::connect(&app.database_url)
+        .await
+        .expect("store");
+    let row = store
+        .account(&billing::ids::AccountId::from_stored(
+            app.account_id.clone(),
+        ))
+        .await
+        .expect("db")
+        .expect("account");
+    let creds = billing::processor::client::ProcessorCredentials::new(
+        account["processor"]["base_url"].as_str().expect("url"),
+        row.processor_public_key,
+        row.processor_private_key,
+        row.processor_integrity_secret,
+    )
+    .expect("creds");
+    let client = billing::processor::client::ProcessorClient::new().expect("client");
+    let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
+    let card = billing::processor::client::CardDetails {
+        number: number.into(),
+        cvc: "123".into(),
+        exp_month: "08".into(),
+        exp_year: "30".into(),
+        card_holder: "Ana Gómez".into(),
+    };
+    let token = client.tokenize_card(&creds, &card).await.expect("token");
+    (token.id, acceptance.acceptance_token)
 }
 
 /// Reads a response as (status, JSON body).

@@ -1,0 +1,17 @@
+//! `cargo bench --bench renewals`: the renewal burst (see `billing::bench`) with N = 10,000,
+//! or `BENCH_SUBSCRIPTIONS`. Bigger runs: `billing bench renewals --subscriptions N`.
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let n = std::env::var("BENCH_SUBSCRIPTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    let report = runtime.block_on(billing::bench::renewals(n, &dir))?;
+    println!("{report}");
+    Ok(())
+}

@@ -1,0 +1,324 @@
+//! One actor per webhook endpoint. It owns the endpoint's timer and its in-flight attempts:
+//! on `Wake` it takes the endpoint's due deliveries from the outbox (up to `CONCURRENCY` at
+//! once), posts each from its own task, and records each outcome when the task reports back
+//! (`Attempted`), scheduling the retry in the account's clock. A slow receiver therefore holds
+//! up only its own actor's slots. The actor keeps no state the database does not have: a
+//! restarted actor finds the same due rows, and at worst re-sends an attempt that was in flight
+//! when it stopped.
+
+use super::Runtime;
+use super::tree::{ActorStats, KindView};
+use crate::ids::AccountId;
+use crate::store::webhooks::{AttemptVerdict, WebhookAttempt, WebhookDelivery};
+use crate::webhooks::schedule::retry_delay;
+use crate::webhooks::send::{self, AttemptResult};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Attempts in flight per endpoint.
+pub const CONCURRENCY: usize = 16;
+
+pub enum EndpointMsg {
+    /// Look for due deliveries now.
+    Wake,
+    /// Reply once every delivery due now has been attempted and recorded.
+    Flush(RpcReplyPort<()>),
+    Attempted {
+        delivery: Box<WebhookDelivery>,
+        result: AttemptResult,
+    },
+}
+
+pub struct EndpointActor {
+    pub(super) runtime: Runtime,
+}
+
+/// A live endpoint actor and its wake-up flag: a burst of events sends one `Wake`, not one
+/// per event, since a queued `Wake` already finds every due row.
+#[derive(Clone)]
+pub struct EndpointHandle {
+    pub(super) actor: ActorRef<EndpointMsg>,
+    wake_queued: Arc<AtomicBool>,
+}
+
+pub struct EndpointState {
+    id: String,
+    wake_queued: Arc<AtomicBool>,
+    /// What `/admin/actors` shows of this actor (its next retry).
+    stats: Arc<ActorStats>,
+    in_flight: HashSet<String>,
+    waiters: Vec<RpcReplyPort<()>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl Actor for EndpointActor {
+    type Msg = EndpointMsg;
+    type State = EndpointState;
+    type Arguments = (String, Arc<AtomicBool>, Arc<ActorStats>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<EndpointMsg>,
+        (id, wake_queued, stats): (String, Arc<AtomicBool>, Arc<ActorStats>),
+    ) -> Result<EndpointState, ActorProcessingErr> {
+        Ok(EndpointState {
+            id,
+            wake_queued,
+            stats,
+            in_flight: HashSet::new(),
+            waiters: Vec::new(),
+            timer: None,
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<EndpointMsg>,
+        state: &mut EndpointState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<EndpointMsg>,
+        msg: EndpointMsg,
+        state: &mut EndpointState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            EndpointMsg::Wake => state.wake_queued.store(false, Ordering::Release),
+            EndpointMsg::Flush(reply) => state.waiters.push(reply),
+            EndpointMsg::Attempted { delivery, result } => {
+                state.in_flight.remove(&delivery.id);
+                self.record(&delivery, result).await?;
+            }
+        }
+        self.pump(&myself, state).await
+    }
+}
+
+impl EndpointActor {
+    /// Starts what is due, replies to waiters when nothing due is left, and sets the timer for
+    /// the next retry.
+    async fn pump(
+        &self,
+        myself: &ActorRef<EndpointMsg>,
+        state: &mut EndpointState,
+    ) -> Result<(), ActorProcessingErr> {
+        let store = self.runtime.store();
+        let endpoint = match store.webhook_endpoint_by_id(&state.id).await? {
+            Some(endpoint) if endpoint.active => endpoint,
+            // Deleted or disabled: it gets nothing more; pending rows wait for re-enabling.
+            _ => {
+                state.waiters.drain(..).for_each(|w| drop(w.send(())));
+                self.runtime.forget_endpoint(&state.id, myself.get_id());
+                myself.stop(None);
+                return Ok(());
+            }
+        };
+        let account = AccountId::from_stored(endpoint.account_id.clone());
+        let now = self.runtime.clock().now_ms(&account).await?;
+        let room = CONCURRENCY.saturating_sub(state.in_flight.len());
+        if room > 0 {
+            let due = store
+                .due_deliveries(&state.id, now, (CONCURRENCY * 2) as u64)
+                .await?;
+            let fresh: Vec<WebhookDelivery> = due
+                .into_iter()
+                .filter(|d| !state.in_flight.contains(&d.id))
+                .take(room)
+                .collect();
+            for delivery in fresh {
+                let Some(body) = store.event_body(&delivery.event_id).await? else {
+                    continue;
+                };
+                state.in_flight.insert(delivery.id.clone());
+                let client = self.runtime.webhook_client().clone();
+                let (url, secret, me) = (
+                    endpoint.url.clone(),
+                    endpoint.secret.clone(),
+                    myself.clone(),
+                );
+                tokio::spawn(async move {
+                    let result = send::attempt(&client, &url, &secret, body).await;
+                    let _ = me.cast(EndpointMsg::Attempted {
+                        delivery: Box::new(delivery),
+                        result,
+                    });
+                });
+            }
+        }
+        if state.in_flight.is_empty() {
+            state.waiters.drain(..).for_each(|w| drop(w.send(())));
+        }
+        if let Some(timer) = state.timer.take() {
+            timer.abort();
+        }
+        let next = store.next_delivery_due_after(&state.id, now).await?;
+        state.stats.set_next_due(next);
+        if let Some(next) = next {
+            let delay = Duration::from_millis(u64::try_from(next - now).unwrap_or(0));
+            let me = myself.clone();
+            state.timer = Some(tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = me.cast(EndpointMsg::Wake);
+            }));
+        }
+        Ok(())
+    }
+
+    /// Records one attempt and decides the delivery's next step in the account's clock.
+    async fn record(
+        &self,
+        delivery: &WebhookDelivery,
+        result: AttemptResult,
+    ) -> Result<(), ActorProcessingErr> {
+        let account = AccountId::from_stored(delivery.account_id.clone());
+        let now = self.runtime.clock().now_ms(&account).await?;
+        let made = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
+        let verdict = if result.delivered() {
+            AttemptVerdict::Delivered
+        } else {
+            match retry_delay(made, rand::random::<f64>()) {
+                Some(wait) => AttemptVerdict::RetryAt(now + wait.as_millis() as i64),
+                None => AttemptVerdict::Failed,
+            }
+        };
+        let outcome = match verdict {
+            AttemptVerdict::Delivered => "delivered",
+            AttemptVerdict::RetryAt(_) => "retrying",
+            AttemptVerdict::Failed => "failed",
+        };
+        metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(1);
+        metrics::histogram!("webhook_attempt_duration_seconds")
+            .record(result.latency_ms as f64 / 1000.0);
+        let attempt = WebhookAttempt {
+            id: crate::ids::AttemptId::generate().into_string(),
+            delivery_id: delivery.id.clone(),
+            endpoint_id: delivery.endpoint_id.clone(),
+            account_id: delivery.account_id.clone(),
+            attempted_at: result.attempted_at,
+            status_code: result.status_code.map(i32::from),
+            latency_ms: result.latency_ms,
+            error: result.error,
+        };
+        self.runtime
+            .store()
+            .record_attempt(delivery, attempt, verdict)
+            .await?;
+        Ok(())
+    }
+}
+
+/// How often every active endpoint is woken even without a signal: the safety net for a
+/// missed signal and, at start, the recovery of deliveries left pending by a crash.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// Wires the outbox signal to the endpoint actors and starts the sweep.
+pub fn spawn_webhooks(runtime: Runtime) {
+    let (sender, mut signals) = tokio::sync::mpsc::unbounded_channel();
+    runtime.store().on_deliveries(sender);
+    let handle = runtime.clone();
+    handle.track(tokio::spawn(async move {
+        let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        loop {
+            tokio::select! {
+                Some(endpoint_id) = signals.recv() => runtime.wake_endpoint(&endpoint_id).await,
+                _ = sweep.tick() => match runtime.store().active_webhook_endpoint_ids().await {
+                    Ok(ids) => for (id, _) in ids {
+                        runtime.wake_endpoint(&id).await;
+                    },
+                    Err(err) => tracing::warn!(error = %err, "webhook sweep failed"),
+                },
+            }
+        }
+    }));
+}
+
+impl Runtime {
+    pub(crate) fn webhook_client(&self) -> &reqwest::Client {
+        &self.inner.webhook_client
+    }
+
+    fn forget_endpoint(&self, id: &str, actor: ractor::ActorId) {
+        self.inner.endpoints.forget(id, actor, false);
+    }
+
+    /// The endpoint's live actor, spawned under its shard of the tree if it has none. The
+    /// wake-coalescing flag outlives a respawn in `endpoint_wakes` and is reset by each spawn.
+    async fn endpoint_actor(&self, id: &str) -> Option<EndpointHandle> {
+        let wake_queued = Arc::clone(
+            self.inner
+                .endpoint_wakes
+                .entry(id.to_owned())
+                .or_insert_with(|| Arc::new(AtomicBool::new(false)))
+                .value(),
+        );
+        let spawned = self
+            .inner
+            .endpoints
+            .get_or_spawn(id, |stats| {
+                wake_queued.store(false, Ordering::Release);
+                (
+                    EndpointActor {
+                        runtime: self.clone(),
+                    },
+                    (id.to_owned(), Arc::clone(&wake_queued), stats),
+                )
+            })
+            .await;
+        match spawned {
+            Ok((actor, _)) => Some(EndpointHandle { actor, wake_queued }),
+            Err(err) => {
+                tracing::error!(error = %err, "could not spawn a webhook endpoint actor");
+                None
+            }
+        }
+    }
+
+    /// Tells the endpoint's actor to look for due deliveries.
+    pub async fn wake_endpoint(&self, id: &str) {
+        if let Some(handle) = self.endpoint_actor(id).await
+            && !handle.wake_queued.swap(true, Ordering::AcqRel)
+            && handle.actor.cast(EndpointMsg::Wake).is_err()
+        {
+            handle.wake_queued.store(false, Ordering::Release);
+        }
+    }
+
+    /// Stops the endpoint's actor (after a delete or a disable).
+    pub fn stop_endpoint(&self, id: &str) {
+        if let Some((actor, _)) = self.inner.endpoints.get(id) {
+            self.inner.endpoints.forget(id, actor.get_id(), false);
+            actor.stop(None);
+        }
+    }
+
+    /// Runs every delivery of `account` due by its clock's now and waits for their outcomes
+    /// (the test clock's promise), each endpoint in parallel, bounded by one attempt timeout.
+    pub async fn flush_endpoints(&self, account: &AccountId) -> crate::store::StoreResult<()> {
+        let ids = self.store().active_webhook_endpoint_ids().await?;
+        let mut waits = tokio::task::JoinSet::new();
+        for (id, _) in ids
+            .into_iter()
+            .filter(|(_, owner)| owner == account.as_str())
+        {
+            if let Some(EndpointHandle { actor, .. }) = self.endpoint_actor(&id).await {
+                waits.spawn(async move {
+                    let _ = actor
+                        .call(EndpointMsg::Flush, Some(Duration::from_secs(20)))
+                        .await;
+                });
+            }
+        }
+        waits.join_all().await;
+        Ok(())
+    }
+}

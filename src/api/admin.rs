@@ -1,0 +1,180 @@
+//! The operator's view of the runtime and the catalog actions reserved to operators:
+//! `GET /admin/actors` (CONTRACT §10) and `DELETE /admin/plans/{id}` (CONTRACT §2).
+
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::ApiQuery;
+use super::list::page_request;
+use super::state::AppState;
+use crate::actors::tree::{ActorInfo, TreeCounts};
+use crate::domain::time::{from_millis, rfc3339};
+use crate::store::admin::PlanDeletion;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_actors))
+        .routes(routes!(delete_plan))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ActorsQuery {
+    /// Only actors of this kind (`subscription`, …).
+    pub kind: Option<String>,
+    /// Page size, 1 to 100 (default 10).
+    pub limit: Option<u64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Counts of one kind of actor.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KindCountsOut {
+    pub kind: String,
+    pub live: u64,
+    pub restarts: u64,
+    /// Messages waiting in the mailboxes of this kind's actors.
+    pub mailbox_backlog: u64,
+}
+
+/// One shard supervisor and its live children per kind.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ShardOut {
+    pub name: String,
+    pub live: BTreeMap<String, u64>,
+}
+
+/// The root supervisor.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SupervisorOut {
+    pub name: String,
+    pub kinds: Vec<KindCountsOut>,
+    pub shards: Vec<ShardOut>,
+}
+
+/// One live actor.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActorOut {
+    pub kind: String,
+    pub id: String,
+    /// The shard supervisor it is linked to.
+    pub shard: String,
+    /// `idle` or `handling`.
+    pub state: String,
+    pub mailbox_len: u64,
+    pub restarts: u64,
+    pub next_due_at: Option<String>,
+}
+
+/// The supervision tree, with one page of live actors as `children`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActorsOut {
+    pub supervisor: SupervisorOut,
+    pub children: Vec<ActorOut>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+pub fn supervisor_out(counts: &TreeCounts) -> SupervisorOut {
+    SupervisorOut {
+        name: "root".into(),
+        kinds: counts
+            .kinds
+            .iter()
+            .map(|k| KindCountsOut {
+                kind: k.kind.to_owned(),
+                live: k.live,
+                restarts: k.restarts,
+                mailbox_backlog: k.mailbox_backlog,
+            })
+            .collect(),
+        shards: (0..counts.shards)
+            .map(|shard| ShardOut {
+                name: format!("shard-{shard}"),
+                live: counts
+                    .kinds
+                    .iter()
+                    .map(|k| {
+                        (
+                            k.kind.to_owned(),
+                            k.per_shard.get(shard).copied().unwrap_or(0),
+                        )
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+pub fn actor_out(info: ActorInfo) -> ActorOut {
+    ActorOut {
+        kind: info.kind.to_owned(),
+        shard: format!("shard-{}", info.shard),
+        state: info.state.to_owned(),
+        mailbox_len: info.mailbox_len,
+        restarts: info.restarts,
+        next_due_at: info.next_due_ms.map(|ms| rfc3339(from_millis(ms))),
+        id: info.id,
+    }
+}
+
+/// The supervision tree: counts per kind and shard, and a page of live actors.
+#[utoipa::path(get, path = "/admin/actors", tag = "admin", params(ActorsQuery),
+    responses((status = 200, body = ActorsOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_actors(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<ActorsQuery>,
+) -> ApiResult<Json<ActorsOut>> {
+    let page = page_request(query.limit, query.cursor)?;
+    let tree = state.runtime.tree();
+    let counts = tree.counts();
+    if let Some(kind) = &query.kind
+        && !counts.kinds.iter().any(|k| k.kind == kind)
+    {
+        return Err(ApiError::bad_request(format!("Unknown actor kind `{kind}`.")).param("kind"));
+    }
+    let limit = page.limit as usize;
+    let mut actors = tree.page(query.kind.as_deref(), page.cursor.as_deref(), limit + 1);
+    let has_more = actors.len() > limit;
+    actors.truncate(limit);
+    let next_cursor = if has_more {
+        actors.last().map(|a| format!("{}:{}", a.kind, a.id))
+    } else {
+        None
+    };
+    Ok(Json(ActorsOut {
+        supervisor: supervisor_out(&counts),
+        children: actors.into_iter().map(actor_out).collect(),
+        has_more,
+        next_cursor,
+    }))
+}
+
+/// Deletes a plan; refused (409) while any subscription uses it.
+#[utoipa::path(delete, path = "/admin/plans/{id}", tag = "admin",
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn delete_plan(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    plan_deletion(&state, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The one implementation of plan deletion, shared with the dashboard's form.
+pub async fn plan_deletion(state: &AppState, id: &str) -> ApiResult<()> {
+    match state.store.delete_plan(id).await? {
+        PlanDeletion::Deleted => Ok(()),
+        PlanDeletion::NotFound => Err(ApiError::not_found(format!("No plan `{id}`."))),
+        PlanDeletion::InUse(n) => Err(ApiError::conflict(format!(
+            "Plan `{id}` is used by {n} subscription(s); it cannot be deleted."
+        ))),
+    }
+}

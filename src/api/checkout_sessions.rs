@@ -1,0 +1,328 @@
+//! Checkout sessions (CONTRACT §8): what an integrator creates to send a customer to the
+//! hosted page, and reads back. The page and its payment live in `crate::checkout`.
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use super::list::{ListOut, page_request};
+use super::state::AppState;
+use super::subscriptions::{active_plan, parse_cycle};
+use crate::domain::checkout::SessionStatus;
+use crate::domain::money::CURRENCY;
+use crate::domain::text::{Email, Name};
+use crate::domain::time::{Cycle, from_millis, rfc3339};
+use crate::ids::{CheckoutSessionId, PlanId};
+use crate::store::checkout::CheckoutSession;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::middleware;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// Sessions live 24 h unless `expires_in_seconds` (1,800 to 86,400) says otherwise.
+const DEFAULT_EXPIRES_IN: i64 = 86_400;
+const MIN_EXPIRES_IN: i64 = 1_800;
+
+pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
+    let status = OpenApiRouter::new()
+        .routes(routes!(get_checkout_session_status))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            super::rate_limit::limit_status_route,
+        ));
+    OpenApiRouter::new()
+        .routes(routes!(create_checkout_session, list_checkout_sessions))
+        .routes(routes!(get_checkout_session))
+        .merge(status)
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewCustomerIn {
+    pub email: String,
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckoutSessionIn {
+    pub plan_id: String,
+    /// monthly or annual.
+    pub cycle: String,
+    /// A new customer, created when the payment is approved. Send this or `customer_id`.
+    pub customer: Option<NewCustomerIn>,
+    /// An existing customer. Send this or `customer`.
+    pub customer_id: Option<String>,
+    /// Where the customer goes after paying, with `subscription_id`, `status`,
+    /// `amount_in_cents` and `currency` added to its query.
+    pub success_url: Option<String>,
+    /// Offered on the page, and where an expired session sends the customer.
+    pub cancel_url: Option<String>,
+    /// 1,800 to 86,400; default 86,400 (24 h).
+    pub expires_in_seconds: Option<i64>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CustomerDetailsOut {
+    pub email: Option<String>,
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckoutSessionOut {
+    pub id: String,
+    /// open, complete, expired.
+    pub status: String,
+    pub url: String,
+    pub expires_at: String,
+    pub subscription_id: Option<String>,
+    pub plan_id: String,
+    pub cycle: String,
+    pub amount_in_cents: i64,
+    pub currency: String,
+    /// The existing customer given, or the one the payment created.
+    pub customer_id: Option<String>,
+    /// The new customer's details as sent (null with `customer_id`).
+    pub customer: Option<CustomerDetailsOut>,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+    pub created_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckoutSessionStatusOut {
+    pub id: String,
+    /// open, complete, expired.
+    pub status: String,
+    pub subscription_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CheckoutSessionListQuery {
+    /// open, complete or expired.
+    pub status: Option<String>,
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// `<public url>/checkout/<id>`.
+fn session_url(state: &AppState, id: &str) -> String {
+    format!("{}/checkout/{id}", state.config.public_url())
+}
+
+fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut {
+    let at = |ms: i64| rfc3339(from_millis(ms));
+    let complete = session.status == SessionStatus::Complete.as_str();
+    CheckoutSessionOut {
+        url: session_url(state, &session.id),
+        expires_at: at(session.expires_at),
+        created_at: at(session.created_at),
+        metadata: metadata_value(session.metadata.as_deref()),
+        customer_id: match (&session.customer_id, complete) {
+            (Some(id), _) => Some(id.clone()),
+            (None, true) => session.attempt_customer_id.clone(),
+            (None, false) => None,
+        },
+        customer: session.customer_id.is_none().then_some(CustomerDetailsOut {
+            email: session.customer_email,
+            name: session.customer_name,
+        }),
+        id: session.id,
+        status: session.status,
+        subscription_id: session.subscription_id,
+        plan_id: session.plan_id,
+        cycle: session.cycle,
+        amount_in_cents: session.amount_cents,
+        currency: CURRENCY.to_owned(),
+        success_url: session.success_url,
+        cancel_url: session.cancel_url,
+    }
+}
+
+/// An absolute http(s) URL, or a 400 naming `param`.
+fn web_url(raw: Option<String>, param: &str) -> ApiResult<Option<String>> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match url::Url::parse(&raw) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(Some(raw)),
+        _ => Err(
+            ApiError::bad_request(format!("{param} must be an absolute http(s) URL.")).param(param),
+        ),
+    }
+}
+
+/// The caller's session `id` as it stands now (expired once its time has passed), or 404.
+async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<CheckoutSession> {
+    let account = caller.account_id();
+    let session = state
+        .store
+        .checkout_session(&account, id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id")
+        })?;
+    let now = state.runtime.clock().now_ms(&account).await?;
+    Ok(crate::checkout::current(&state.store, session, now).await?)
+}
+
+/// Create a checkout session and send the customer to its `url`.
+#[utoipa::path(post, path = "/v1/checkout-sessions", tag = "checkout", request_body = CheckoutSessionIn,
+    responses((status = 201, body = CheckoutSessionOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn create_checkout_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CheckoutSessionIn>,
+) -> ApiResult<(StatusCode, Json<CheckoutSessionOut>)> {
+    let account = caller.account_id();
+    if PlanId::parse(&body.plan_id).is_none() {
+        return Err(ApiError::bad_request(format!(
+            "`{}` is not a plan id (they start with `plan_`).",
+            body.plan_id
+        ))
+        .param("plan_id"));
+    }
+    let cycle: Cycle = parse_cycle(&body.cycle)?;
+    let metadata = metadata_text(body.metadata)?;
+    let success_url = web_url(body.success_url, "success_url")?;
+    let cancel_url = web_url(body.cancel_url, "cancel_url")?;
+    let expires_in = body.expires_in_seconds.unwrap_or(DEFAULT_EXPIRES_IN);
+    if !(MIN_EXPIRES_IN..=DEFAULT_EXPIRES_IN).contains(&expires_in) {
+        return Err(
+            ApiError::bad_request("expires_in_seconds must be between 1800 and 86400.")
+                .param("expires_in_seconds"),
+        );
+    }
+    let (customer_id, customer_email, customer_name) = match (body.customer, body.customer_id) {
+        (Some(_), Some(_)) => {
+            return Err(
+                ApiError::bad_request("Send customer or customer_id, not both.")
+                    .param("customer_id"),
+            );
+        }
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "Send customer (email and name of a new customer) or customer_id.",
+            )
+            .param("customer"));
+        }
+        (None, Some(id)) => {
+            state.store.customer(&account, &id).await?.ok_or_else(|| {
+                ApiError::not_found(format!("No customer with id `{id}`.")).param("customer_id")
+            })?;
+            (Some(id), None, None)
+        }
+        (Some(new), None) => {
+            let email = Email::parse(&new.email).map_err(|why| {
+                ApiError::bad_request(format!("customer.email {why}.")).param("customer.email")
+            })?;
+            let name = Name::parse(&new.name).map_err(|why| {
+                ApiError::bad_request(format!("customer.name {why}.")).param("customer.name")
+            })?;
+            (None, Some(email.into_string()), Some(name.into_string()))
+        }
+    };
+    let plan = active_plan(&state, &account, &body.plan_id).await?;
+    let amount_cents = match cycle {
+        Cycle::Monthly => plan.monthly_amount_cents,
+        Cycle::Annual => plan.annual_amount_cents,
+    };
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let session = CheckoutSession {
+        id: CheckoutSessionId::generate().into_string(),
+        account_id: caller.0.id.clone(),
+        plan_id: plan.id,
+        cycle: cycle.as_str().to_owned(),
+        amount_cents,
+        customer_id,
+        customer_email,
+        customer_name,
+        success_url,
+        cancel_url,
+        metadata,
+        status: SessionStatus::Open.as_str().to_owned(),
+        expires_at: now + expires_in * 1000,
+        subscription_id: None,
+        attempt_charge_id: None,
+        attempt_customer_id: None,
+        attempt_payment_method_id: None,
+        attempt_payment_source_id: None,
+        attempt_email: None,
+        attempt_name: None,
+        attempt_brand: None,
+        attempt_last4: None,
+        attempt_card_token: None,
+        last_error: None,
+        created_at: now,
+        updated_at: now,
+    };
+    let session = state.store.insert_checkout_session(session).await?;
+    Ok((StatusCode::CREATED, Json(session_out(&state, session))))
+}
+
+/// List checkout sessions, newest first.
+#[utoipa::path(get, path = "/v1/checkout-sessions", tag = "checkout", params(CheckoutSessionListQuery),
+    responses((status = 200, body = ListOut<CheckoutSessionOut>), (status = 400, body = ErrorBody)))]
+async fn list_checkout_sessions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<CheckoutSessionListQuery>,
+) -> ApiResult<Json<ListOut<CheckoutSessionOut>>> {
+    if let Some(status) = &query.status
+        && SessionStatus::parse(status).is_none()
+    {
+        return Err(ApiError::bad_request(format!("Unknown status `{status}`.")).param("status"));
+    }
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    state.store.expire_checkout_sessions(&account, now).await?;
+    let page = state
+        .store
+        .list_checkout_sessions(&account, query.status.as_deref(), &page)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |s| s.id.clone(),
+        |s| session_out(&state, s),
+    )))
+}
+
+/// Get a checkout session, all fields.
+#[utoipa::path(get, path = "/v1/checkout-sessions/{id}", tag = "checkout",
+    responses((status = 200, body = CheckoutSessionOut), (status = 404, body = ErrorBody)))]
+async fn get_checkout_session(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CheckoutSessionOut>> {
+    let session = scoped(&state, &caller, &id).await?;
+    Ok(Json(session_out(&state, session)))
+}
+
+/// A light poll of a session's status (20 a minute per key); reads our database only, never
+/// the processor. Webhooks remain the source of truth.
+#[utoipa::path(get, path = "/v1/checkout-sessions/{id}/status", tag = "checkout",
+    responses((status = 200, body = CheckoutSessionStatusOut), (status = 404, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "rate_limit: more than 20 in 60 seconds")))]
+async fn get_checkout_session_status(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CheckoutSessionStatusOut>> {
+    let session = scoped(&state, &caller, &id).await?;
+    Ok(Json(CheckoutSessionStatusOut {
+        id: session.id,
+        status: session.status,
+        subscription_id: session.subscription_id,
+    }))
+}

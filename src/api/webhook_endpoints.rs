@@ -1,0 +1,304 @@
+//! Webhook endpoints and their deliveries log (spec: Webhook endpoints; CONTRACT §9).
+//!
+//! The signing secret is in the creation response only. A disabled endpoint receives nothing
+//! more; deliveries it had pending wait and resume if it is enabled again. A deleted endpoint
+//! goes with its deliveries and attempts.
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::ApiJson;
+use super::list::{ListOut, ListQuery};
+use super::state::AppState;
+use crate::domain::time::{from_millis, rfc3339};
+use crate::ids::WebhookEndpointId;
+use crate::store::webhooks::{EndpointPatch, WebhookAttempt, WebhookDelivery, WebhookEndpoint};
+use crate::webhooks::{is_event_type, signing, target};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_endpoint, list_endpoints))
+        .routes(routes!(get_endpoint, update_endpoint, delete_endpoint))
+        .routes(routes!(list_deliveries))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointIn {
+    /// An http(s) URL.
+    pub url: String,
+    /// Event types to receive (at least one); `*` receives every type.
+    pub events: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointPatchIn {
+    pub url: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub active: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndpointOut {
+    pub id: String,
+    pub url: String,
+    pub events: Vec<String>,
+    pub active: bool,
+    /// Only in the creation response.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    pub created_at: String,
+}
+
+impl From<WebhookEndpoint> for EndpointOut {
+    fn from(endpoint: WebhookEndpoint) -> Self {
+        Self {
+            events: serde_json::from_str(&endpoint.events).unwrap_or_default(),
+            created_at: rfc3339(from_millis(endpoint.created_at)),
+            id: endpoint.id,
+            url: endpoint.url,
+            active: endpoint.active,
+            secret: None,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeletedOut {
+    pub id: String,
+    pub deleted: bool,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptOut {
+    pub attempted_at: String,
+    /// The receiver's HTTP status, null when none came (timeout, refused connection).
+    pub status_code: Option<i32>,
+    pub latency_ms: i64,
+    pub error: Option<String>,
+}
+
+/// One event's delivery to one endpoint, with every attempt so far.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryOut {
+    pub id: String,
+    pub endpoint_id: String,
+    pub event_id: String,
+    /// pending, delivered or failed.
+    pub status: String,
+    pub attempt_count: i32,
+    /// When the next attempt is due (account clock); null once delivered or failed.
+    pub next_attempt_at: Option<String>,
+    pub created_at: String,
+    pub attempts: Vec<AttemptOut>,
+}
+
+pub fn delivery_out(delivery: WebhookDelivery, attempts: &[WebhookAttempt]) -> DeliveryOut {
+    DeliveryOut {
+        attempts: attempts
+            .iter()
+            .filter(|a| a.delivery_id == delivery.id)
+            .map(|a| AttemptOut {
+                attempted_at: rfc3339(from_millis(a.attempted_at)),
+                status_code: a.status_code,
+                latency_ms: a.latency_ms,
+                error: a.error.clone(),
+            })
+            .collect(),
+        next_attempt_at: delivery.next_attempt_at.map(|t| rfc3339(from_millis(t))),
+        created_at: rfc3339(from_millis(delivery.created_at)),
+        id: delivery.id,
+        endpoint_id: delivery.endpoint_id,
+        event_id: delivery.event_id,
+        status: delivery.status,
+        attempt_count: delivery.attempts,
+    }
+}
+
+async fn checked_url(state: &AppState, raw: &str) -> ApiResult<String> {
+    target::check(raw, state.config.private_webhook_urls_allowed())
+        .await
+        .map(|url| url.to_string())
+        .map_err(|err| ApiError::bad_request(format!("{err}.")).param("url"))
+}
+
+fn checked_events(events: Vec<String>) -> ApiResult<Vec<String>> {
+    if events.is_empty() {
+        return Err(
+            ApiError::bad_request("events must name at least one event type.").param("events"),
+        );
+    }
+    if let Some(unknown) = events.iter().find(|e| !is_event_type(e)) {
+        return Err(ApiError::bad_request(format!(
+            "Unknown event type `{unknown}`; known types: {}.",
+            crate::webhooks::EVENT_TYPES.join(", ")
+        ))
+        .param("events"));
+    }
+    let mut unique: Vec<String> = Vec::with_capacity(events.len());
+    for event in events {
+        if !unique.contains(&event) {
+            unique.push(event);
+        }
+    }
+    Ok(unique)
+}
+
+async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookEndpoint> {
+    state
+        .store
+        .webhook_endpoint(&caller.account_id(), id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No webhook endpoint with id `{id}`.")).param("id")
+        })
+}
+
+/// Register an endpoint. The answer carries the signing secret, shown only here.
+#[utoipa::path(post, path = "/v1/webhook-endpoints", tag = "webhooks", request_body = EndpointIn,
+    responses((status = 201, body = EndpointOut), (status = 400, body = ErrorBody)))]
+async fn create_endpoint(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<EndpointIn>,
+) -> ApiResult<(StatusCode, Json<EndpointOut>)> {
+    let url = checked_url(&state, &body.url).await?;
+    let events = checked_events(body.events)?;
+    let now = chrono::Utc::now().timestamp_millis();
+    let row = WebhookEndpoint {
+        id: WebhookEndpointId::generate().into_string(),
+        account_id: caller.account_id().into_string(),
+        url,
+        secret: signing::new_secret(),
+        events: serde_json::Value::from(events).to_string(),
+        active: true,
+        created_at: now,
+        updated_at: now,
+    };
+    state.store.insert_webhook_endpoint(row.clone()).await?;
+    let secret = row.secret.clone();
+    let mut out = EndpointOut::from(row);
+    out.secret = Some(secret);
+    Ok((StatusCode::CREATED, Json(out)))
+}
+
+/// The account's endpoints, newest first, without secrets.
+#[utoipa::path(get, path = "/v1/webhook-endpoints", tag = "webhooks", params(ListQuery),
+    responses((status = 200, body = ListOut<EndpointOut>), (status = 400, body = ErrorBody)))]
+async fn list_endpoints(
+    State(state): State<AppState>,
+    caller: Caller,
+    super::extract::ApiQuery(query): super::extract::ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<EndpointOut>>> {
+    let page = state
+        .store
+        .list_webhook_endpoints(&caller.account_id(), &query.page()?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |e| e.id.clone(),
+        EndpointOut::from,
+    )))
+}
+
+/// One endpoint, without its secret.
+#[utoipa::path(get, path = "/v1/webhook-endpoints/{id}", tag = "webhooks",
+    responses((status = 200, body = EndpointOut), (status = 404, body = ErrorBody)))]
+async fn get_endpoint(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    Ok(Json(find(&state, &caller, &id).await?.into()))
+}
+
+/// Change `url`, `events` or `active`.
+#[utoipa::path(patch, path = "/v1/webhook-endpoints/{id}", tag = "webhooks", request_body = EndpointPatchIn,
+    responses((status = 200, body = EndpointOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_endpoint(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<EndpointPatchIn>,
+) -> ApiResult<Json<EndpointOut>> {
+    find(&state, &caller, &id).await?;
+    let url = match &body.url {
+        Some(raw) => Some(checked_url(&state, raw).await?),
+        None => None,
+    };
+    let events = body.events.map(checked_events).transpose()?;
+    let patch = EndpointPatch {
+        url,
+        events,
+        active: body.active,
+    };
+    let updated = state
+        .store
+        .update_webhook_endpoint(
+            &caller.account_id(),
+            &id,
+            patch,
+            chrono::Utc::now().timestamp_millis(),
+        )
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No webhook endpoint with id `{id}`.")).param("id")
+        })?;
+    if updated.active {
+        state.runtime.wake_endpoint(&id).await;
+    } else {
+        state.runtime.stop_endpoint(&id);
+    }
+    Ok(Json(updated.into()))
+}
+
+/// Delete an endpoint with its delivery log; nothing more is sent to it.
+#[utoipa::path(delete, path = "/v1/webhook-endpoints/{id}", tag = "webhooks",
+    responses((status = 200, body = DeletedOut), (status = 404, body = ErrorBody)))]
+async fn delete_endpoint(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<DeletedOut>> {
+    if !state
+        .store
+        .delete_webhook_endpoint(&caller.account_id(), &id)
+        .await?
+    {
+        return Err(
+            ApiError::not_found(format!("No webhook endpoint with id `{id}`.")).param("id"),
+        );
+    }
+    state.runtime.stop_endpoint(&id);
+    Ok(Json(DeletedOut { id, deleted: true }))
+}
+
+/// The endpoint's deliveries, newest first, each with its attempts.
+#[utoipa::path(get, path = "/v1/webhook-endpoints/{id}/deliveries", tag = "webhooks", params(ListQuery),
+    responses((status = 200, body = ListOut<DeliveryOut>), (status = 404, body = ErrorBody)))]
+async fn list_deliveries(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    super::extract::ApiQuery(query): super::extract::ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<DeliveryOut>>> {
+    find(&state, &caller, &id).await?;
+    let page = state
+        .store
+        .list_deliveries(&caller.account_id(), &id, &query.page()?)
+        .await?;
+    let ids: Vec<String> = page.items.iter().map(|d| d.id.clone()).collect();
+    let attempts = state.store.attempts_of(&ids).await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |d| d.id.clone(),
+        |d| delivery_out(d, &attempts),
+    )))
+}

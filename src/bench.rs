@@ -1,0 +1,539 @@
+//! The renewal-burst benchmark behind `cargo bench --bench renewals` and `billing bench
+//! renewals --subscriptions N`: the real service in this process on loopback HTTP, its
+//! in-process sandbox processor, the signed ingress and real events.
+//!
+//! It seeds N active subscriptions of one account (bulk inserts: seeding is not what is
+//! measured), restarts the service to time restart-to-ready with N held, makes all N due at
+//! one instant with one UPDATE, and waits until every one is renewed (charge approved, fee
+//! deducted, `charge.approved` written, next period set). Then, in the same run, the ceiling:
+//! the same processor round trips (create the transaction, then a second request standing in
+//! for the ingress delivery) and the same two write transactions per subscription, in a plain
+//! loop with the scheduler's concurrency and no actors, against a second sandbox that sends no
+//! events. The ratio of the two is the actors' efficiency.
+
+use crate::actors::subscription_event;
+use crate::config::Config;
+use crate::ids::{AccountId, SubscriptionId};
+use crate::processor::client::{
+    CardDetails, NewTransaction, ProcessorClient, ProcessorCredentials,
+};
+use crate::store::Store;
+use crate::store::charges::NewCharge;
+use crate::store::subscriptions::Subscription;
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+
+const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
+const AMOUNT: i64 = 100_000;
+/// The same bound as the scheduler's concurrency of due timers.
+const CEILING_CONCURRENCY: usize = 64;
+const DAY_MS: i64 = 86_400_000;
+
+/// What one run measured.
+#[derive(Debug)]
+pub struct RenewalsReport {
+    pub subscriptions: usize,
+    pub seed: Duration,
+    pub restart_to_ready: Duration,
+    pub rss_held_mib: f64,
+    pub rss_baseline_mib: f64,
+    pub settled: usize,
+    pub settle: Duration,
+    pub peak_rss_mib: f64,
+    pub ceiling: Duration,
+}
+
+impl std::fmt::Display for RenewalsReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.subscriptions as f64;
+        let rate = self.settled as f64 / self.settle.as_secs_f64();
+        let ceiling_rate = n / self.ceiling.as_secs_f64();
+        writeln!(
+            f,
+            "renewal burst: {} subscriptions due at one instant (SQLite)",
+            self.subscriptions
+        )?;
+        writeln!(
+            f,
+            "  seeded in                 {:.1} s",
+            self.seed.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  restart to ready          {:.2} s (N held, every due timer armed)",
+            self.restart_to_ready.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  RSS held after restart    {:.1} MiB (baseline before seeding {:.1} MiB)",
+            self.rss_held_mib, self.rss_baseline_mib
+        )?;
+        writeln!(
+            f,
+            "  RSS per subscription      {:.0} bytes (held − baseline)",
+            (self.rss_held_mib - self.rss_baseline_mib).max(0.0) * 1_048_576.0 / n
+        )?;
+        writeln!(
+            f,
+            "  settled                   {} of {}",
+            self.settled, self.subscriptions
+        )?;
+        writeln!(
+            f,
+            "  settle time               {:.2} s",
+            self.settle.as_secs_f64()
+        )?;
+        writeln!(f, "  renewals/s                {rate:.0}")?;
+        writeln!(
+            f,
+            "  peak RSS                  {:.1} MiB",
+            self.peak_rss_mib
+        )?;
+        writeln!(
+            f,
+            "  ceiling (plain loop)      {:.2} s = {ceiling_rate:.0}/s",
+            self.ceiling.as_secs_f64()
+        )?;
+        write!(
+            f,
+            "  actors / ceiling          {:.0} %",
+            100.0 * rate / ceiling_rate
+        )
+    }
+}
+
+/// Resident set size now and at its peak (VmRSS, VmHWM), in MiB.
+pub fn rss_mib() -> (f64, f64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+struct Server {
+    base: String,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// Starts the service on a random port and waits for `/readyz`; returns it and the time taken.
+async fn start(database_url: &str, http: &reqwest::Client) -> anyhow::Result<(Server, Duration)> {
+    let started = Instant::now();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let mut config = Config::new(database_url.to_owned());
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    let (shutdown, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(crate::run(config, listener, async {
+        let _ = rx.await;
+    }));
+    loop {
+        if http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            break;
+        }
+        anyhow::ensure!(!task.is_finished(), "the service stopped while starting");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok((
+        Server {
+            base,
+            shutdown,
+            task,
+        },
+        started.elapsed(),
+    ))
+}
+
+impl Server {
+    async fn stop(self) -> anyhow::Result<()> {
+        let _ = self.shutdown.send(());
+        self.task.await??;
+        Ok(())
+    }
+}
+
+async fn call(
+    http: &reqwest::Client,
+    request: reqwest::RequestBuilder,
+    expect: u16,
+) -> anyhow::Result<Value> {
+    let _ = http;
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    anyhow::ensure!(status == expect, "expected {expect}, got {status}: {body}");
+    Ok(body)
+}
+
+/// The account, its customer's payment method and plan, made through the API as an
+/// integrator would.
+struct Shop {
+    key: String,
+    account: AccountId,
+    customer: String,
+    plan: String,
+    method: String,
+    creds: ProcessorCredentials,
+    payment_source_id: i64,
+}
+
+async fn shop(
+    server: &Server,
+    store: &Store,
+    http: &reqwest::Client,
+    n: usize,
+) -> anyhow::Result<Shop> {
+    let base = &server.base;
+    let account = call(
+        http,
+        http.post(format!("{base}/admin/accounts"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"name": "bench", "sandbox": true, "rate_limit_per_minute": 0, "status_rate_limit_per_minute": 0})),
+        201,
+    )
+    .await?;
+    let key = account["api_key"].as_str().context("api_key")?.to_owned();
+    let account_id = AccountId::from_stored(account["id"].as_str().context("id")?.to_owned());
+    // Twice (with room to spare) the fees of the burst and of the ceiling loop.
+    let fees = 4 * (n as i64 + 10) * 1_500;
+    call(
+        http,
+        http.post(format!(
+            "{base}/admin/accounts/{}/balance/top-ups",
+            account_id.as_str()
+        ))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"amount_cents": fees})),
+        201,
+    )
+    .await?;
+    let plan = call(
+        http,
+        http.post(format!("{base}/v1/plans")).bearer_auth(&key).json(
+            &json!({"name": "Bench", "monthly_amount_cents": AMOUNT, "annual_amount_cents": AMOUNT * 10}),
+        ),
+        201,
+    )
+    .await?;
+    let customer = call(
+        http,
+        http.post(format!("{base}/v1/customers"))
+            .bearer_auth(&key)
+            .json(&json!({"email": "bench@example.co", "name": "Bench"})),
+        201,
+    )
+    .await?;
+    let customer = customer["id"].as_str().context("id")?.to_owned();
+    let row = store.account(&account_id).await?.context("account row")?;
+    let creds = ProcessorCredentials::new(
+        account["processor"]["base_url"]
+            .as_str()
+            .context("base_url")?,
+        row.processor_public_key.clone(),
+        row.processor_private_key.clone(),
+        row.processor_integrity_secret.clone(),
+    )?;
+    let client = ProcessorClient::new()?;
+    let acceptance = client.acceptance_tokens(&creds).await?;
+    let token = client
+        .tokenize_card(
+            &creds,
+            &CardDetails {
+                number: "4242424242424242".into(),
+                cvc: "123".into(),
+                exp_month: "08".into(),
+                exp_year: "30".into(),
+                card_holder: "Bench".into(),
+            },
+        )
+        .await?;
+    let method = call(
+        http,
+        http.post(format!("{base}/v1/customers/{customer}/payment-methods"))
+            .bearer_auth(&key)
+            .json(
+                &json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
+            ),
+        201,
+    )
+    .await?;
+    Ok(Shop {
+        key,
+        account: account_id,
+        customer,
+        plan: plan["id"].as_str().context("id")?.to_owned(),
+        method: method["id"].as_str().context("id")?.to_owned(),
+        payment_source_id: method["processor_payment_source_id"]
+            .as_i64()
+            .context("source")?,
+        creds,
+    })
+}
+
+fn seeded(shop: &Shop, now: i64) -> Subscription {
+    let far = now + 365 * DAY_MS;
+    Subscription {
+        id: SubscriptionId::generate().into_string(),
+        account_id: shop.account.as_str().to_owned(),
+        customer_id: shop.customer.clone(),
+        plan_id: shop.plan.clone(),
+        cycle: "monthly".into(),
+        status: "active".into(),
+        current_period_start: now,
+        current_period_end: far,
+        next_charge_date: far,
+        default_payment_method_id: shop.method.clone(),
+        trial_end: None,
+        cancel_at_period_end: false,
+        failed_attempts: 0,
+        first_failure_at: None,
+        metadata: Some(r#"{"bench":true}"#.into()),
+        anchor: now,
+        period_index: 0,
+        next_cycle: None,
+        due_at: Some(far),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// A running service with one account, `subscriptions` trialing subscriptions made through
+/// the API, and its API key: the API benchmark's fixture.
+pub struct Fixture {
+    pub base: String,
+    pub api_key: String,
+    pub database_url: String,
+    pub account_id: String,
+    pub subscription_id: String,
+    server: Server,
+}
+
+impl Fixture {
+    pub async fn start(dir: &std::path::Path, subscriptions: usize) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("api-{}.db", uuid::Uuid::new_v4().simple()));
+        let database_url = format!("sqlite://{}", path.display());
+        let http = reqwest::Client::new();
+        let (server, _) = start(&database_url, &http).await?;
+        let store = Store::connect(&database_url).await?;
+        let shop = shop(&server, &store, &http, 10).await?;
+        let mut last = String::new();
+        for _ in 0..subscriptions {
+            let sub = call(
+                &http,
+                http.post(format!("{}/v1/subscriptions", server.base))
+                    .bearer_auth(&shop.key)
+                    .json(&json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
+                        "payment_method_id": shop.method, "trial_days": 30, "metadata": {"bench": true}})),
+                201,
+            )
+            .await?;
+            last = sub["id"].as_str().context("id")?.to_owned();
+        }
+        Ok(Self {
+            base: server.base.clone(),
+            api_key: shop.key.clone(),
+            database_url,
+            account_id: shop.account.as_str().to_owned(),
+            subscription_id: last,
+            server,
+        })
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.server.stop().await
+    }
+}
+
+/// Runs the whole benchmark with `n` subscriptions in a fresh SQLite database under `dir`.
+pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<RenewalsReport> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(format!("renewals-{}.db", uuid::Uuid::new_v4().simple()));
+    let database_url = format!("sqlite://{}", path.display());
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .build()?;
+    let (rss_baseline, _) = rss_mib();
+
+    let (server, _) = start(&database_url, &http).await?;
+    let store = Store::connect(&database_url).await?;
+    let shop = shop(&server, &store, &http, n).await?;
+
+    let seed_started = Instant::now();
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut ids = Vec::with_capacity(n);
+    let mut left = n;
+    while left > 0 {
+        let batch: Vec<Subscription> = (0..left.min(10_000)).map(|_| seeded(&shop, now)).collect();
+        left -= batch.len();
+        ids.extend(batch.iter().map(|s| s.id.clone()));
+        store.seed_subscriptions(batch).await?;
+    }
+    let seed = seed_started.elapsed();
+
+    server.stop().await?;
+    let (server, restart_to_ready) = start(&database_url, &http).await?;
+    let (rss_held, _) = rss_mib();
+
+    // The burst: every subscription due now.
+    let due_at = chrono::Utc::now().timestamp_millis();
+    let made_due = store.make_all_due(&shop.account, due_at).await? as usize;
+    anyhow::ensure!(made_due == n, "made {made_due} of {n} due");
+    let burst = Instant::now();
+    let bound = Duration::from_secs(120 + (n as u64) / 200);
+    let mut settled = 0;
+    while burst.elapsed() < bound {
+        settled = store.count_renewed(&shop.account, due_at).await? as usize;
+        if settled >= n && store.count_pending_charges(&shop.account).await? == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let settle = burst.elapsed();
+    let (_, peak) = rss_mib();
+    eprintln!(
+        "burst: {settled} of {n} renewed in {:.2} s; running the ceiling loop",
+        settle.as_secs_f64()
+    );
+    server.stop().await?;
+
+    let ceiling = ceiling(&store, &shop, &ids).await?;
+    let _ = std::fs::remove_file(&path);
+    Ok(RenewalsReport {
+        subscriptions: n,
+        seed,
+        restart_to_ready,
+        rss_held_mib: rss_held,
+        rss_baseline_mib: rss_baseline,
+        settled,
+        settle,
+        peak_rss_mib: peak,
+        ceiling,
+    })
+}
+
+/// The plain loop: per subscription, the charge's first transaction (fee reserved, attempt
+/// recorded, subscription saved), the create-transaction round trip, a second round trip (the
+/// stand-in for the ingress's event), and the settling transaction (money, subscription, event).
+async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<Duration> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let sandbox_base = format!("http://{}/v1", listener.local_addr()?);
+    let config = crate::processor::sandbox::SandboxConfig {
+        settle_delay: Duration::from_millis(0),
+        ..Default::default()
+    };
+    let sandbox = tokio::spawn(crate::processor::sandbox::serve_standalone(
+        listener, config,
+    ));
+    let account = store.account(&shop.account).await?.context("account")?;
+    let http = reqwest::Client::new();
+    call(
+        &http,
+        http.post(format!("{sandbox_base}/_sandbox/merchants"))
+            .json(&json!({
+                "public_key": account.processor_public_key,
+                "private_key": account.processor_private_key,
+                "events_secret": account.processor_events_secret,
+                "integrity_secret": account.processor_integrity_secret,
+            })),
+        201,
+    )
+    .await
+    .or_else(|_| Ok::<Value, anyhow::Error>(Value::Null))?;
+    let creds = ProcessorCredentials::new(
+        sandbox_base,
+        account.processor_public_key.clone(),
+        account.processor_private_key.clone(),
+        account.processor_integrity_secret.clone(),
+    )?;
+    let _ = &shop.creds;
+    let client = ProcessorClient::new()?;
+    let slots = Arc::new(Semaphore::new(CEILING_CONCURRENCY));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in ids {
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        let (store, client, creds, id) = (store.clone(), client.clone(), creds.clone(), id.clone());
+        let (source, account) = (shop.payment_source_id, account.clone());
+        tasks.spawn(async move {
+            let _permit = permit;
+            let result: anyhow::Result<()> = async {
+                let mut sub = store.subscription_by_id(&id).await?.context("row")?;
+                let now = chrono::Utc::now().timestamp_millis();
+                let txn = store.begin().await?;
+                let charge = txn
+                    .begin_charge(NewCharge {
+                        account: AccountId::from_stored(sub.account_id.clone()),
+                        subscription_id: Some(sub.id.clone()),
+                        customer_id: sub.customer_id.clone(),
+                        payment_method_id: sub.default_payment_method_id.clone(),
+                        amount_cents: AMOUNT,
+                        fee_cents: crate::accounts::fee_schedule(&account).fee_for(AMOUNT),
+                        purpose: "renewal",
+                        period_start: Some(sub.current_period_end),
+                        now_ms: now,
+                    })
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                sub.due_at = None;
+                txn.save_subscription(sub.clone()).await?;
+                txn.commit().await?;
+                let tx = client
+                    .create_transaction(
+                        &creds,
+                        &NewTransaction {
+                            amount_in_cents: AMOUNT,
+                            currency: "COP".into(),
+                            reference: charge.reference.clone(),
+                            payment_source_id: source,
+                            customer_email: "bench@example.co".into(),
+                        },
+                    )
+                    .await?;
+                let tx = client.get_transaction(&creds, &tx.id).await?;
+                let txn = store.begin().await?;
+                let settled = txn
+                    .settle_charge(&charge.id, "APPROVED", None, Some(&tx.id), now)
+                    .await?
+                    .context("settled")?;
+                sub.current_period_start = sub.current_period_end;
+                sub.due_at = Some(sub.current_period_end + 30 * DAY_MS);
+                txn.save_subscription(sub.clone()).await?;
+                txn.insert_event(subscription_event(
+                    &sub,
+                    "charge.approved",
+                    Some((&settled.charge, "APPROVED")),
+                    now,
+                ))
+                .await?;
+                txn.commit().await?;
+                Ok(())
+            }
+            .await;
+            result
+        });
+        while let Some(done) = tasks.try_join_next() {
+            done??;
+        }
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let elapsed = started.elapsed();
+    sandbox.abort();
+    Ok(elapsed)
+}

@@ -1,0 +1,371 @@
+//! `POST /checkout/{id}/complete`: the hosted page's payment, called with the card token the
+//! browser got from the processor.
+//!
+//! Order of work: the session must be open (409 otherwise) → if a payment of this session is
+//! already in flight, wait for that one (a double submission never starts a second charge) →
+//! create the processor payment source (no money moves, nothing of ours is created) → one
+//! transaction reserves the fee, records the charge and claims the session's payment lock →
+//! post the transaction → wait for its outcome, which `settle` applies in one transaction
+//! whichever path learns it first. Approved: 200 with the summary. Declined: 422
+//! `processor_error`, the session stays open and nothing is created.
+
+use super::settle::{CHECKOUT_PURPOSE, settle};
+use crate::accounts::fee_schedule;
+use crate::api::error::{ApiError, ApiResult, ErrorBody};
+use crate::api::extract::ApiJson;
+use crate::api::payment_methods::processor_error;
+use crate::api::state::AppState;
+use crate::domain::checkout::SessionStatus;
+use crate::domain::money::CURRENCY;
+use crate::domain::text::{Email, Name};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId};
+use crate::processor::client::NewPaymentSource;
+use crate::store::accounts::Account;
+use crate::store::catalog::CatalogKind;
+use crate::store::charges::{BeginChargeError, NewCharge};
+use crate::store::checkout::{CheckoutAttempt, CheckoutSession};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// How long the page's request waits for the processor's answer before answering 202.
+const OUTCOME_WAIT: Duration = Duration::from_secs(20);
+/// After this long without an event, the processor is asked directly, then every as long.
+const POLL_AFTER: Duration = Duration::from_secs(2);
+/// Payment attempts per session per minute: a brake on card testing through one session.
+const ATTEMPTS_PER_MINUTE: u64 = 10;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(complete_checkout))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteIn {
+    /// The processor's card token (`tok_…`), made by the browser with the public key.
+    pub card_token: String,
+    /// The processor's acceptance token of its terms, which the customer accepted.
+    pub acceptance_token: String,
+    /// The processor's personal-data authorization token, when accepted.
+    pub accept_personal_auth: Option<String>,
+    /// A new customer's name as typed on the page; defaults to the session's `customer.name`.
+    pub customer_name: Option<String>,
+    /// A new customer's e-mail as typed on the page; defaults to the session's `customer.email`.
+    pub customer_email: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SummaryOut {
+    /// The processor's status of the payment: APPROVED.
+    pub status: String,
+    pub customer_email: String,
+    pub customer_name: String,
+    pub plan_name: String,
+    pub amount_in_cents: i64,
+    pub currency: String,
+    pub card_brand: Option<String>,
+    pub card_last4: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompleteOut {
+    /// The session's status: `complete`, or `open` (202) while the processor has not answered.
+    pub status: String,
+    pub subscription_id: Option<String>,
+    /// `success_url` with `subscription_id`, `status`, `amount_in_cents` and `currency`; null
+    /// without a `success_url` (the page shows its own confirmation).
+    pub redirect_url: Option<String>,
+    /// For the page only: it holds personal data and never goes into `redirect_url`.
+    pub summary: Option<SummaryOut>,
+}
+
+/// Pay a checkout session (called by the hosted page, not by integrators).
+#[utoipa::path(post, path = "/checkout/{id}/complete", tag = "checkout", security(()), request_body = CompleteIn,
+    responses((status = 200, body = CompleteOut), (status = 202, body = CompleteOut, description = "the processor has not answered yet; post again to keep waiting"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the session is complete or expired"),
+        (status = 422, body = ErrorBody, description = "processor_error: declined; insufficient_balance: the merchant's fee balance is short"),
+        (status = 429, body = ErrorBody)))]
+async fn complete_checkout(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CompleteIn>,
+) -> ApiResult<Response> {
+    let (session, account) = open_session(&state, &id).await?;
+    state
+        .limiter
+        .check(
+            &format!("checkout:{id}"),
+            ATTEMPTS_PER_MINUTE,
+            Instant::now(),
+        )
+        .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
+    if let Some(charge_id) = &session.attempt_charge_id {
+        return outcome(&state, &account, &id, charge_id).await;
+    }
+    // A card token pays once: the same token again (a re-sent request after its payment was
+    // declined) gets that answer again instead of a second attempt.
+    if session.attempt_card_token.as_deref() == Some(body.card_token.as_str()) {
+        return Err(ApiError::Processor(format!(
+            "This card was already tried on this checkout: {}",
+            session.last_error.as_deref().unwrap_or("declined")
+        )));
+    }
+    for (value, param) in [
+        (&body.card_token, "card_token"),
+        (&body.acceptance_token, "acceptance_token"),
+    ] {
+        if value.trim().is_empty() {
+            return Err(ApiError::bad_request(format!("{param} is required.")).param(param));
+        }
+    }
+    let account_id = AccountId::from_stored(account.id.clone());
+    let (customer_id, email, name) = payer(
+        &state,
+        &account_id,
+        &session,
+        body.customer_name,
+        body.customer_email,
+    )
+    .await?;
+    let plan = state
+        .store
+        .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
+        .await?;
+    if !plan.is_some_and(|plan| plan.active) {
+        return Err(ApiError::conflict("This plan is no longer offered."));
+    }
+
+    // The processor's payment source: made before anything of ours, so a card the processor
+    // refuses here leaves no trace.
+    let credentials = state
+        .charger
+        .credentials(&account)
+        .map_err(processor_error)?;
+    let card_token = body.card_token;
+    let source = state
+        .processor
+        .create_payment_source(
+            &credentials,
+            &NewPaymentSource {
+                token: card_token.clone(),
+                customer_email: email.clone(),
+                acceptance_token: body.acceptance_token,
+                accept_personal_auth: body.accept_personal_auth,
+            },
+        )
+        .await
+        .map_err(processor_error)?;
+
+    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let payment_method_id = PaymentMethodId::generate().into_string();
+    let txn = state.store.begin().await?;
+    let charge = txn
+        .begin_charge(NewCharge {
+            account: account_id.clone(),
+            subscription_id: None,
+            customer_id: customer_id.clone(),
+            payment_method_id: payment_method_id.clone(),
+            amount_cents: session.amount_cents,
+            fee_cents: fee_schedule(&account).fee_for(session.amount_cents),
+            purpose: CHECKOUT_PURPOSE,
+            period_start: None,
+            now_ms: now,
+        })
+        .await
+        .map_err(|err| match err {
+            BeginChargeError::InsufficientBalance => ApiError::InsufficientBalance(
+                "The merchant's prepaid balance does not cover the fee of this payment.".into(),
+            ),
+            BeginChargeError::Store(err) => err.into(),
+        })?;
+    let attempt = CheckoutAttempt {
+        charge_id: charge.id.clone(),
+        customer_id,
+        payment_method_id,
+        payment_source_id: source.id,
+        email,
+        name,
+        brand: source.brand,
+        last4: source.last_four,
+        card_token,
+    };
+    if !txn.claim_checkout_session(&id, &attempt, now).await? {
+        // Another submission claimed the session first (or it closed): charge nothing here.
+        drop(txn);
+        let (session, account) = open_session(&state, &id).await?;
+        return match &session.attempt_charge_id {
+            Some(charge_id) => outcome(&state, &account, &id, charge_id).await,
+            None => Err(ApiError::conflict(
+                "The session changed while paying; reload the page.",
+            )),
+        };
+    }
+    txn.commit().await?;
+
+    match state.charger.submit(&account, &charge).await {
+        Ok(Some(tx)) => {
+            state.charger.apply(&charge, &tx).await?;
+        }
+        // Unreachable processor: the charge stays pending; polls and the reconciler find out.
+        Ok(None) => {}
+        Err(err) => {
+            settle(
+                &state.store,
+                &charge.id,
+                "ERROR",
+                Some(&err.to_string()),
+                None,
+            )
+            .await?;
+        }
+    }
+    outcome(&state, &account, &id, &charge.id).await
+}
+
+/// Who pays: the session's existing customer, or a new one from the name and e-mail typed on
+/// the page (defaulting to those the integrator sent). A new customer's id is chosen now and
+/// used only if the payment is approved.
+async fn payer(
+    state: &AppState,
+    account: &AccountId,
+    session: &CheckoutSession,
+    typed_name: Option<String>,
+    typed_email: Option<String>,
+) -> ApiResult<(String, String, String)> {
+    if let Some(customer_id) = &session.customer_id {
+        let customer = state
+            .store
+            .customer(account, customer_id)
+            .await?
+            .ok_or_else(|| ApiError::conflict("The session's customer no longer exists."))?;
+        return Ok((customer.id, customer.email, customer.name));
+    }
+    let name = typed_name.or_else(|| session.customer_name.clone());
+    let email = typed_email.or_else(|| session.customer_email.clone());
+    let name = Name::parse(name.as_deref().unwrap_or_default()).map_err(|why| {
+        ApiError::bad_request(format!("customer_name {why}.")).param("customer_name")
+    })?;
+    let email = Email::parse(email.as_deref().unwrap_or_default()).map_err(|why| {
+        ApiError::bad_request(format!("customer_email {why}.")).param("customer_email")
+    })?;
+    Ok((
+        CustomerId::generate().into_string(),
+        email.into_string(),
+        name.into_string(),
+    ))
+}
+
+/// The session, which must exist (404) and be open (409), with its account.
+async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession, Account)> {
+    let not_found =
+        || ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id");
+    let session = state
+        .store
+        .checkout_session_by_id(id)
+        .await?
+        .ok_or_else(not_found)?;
+    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account = state
+        .store
+        .account(&account_id)
+        .await?
+        .ok_or_else(not_found)?;
+    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let session = super::current(&state.store, session, now).await?;
+    match SessionStatus::parse(&session.status) {
+        Some(SessionStatus::Complete) => Err(ApiError::conflict(
+            "This checkout session is already complete.",
+        )),
+        Some(SessionStatus::Expired) => {
+            Err(ApiError::conflict("This checkout session has expired."))
+        }
+        _ => Ok((session, account)),
+    }
+}
+
+/// Waits for the charge's outcome and answers with it: 200 approved, 422 declined, 202 when
+/// the processor has still not answered.
+async fn outcome(
+    state: &AppState,
+    account: &Account,
+    session_id: &str,
+    charge_id: &str,
+) -> ApiResult<Response> {
+    let started = tokio::time::Instant::now();
+    let mut next_poll = started + POLL_AFTER;
+    let charge = loop {
+        let Some(charge) = state.store.charge_by_id(charge_id).await? else {
+            return Err(ApiError::Internal("checkout charge vanished".into()));
+        };
+        if charge.status != "pending" {
+            break charge;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= started + OUTCOME_WAIT {
+            let out = CompleteOut {
+                status: SessionStatus::Open.as_str().into(),
+                subscription_id: None,
+                redirect_url: None,
+                summary: None,
+            };
+            return Ok((StatusCode::ACCEPTED, Json(out)).into_response());
+        }
+        if now >= next_poll {
+            // No event yet: ask the processor; its answer settles through the same path.
+            let _ = state.charger.poll(account, &charge).await;
+            next_poll = now + POLL_AFTER;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let session = state
+        .store
+        .checkout_session_by_id(session_id)
+        .await?
+        .ok_or_else(|| ApiError::Internal("checkout session vanished".into()))?;
+    let (Some(subscription_id), "approved") = (&session.subscription_id, charge.status.as_str())
+    else {
+        return Err(ApiError::Processor(format!(
+            "The payment processor rejected the card ({}): {}",
+            charge.processor_status.as_deref().unwrap_or("ERROR"),
+            charge
+                .processor_message
+                .as_deref()
+                .unwrap_or("no reason given"),
+        )));
+    };
+    let plan_name = state
+        .store
+        .catalog_item(
+            &AccountId::from_stored(account.id.clone()),
+            CatalogKind::Plan,
+            &session.plan_id,
+        )
+        .await?
+        .map(|plan| plan.name)
+        .unwrap_or_default();
+    let status = charge.processor_status.unwrap_or_else(|| "APPROVED".into());
+    let out = CompleteOut {
+        redirect_url: session.success_url.as_deref().and_then(|url| {
+            super::redirect_url(url, subscription_id, &status, charge.amount_cents)
+        }),
+        subscription_id: Some(subscription_id.clone()),
+        status: session.status,
+        summary: Some(SummaryOut {
+            status,
+            customer_email: session.attempt_email.unwrap_or_default(),
+            customer_name: session.attempt_name.unwrap_or_default(),
+            plan_name,
+            amount_in_cents: charge.amount_cents,
+            currency: CURRENCY.to_owned(),
+            card_brand: session.attempt_brand,
+            card_last4: session.attempt_last4,
+        }),
+    };
+    Ok((StatusCode::OK, Json(out)).into_response())
+}

@@ -1,0 +1,117 @@
+//! The end of a checkout payment, whichever path learns the outcome first (the ingress, the
+//! reconciler, or the page's own request asking the processor): one transaction settles the
+//! charge's money and either completes the session, creating the Customer, PaymentMethod and
+//! Subscription with `subscription.created` and `charge.approved`, or releases the session's
+//! payment lock so the customer can try another card. `settle_charge`'s conditional update
+//! lets exactly one caller do this, however many times the outcome arrives.
+
+use crate::actors::subscription_event;
+use crate::domain::time::Cycle;
+use crate::ids::AccountId;
+use crate::store::accounts::Account;
+use crate::store::catalog::Customer;
+use crate::store::charges::{ChargeAttempt, PaymentMethod, Settled};
+use crate::store::checkout::CheckoutSession;
+use crate::store::subscriptions::StoreTxn;
+use crate::store::{Store, StoreResult};
+use crate::subscribe::{self, NewSubscription, Start};
+
+/// The `purpose` of a checkout's charge attempt.
+pub const CHECKOUT_PURPOSE: &str = "checkout";
+
+/// Applies a checkout charge's final outcome once (see the module doc).
+pub async fn settle(
+    store: &Store,
+    charge_id: &str,
+    raw_status: &str,
+    message: Option<&str>,
+    transaction_id: Option<&str>,
+) -> StoreResult<Option<Settled>> {
+    let real_now = chrono::Utc::now().timestamp_millis();
+    let txn = store.begin().await?;
+    let Some(settled) = txn
+        .settle_charge(charge_id, raw_status, message, transaction_id, real_now)
+        .await?
+    else {
+        return Ok(None);
+    };
+    if !settled.newly {
+        return Ok(Some(settled));
+    }
+    let session = txn.checkout_session_for_charge(charge_id).await?;
+    let account = store
+        .account(&AccountId::from_stored(settled.charge.account_id.clone()))
+        .await?;
+    if let (Some(session), Some(account)) = (session, account) {
+        // The account's clock: real time plus its test offset, as `actors::clock` keeps it.
+        let now = real_now + account.clock_offset_ms;
+        if settled.charge.status == "approved" {
+            finish(&txn, &account, &session, &settled.charge, raw_status, now).await?;
+        } else {
+            let reason = message.unwrap_or(raw_status);
+            txn.release_checkout_session(&session.id, charge_id, reason, now)
+                .await?;
+        }
+    }
+    txn.commit().await?;
+    Ok(Some(settled))
+}
+
+/// Creates what the approved payment bought, inside the settling transaction.
+async fn finish(
+    txn: &StoreTxn,
+    account: &Account,
+    session: &CheckoutSession,
+    charge: &ChargeAttempt,
+    raw_status: &str,
+    now: i64,
+) -> StoreResult<()> {
+    let real_now = chrono::Utc::now().timestamp_millis();
+    let customer_id = charge.customer_id.clone();
+    if session.customer_id.is_none() {
+        txn.insert_customer(Customer {
+            id: customer_id.clone(),
+            account_id: account.id.clone(),
+            email: session.attempt_email.clone().unwrap_or_default(),
+            name: session.attempt_name.clone().unwrap_or_default(),
+            metadata: None,
+            created_at: real_now,
+        })
+        .await?;
+    }
+    txn.insert_payment_method(PaymentMethod {
+        id: charge.payment_method_id.clone(),
+        account_id: account.id.clone(),
+        customer_id: customer_id.clone(),
+        processor_payment_source_id: session.attempt_payment_source_id.unwrap_or_default(),
+        brand: session.attempt_brand.clone(),
+        last4: session.attempt_last4.clone(),
+        created_at: real_now,
+    })
+    .await?;
+    let sub = subscribe::build(
+        NewSubscription {
+            account_id: account.id.clone(),
+            customer_id,
+            plan_id: session.plan_id.clone(),
+            cycle: Cycle::parse(&session.cycle).unwrap_or(Cycle::Monthly),
+            payment_method_id: charge.payment_method_id.clone(),
+            metadata: session.metadata.clone(),
+            start: Start::Paid,
+        },
+        now,
+    );
+    subscribe::insert(txn, &sub, now).await?;
+    txn.attach_charge_to_subscription(&charge.id, &sub.id, sub.current_period_start)
+        .await?;
+    txn.insert_event(subscription_event(
+        &sub,
+        "charge.approved",
+        Some((charge, raw_status)),
+        now,
+    ))
+    .await?;
+    txn.complete_checkout_session(&session.id, &charge.id, &sub.id, now)
+        .await?;
+    Ok(())
+}

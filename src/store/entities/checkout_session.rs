@@ -1,0 +1,38 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "checkout_sessions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub plan_id: String,
+    pub cycle: String,
+    pub amount_cents: i64,
+    pub customer_id: Option<String>,
+    pub customer_email: Option<String>,
+    pub customer_name: Option<String>,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+    pub metadata: Option<String>,
+    pub status: String,
+    pub expires_at: i64,
+    pub subscription_id: Option<String>,
+    pub attempt_charge_id: Option<String>,
+    pub attempt_customer_id: Option<String>,
+    pub attempt_payment_method_id: Option<String>,
+    pub attempt_payment_source_id: Option<i64>,
+    pub attempt_email: Option<String>,
+    pub attempt_name: Option<String>,
+    pub attempt_brand: Option<String>,
+    pub attempt_last4: Option<String>,
+    pub attempt_card_token: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

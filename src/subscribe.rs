@@ -1,0 +1,128 @@
+//! Starting a subscription: the one place that decides a new subscription's first period and
+//! writes the row with its `subscription.created` event. Direct creation
+//! (`POST /v1/subscriptions`) and the hosted checkout both start subscriptions here; every
+//! later change goes through the subscription's actor.
+
+use crate::actors::subscription_event;
+use crate::domain::subscription::Status;
+use crate::domain::time::{Cycle, from_millis, period_boundary};
+use crate::ids::SubscriptionId;
+use crate::store::StoreResult;
+use crate::store::subscriptions::{StoreTxn, Subscription};
+
+/// How the first period begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A trial of this many days; the first charge is at its end.
+    Trial { days: i64 },
+    /// Prepaid until this instant (a migrated customer); the first charge is then.
+    At(i64),
+    /// The first period starts now and is charged at once by the actor.
+    ChargeNow,
+    /// The first period starts now and is already paid (the checkout charged it).
+    Paid,
+}
+
+/// What a new subscription is made of.
+#[derive(Clone, Debug)]
+pub struct NewSubscription {
+    pub account_id: String,
+    pub customer_id: String,
+    pub plan_id: String,
+    pub cycle: Cycle,
+    pub payment_method_id: String,
+    /// Compact JSON text, already checked against the 60 KB limit.
+    pub metadata: Option<String>,
+    pub start: Start,
+}
+
+/// The row of a new subscription at `now` (the account's clock).
+///
+/// Before the first real period (trial, or prepaid until a start date) the period index is −1
+/// and the period is [now, first charge); otherwise the first period starts now.
+pub fn build(new: NewSubscription, now: i64) -> Subscription {
+    let first_period_end = || period_boundary(from_millis(now), new.cycle, 1).timestamp_millis();
+    let (status, period_end, period_index, trial_end, next_charge) = match new.start {
+        Start::Trial { days } => {
+            let end = now + days * 86_400_000;
+            (Status::Trialing, end, -1, Some(end), end)
+        }
+        Start::At(start) => (Status::Active, start, -1, None, start),
+        Start::ChargeNow => (Status::Active, first_period_end(), 0, None, now),
+        Start::Paid => {
+            let end = first_period_end();
+            (Status::Active, end, 0, None, end)
+        }
+    };
+    Subscription {
+        id: SubscriptionId::generate().into_string(),
+        account_id: new.account_id,
+        customer_id: new.customer_id,
+        plan_id: new.plan_id,
+        cycle: new.cycle.as_str().to_owned(),
+        status: status.as_str().to_owned(),
+        current_period_start: now,
+        current_period_end: period_end,
+        next_charge_date: next_charge,
+        default_payment_method_id: new.payment_method_id,
+        trial_end,
+        cancel_at_period_end: false,
+        failed_attempts: 0,
+        first_failure_at: None,
+        metadata: new.metadata,
+        anchor: now,
+        period_index,
+        next_cycle: None,
+        due_at: Some(next_charge),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Writes the new subscription and its `subscription.created` event inside `txn`.
+pub async fn insert(txn: &StoreTxn, sub: &Subscription, now: i64) -> StoreResult<()> {
+    txn.insert_subscription(sub.clone()).await?;
+    txn.insert_event(subscription_event(sub, "subscription.created", None, now))
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(start: Start) -> NewSubscription {
+        NewSubscription {
+            account_id: "acct_1".into(),
+            customer_id: "cus_1".into(),
+            plan_id: "plan_1".into(),
+            cycle: Cycle::Monthly,
+            payment_method_id: "pm_1".into(),
+            metadata: None,
+            start,
+        }
+    }
+
+    #[test]
+    fn a_paid_first_period_is_due_only_at_its_end() {
+        let now = 1_700_000_000_000;
+        let sub = build(new(Start::Paid), now);
+        assert_eq!(sub.status, "active");
+        assert_eq!(sub.period_index, 0);
+        assert_eq!(sub.current_period_start, now);
+        assert!(sub.current_period_end > now);
+        assert_eq!(sub.next_charge_date, sub.current_period_end);
+        assert_eq!(sub.due_at, Some(sub.current_period_end));
+    }
+
+    #[test]
+    fn a_charge_now_start_is_due_at_once_and_a_trial_at_its_end() {
+        let now = 1_700_000_000_000;
+        let sub = build(new(Start::ChargeNow), now);
+        assert_eq!(sub.due_at, Some(now));
+        let trial = build(new(Start::Trial { days: 3 }), now);
+        assert_eq!(trial.status, "trialing");
+        assert_eq!(trial.trial_end, Some(now + 3 * 86_400_000));
+        assert_eq!(trial.due_at, trial.trial_end);
+        assert_eq!(trial.period_index, -1);
+    }
+}
