@@ -56,7 +56,7 @@ impl Store {
             reserved_cents: Set(0),
             created_at: Set(new.created_at),
         };
-        Ok(model.insert(self.conn()).await?)
+        Ok(model.insert(self.writer()).await?)
     }
 
     pub async fn account_by_key_hash(&self, hash: &str) -> StoreResult<Option<Account>> {
@@ -96,7 +96,7 @@ impl Store {
         if let Some(limit) = patch.status_rate_limit_per_minute {
             model.status_rate_limit_per_minute = Set(limit);
         }
-        Ok(Some(model.update(self.conn()).await?))
+        Ok(Some(model.update(self.writer()).await?))
     }
 
     pub async fn setting(&self, key: &str) -> StoreResult<Option<String>> {
@@ -112,7 +112,7 @@ impl Store {
             key: Set(key.to_owned()),
             value: Set(value.to_owned()),
         }
-        .insert(self.conn())
+        .insert(self.writer())
         .await;
         match inserted {
             Ok(row) => Ok(row.value),

@@ -4,10 +4,7 @@
 
 use super::entities::{catalog_item, charge_attempt, subscription, webhook_delivery};
 use super::{Store, StoreResult};
-use sea_orm::{
-    ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-    TransactionTrait,
-};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 
 pub use charge_attempt::Model as ChargeRow;
 pub use webhook_delivery::Model as DeliveryRow;
@@ -25,10 +22,10 @@ impl Store {
     /// Deletes a plan unless a subscription uses it; the check and the delete share one
     /// transaction.
     pub async fn delete_plan(&self, plan_id: &str) -> StoreResult<PlanDeletion> {
-        let txn = self.conn().begin().await?;
+        let txn = self.begin().await?;
         let exists = catalog_item::Entity::find_by_id(plan_id)
             .filter(catalog_item::Column::Kind.eq("plan"))
-            .count(&txn)
+            .count(txn.conn())
             .await?
             > 0;
         if !exists {
@@ -36,13 +33,13 @@ impl Store {
         }
         let used = subscription::Entity::find()
             .filter(subscription::Column::PlanId.eq(plan_id))
-            .count(&txn)
+            .count(txn.conn())
             .await?;
         if used > 0 {
             return Ok(PlanDeletion::InUse(used));
         }
         catalog_item::Entity::delete_by_id(plan_id)
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         txn.commit().await?;
         Ok(PlanDeletion::Deleted)

@@ -9,7 +9,6 @@ use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::{AccountId, BalanceTransactionId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    TransactionTrait,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -33,20 +32,20 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
     ) -> StoreResult<Option<Balance>> {
-        let txn = self.conn().begin().await?;
+        let txn = self.begin().await?;
         let updated = account::Entity::update_many()
             .col_expr(
                 account::Column::AvailableCents,
                 Expr::col(account::Column::AvailableCents).add(amount_cents),
             )
             .filter(account::Column::Id.eq(account.as_str()))
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         if updated.rows_affected == 0 {
             return Ok(None);
         }
         insert_ledger_row(
-            &txn,
+            txn.conn(),
             account,
             "top_up",
             amount_cents,
@@ -55,7 +54,7 @@ impl Store {
             now_ms,
         )
         .await?;
-        let balance = balance_of(&txn, account).await?;
+        let balance = balance_of(txn.conn(), account).await?;
         txn.commit().await?;
         Ok(balance)
     }

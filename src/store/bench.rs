@@ -7,12 +7,12 @@ use super::subscriptions::Subscription;
 use super::{Store, StoreResult};
 use crate::ids::AccountId;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 
 impl Store {
     /// Inserts rows in transactions of `chunk` rows (one multi-row INSERT per 500 rows).
     pub async fn seed_subscriptions(&self, rows: Vec<Subscription>) -> StoreResult<()> {
-        let txn = self.conn().begin().await?;
+        let txn = self.begin().await?;
         for chunk in rows.chunks(500) {
             subscription::Entity::insert_many(
                 chunk
@@ -20,7 +20,7 @@ impl Store {
                     .cloned()
                     .map(sea_orm::IntoActiveModel::into_active_model),
             )
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         }
         txn.commit().await?;
@@ -42,7 +42,7 @@ impl Store {
             .col_expr(subscription::Column::DueAt, Expr::value(at))
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::Status.eq("active"))
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(result.rows_affected)
     }

@@ -34,7 +34,7 @@ pub struct CatalogPatch {
 impl Store {
     pub async fn insert_catalog_item(&self, item: CatalogItem) -> StoreResult<CatalogItem> {
         let model: catalog_item::ActiveModel = item.into();
-        Ok(model.insert(self.conn()).await?)
+        Ok(model.insert(self.writer()).await?)
     }
 
     pub async fn catalog_item(
@@ -82,12 +82,12 @@ impl Store {
         if !model.is_changed() {
             return Ok(Some(found));
         }
-        Ok(Some(model.update(self.conn()).await?))
+        Ok(Some(model.update(self.writer()).await?))
     }
 
     pub async fn insert_customer(&self, customer: Customer) -> StoreResult<Customer> {
         let model: customer::ActiveModel = customer.into();
-        Ok(model.insert(self.conn()).await?)
+        Ok(model.insert(self.writer()).await?)
     }
 
     pub async fn customer(&self, account: &AccountId, id: &str) -> StoreResult<Option<Customer>> {

@@ -14,7 +14,7 @@ use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, ChargeAttemptId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    QuerySelect, Set,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -67,7 +67,7 @@ pub struct Settled {
 impl Store {
     pub async fn insert_payment_method(&self, method: PaymentMethod) -> StoreResult<PaymentMethod> {
         let model: payment_method::ActiveModel = method.into();
-        Ok(model.insert(self.conn()).await?)
+        Ok(model.insert(self.writer()).await?)
     }
 
     pub async fn payment_method(
@@ -95,8 +95,8 @@ impl Store {
 
     /// Reserves the fee and records the pending attempt, in one transaction.
     pub async fn begin_charge(&self, new: NewCharge) -> Result<ChargeAttempt, BeginChargeError> {
-        let txn = self.conn().begin().await.map_err(StoreError::from)?;
-        let charge = begin_charge_in(&txn, new).await?;
+        let txn = self.begin().await?;
+        let charge = begin_charge_in(txn.conn(), new).await?;
         txn.commit().await.map_err(StoreError::from)?;
         Ok(charge)
     }
@@ -120,6 +120,7 @@ impl Store {
         raw_status: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
+        let txn = self.begin().await?;
         charge_attempt::Entity::update_many()
             .col_expr(
                 charge_attempt::Column::ProcessorTransactionId,
@@ -129,9 +130,9 @@ impl Store {
             .col_expr(charge_attempt::Column::UpdatedAt, now_ms.into())
             .filter(charge_attempt::Column::Id.eq(charge_id))
             .filter(charge_attempt::Column::Status.eq("pending"))
-            .exec(self.conn())
+            .exec(txn.conn())
             .await?;
-        Ok(())
+        txn.commit().await
     }
 
     /// Applies a final outcome exactly once (see the module doc).
@@ -143,9 +144,16 @@ impl Store {
         transaction_id: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<Option<Settled>> {
-        let txn = self.conn().begin().await?;
-        let settled =
-            settle_charge_in(&txn, charge_id, raw_status, message, transaction_id, now_ms).await?;
+        let txn = self.begin().await?;
+        let settled = settle_charge_in(
+            txn.conn(),
+            charge_id,
+            raw_status,
+            message,
+            transaction_id,
+            now_ms,
+        )
+        .await?;
         txn.commit().await?;
         Ok(settled)
     }
@@ -199,9 +207,14 @@ impl Store {
     pub async fn insert_processor_event(&self, event: ProcessorEvent) -> StoreResult<bool> {
         let checksum = event.checksum.clone();
         let model: processor_event::ActiveModel = event.into();
-        match model.insert(self.conn()).await {
-            Ok(_) => Ok(true),
+        let txn = self.begin().await?;
+        match model.insert(txn.conn()).await {
+            Ok(_) => {
+                txn.commit().await?;
+                Ok(true)
+            }
             Err(err) => {
+                drop(txn);
                 let err = StoreError::from(err);
                 if !err.is_unique_violation() {
                     return Err(err);
@@ -220,12 +233,13 @@ impl Store {
         checksum: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
+        let txn = self.begin().await?;
         processor_event::Entity::update_many()
             .col_expr(processor_event::Column::ProcessedAt, now_ms.into())
             .filter(processor_event::Column::Checksum.eq(checksum))
-            .exec(self.conn())
+            .exec(txn.conn())
             .await?;
-        Ok(())
+        txn.commit().await
     }
 
     pub async fn count_processor_events(&self, account: &AccountId) -> StoreResult<u64> {

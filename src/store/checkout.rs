@@ -36,7 +36,7 @@ impl Store {
         Ok(session
             .into_active_model()
             .reset_all()
-            .insert(self.conn())
+            .insert(self.writer())
             .await?)
     }
 
@@ -65,7 +65,7 @@ impl Store {
             .filter(checkout_session::Column::Status.eq(Open.as_str()))
             .filter(checkout_session::Column::ExpiresAt.lte(now_ms))
             .filter(checkout_session::Column::AttemptChargeId.is_null())
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(())
     }
@@ -114,7 +114,7 @@ impl Store {
             .filter(checkout_session::Column::Status.eq(Open.as_str()))
             .filter(checkout_session::Column::ExpiresAt.lte(now_ms))
             .filter(checkout_session::Column::AttemptChargeId.is_null())
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(result.rows_affected == 1)
     }

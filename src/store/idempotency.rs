@@ -37,7 +37,7 @@ impl Store {
             .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
             .filter(idempotency_key::Column::Key.eq(key))
             .filter(idempotency_key::Column::CreatedAt.lt(now_ms - RETENTION_MS))
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         let row = idempotency_key::ActiveModel {
             account_id: Set(account.as_str().to_owned()),
@@ -48,7 +48,7 @@ impl Store {
             response_body: Set(None),
             created_at: Set(now_ms),
         };
-        match row.insert(self.conn()).await {
+        match row.insert(self.writer()).await {
             Ok(_) => return Ok(Claim::Fresh),
             Err(err) => {
                 let err = StoreError::from(err);
@@ -98,7 +98,7 @@ impl Store {
             .col_expr(idempotency_key::Column::ResponseBody, body.into())
             .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
             .filter(idempotency_key::Column::Key.eq(key))
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(())
     }
@@ -108,7 +108,7 @@ impl Store {
         idempotency_key::Entity::delete_many()
             .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
             .filter(idempotency_key::Column::Key.eq(key))
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(())
     }

@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod charges;
 pub mod checkout;
 pub mod entities;
+mod group;
 pub mod idempotency;
 pub mod subscriptions;
 pub mod webhooks;
@@ -43,7 +44,14 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// The handle to the database, cheap to clone.
 #[derive(Clone)]
 pub struct Store {
+    /// Reads (and, on PostgreSQL, writes too: the same pool).
     db: DatabaseConnection,
+    /// Writes. On SQLite a pool of one connection: SQLite admits one writer at a time, and
+    /// writers queueing here wait in order instead of meeting `SQLITE_BUSY` and SQLite's
+    /// busy handler, which sleeps in steps of milliseconds while the lock is held.
+    writer: DatabaseConnection,
+    /// On SQLite, the group commit that every `StoreTxn` joins (see `group`).
+    group: Option<group::GroupCommit>,
     signal: webhooks::DeliverySignal,
 }
 
@@ -51,31 +59,23 @@ impl Store {
     /// Connects to `url` (`sqlite://path?mode=rwc` or `postgres://…`).
     pub async fn connect(url: &str) -> StoreResult<Self> {
         let is_sqlite = url.starts_with("sqlite:");
-        let mut options = ConnectOptions::new(url.to_owned());
-        options
-            .sqlx_logging(false)
-            .acquire_timeout(Duration::from_secs(30))
-            .max_connections(if is_sqlite { 8 } else { 16 })
-            .map_sqlx_sqlite_opts(|opts| {
-                use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-                // WAL lets readers run beside the single writer; NORMAL sync is durable
-                // against process crashes, which is what restart safety needs.
-                opts.create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
-                    .busy_timeout(Duration::from_secs(30))
-                    .foreign_keys(true)
-            });
-        let db = Database::connect(options).await?;
+        let db = Database::connect(options(url, if is_sqlite { 8 } else { 16 })).await?;
+        let writer = if is_sqlite {
+            Database::connect(options(url, 1)).await?
+        } else {
+            db.clone()
+        };
         Ok(Self {
+            group: is_sqlite.then(|| group::GroupCommit::new(writer.clone())),
             db,
+            writer,
             signal: webhooks::DeliverySignal::default(),
         })
     }
 
     /// Applies every pending migration.
     pub async fn migrate(&self) -> StoreResult<()> {
-        Migrator::up(&self.db, None).await?;
+        Migrator::up(&self.writer, None).await?;
         Ok(())
     }
 
@@ -85,9 +85,35 @@ impl Store {
         Ok(())
     }
 
+    /// The connection for reads.
     pub(crate) fn conn(&self) -> &DatabaseConnection {
         &self.db
     }
+
+    /// The connection for single-statement writes outside a `StoreTxn` (on SQLite they queue
+    /// for the one writer connection between two group commits).
+    pub(crate) fn writer(&self) -> &DatabaseConnection {
+        &self.writer
+    }
+}
+
+fn options(url: &str, max_connections: u32) -> ConnectOptions {
+    let mut options = ConnectOptions::new(url.to_owned());
+    options
+        .sqlx_logging(false)
+        .acquire_timeout(Duration::from_secs(30))
+        .max_connections(max_connections)
+        .map_sqlx_sqlite_opts(|opts| {
+            use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+            // WAL lets readers run beside the single writer; NORMAL sync is durable
+            // against process crashes, which is what restart safety needs.
+            opts.create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(30))
+                .foreign_keys(true)
+        });
+    options
 }
 
 /// A page request: at most `limit` rows older than `cursor` (ids sort by creation time).

@@ -5,7 +5,7 @@ use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in,
 };
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
-use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::AccountId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, IntoActiveModel,
@@ -26,7 +26,10 @@ pub struct SubscriptionFilter {
 
 /// An open transaction; dropped without `commit`, it rolls back.
 pub struct StoreTxn {
+    /// The transaction, or on SQLite the unit's savepoint in the open group. Declared before
+    /// `membership` so that a drop rolls it back before the group lock is let go.
     txn: DatabaseTransaction,
+    membership: Option<super::group::Membership>,
     signal: super::webhooks::DeliverySignal,
     /// Endpoints given deliveries in this transaction, announced after it commits.
     touched: std::sync::Mutex<Vec<String>>,
@@ -36,8 +39,16 @@ pub struct StoreTxn {
 impl Store {
     pub async fn begin(&self) -> StoreResult<StoreTxn> {
         let started = std::time::Instant::now();
+        let (txn, membership) = match &self.group {
+            Some(group) => {
+                let (txn, membership) = group.begin().await?;
+                (txn, Some(membership))
+            }
+            None => (self.writer().begin().await?, None),
+        };
         Ok(StoreTxn {
-            txn: self.conn().begin().await?,
+            txn,
+            membership,
             signal: self.signal.clone(),
             touched: std::sync::Mutex::new(Vec::new()),
             started,
@@ -236,7 +247,7 @@ impl Store {
         account::Entity::update_many()
             .col_expr(account::Column::ClockOffsetMs, offset_ms.into())
             .filter(account::Column::Id.eq(account.as_str()))
-            .exec(self.conn())
+            .exec(self.writer())
             .await?;
         Ok(())
     }
@@ -340,13 +351,23 @@ impl StoreTxn {
     /// records the time from `begin` (waiting for the connection and the writer lock included)
     /// to the end of the commit.
     pub async fn commit(self) -> StoreResult<()> {
-        let result = self.txn.commit().await.map_err(StoreError::from);
-        metrics::histogram!("db_transaction_seconds").record(self.started.elapsed().as_secs_f64());
+        let StoreTxn {
+            txn,
+            membership,
+            signal,
+            touched,
+            started,
+        } = self;
+        let result = match membership {
+            Some(membership) => membership.commit(txn).await,
+            None => txn.commit().await,
+        };
+        metrics::histogram!("db_transaction_seconds").record(started.elapsed().as_secs_f64());
         result?;
-        let mut touched = self.touched.into_inner().unwrap_or_default();
+        let mut touched = touched.into_inner().unwrap_or_default();
         touched.sort();
         touched.dedup();
-        self.signal.announce(touched);
+        signal.announce(touched);
         Ok(())
     }
 }

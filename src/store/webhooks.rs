@@ -11,7 +11,7 @@ use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::{AccountId, DeliveryId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect, Set, TransactionTrait,
+    QueryOrder, QuerySelect, Set,
 };
 use std::sync::{Arc, OnceLock};
 use tokio::sync::mpsc::UnboundedSender;
@@ -137,7 +137,7 @@ impl Store {
     pub async fn insert_webhook_endpoint(&self, row: WebhookEndpoint) -> StoreResult<()> {
         row.into_active_model()
             .reset_all()
-            .insert(self.conn())
+            .insert(self.writer())
             .await?;
         Ok(())
     }
@@ -203,7 +203,7 @@ impl Store {
             model.active = Set(active);
         }
         model.updated_at = Set(now_ms);
-        Ok(Some(model.update(self.conn()).await?))
+        Ok(Some(model.update(self.writer()).await?))
     }
 
     /// Deletes an endpoint with its deliveries and their attempts, in one transaction.
@@ -212,22 +212,22 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<bool> {
-        let txn = self.conn().begin().await?;
+        let txn = self.begin().await?;
         let deleted = webhook_endpoint::Entity::delete_many()
             .filter(webhook_endpoint::Column::Id.eq(id))
             .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()))
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         if deleted.rows_affected == 0 {
             return Ok(false);
         }
         webhook_attempt::Entity::delete_many()
             .filter(webhook_attempt::Column::EndpointId.eq(id))
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         webhook_delivery::Entity::delete_many()
             .filter(webhook_delivery::Column::EndpointId.eq(id))
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         txn.commit().await?;
         Ok(true)
@@ -298,7 +298,7 @@ impl Store {
         verdict: AttemptVerdict,
     ) -> StoreResult<()> {
         use sea_orm::sea_query::{Expr, ExprTrait};
-        let txn = self.conn().begin().await?;
+        let txn = self.begin().await?;
         let moved = webhook_delivery::Entity::update_many()
             .col_expr(
                 webhook_delivery::Column::Status,
@@ -329,10 +329,14 @@ impl Store {
             )
             .filter(webhook_delivery::Column::Id.eq(delivery.id.as_str()))
             .filter(webhook_delivery::Column::Status.eq("pending"))
-            .exec(&txn)
+            .exec(txn.conn())
             .await?;
         if moved.rows_affected == 1 {
-            attempt.into_active_model().reset_all().insert(&txn).await?;
+            attempt
+                .into_active_model()
+                .reset_all()
+                .insert(txn.conn())
+                .await?;
         }
         txn.commit().await?;
         Ok(())
@@ -369,8 +373,8 @@ impl Store {
         // always upgrade to a write while another connection writes.
         let endpoints =
             subscribed_endpoints(self.conn(), &event.account_id, &event.event_type).await?;
-        let txn = self.conn().begin().await?;
-        let deliveries = insert_deliveries(&txn, event, &endpoints, now_ms).await?;
+        let txn = self.begin().await?;
+        let deliveries = insert_deliveries(txn.conn(), event, &endpoints, now_ms).await?;
         txn.commit().await?;
         self.signal
             .announce(deliveries.iter().map(|d| d.endpoint_id.clone()));
