@@ -121,7 +121,17 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
         let fixture = billing::bench::Fixture::start(&dir, 50).await?;
-        let db = Database::connect(fixture.database_url.as_str()).await?;
+        // The same pool as our read path: 8 connections, WAL, NORMAL sync.
+        let mut options = sea_orm::ConnectOptions::new(fixture.database_url.clone());
+        options
+            .sqlx_logging(false)
+            .max_connections(8)
+            .map_sqlx_sqlite_opts(|opts| {
+                use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+                opts.journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+            });
+        let db = Database::connect(options).await?;
         let bare = Bare {
             db,
             account: fixture.account_id.clone(),

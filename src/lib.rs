@@ -33,7 +33,7 @@ pub mod subscribe;
 pub mod webhooks;
 
 use api::rate_limit::RateLimiter;
-use api::state::AppState;
+use api::state::{AppState, Shared};
 use charges::Charger;
 use config::Config;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -125,7 +125,7 @@ pub async fn run(
     let public_url = config.public_url();
     let charger = Charger::new(store.clone(), processor.clone(), public_url);
     let (runtime, arms) = actors::Runtime::start(store.clone(), charger.clone()).await?;
-    let state = AppState {
+    let state = AppState::new(Shared {
         charger,
         runtime: runtime.clone(),
         store,
@@ -138,7 +138,7 @@ pub async fn run(
         processor,
         dashboard: Arc::default(),
         keys: Arc::default(),
-    };
+    });
     for account in state.store.all_accounts().await? {
         state.register_sandbox_merchant(&account);
     }

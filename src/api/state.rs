@@ -10,8 +10,26 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+/// The state every handler shares: one `Arc`, so each layer and handler that takes it costs
+/// one reference-count increment, not a clone of every field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
     pub store: Store,
     pub config: Arc<Config>,
     /// SHA-256 of the operator's admin token.
@@ -31,7 +49,7 @@ pub struct AppState {
     pub dashboard: Arc<super::dashboard::Sessions>,
 }
 
-impl AppState {
+impl Shared {
     /// Lets the in-process sandbox know an account that uses it (no `processor.base_url`),
     /// with our ingress as its events URL.
     pub fn register_sandbox_merchant(&self, account: &crate::store::accounts::Account) {
