@@ -14,7 +14,7 @@ pub mod tree;
 
 use crate::charges::Charger;
 use crate::domain::time::Cycle;
-use crate::store::charges::ChargeAttempt;
+use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
 use clock::Clock;
@@ -28,6 +28,17 @@ pub use scheduler::{Arm, spawn_background};
 pub use subscription::subscription_event;
 
 /// How long an actor lives without messages.
+/// At most this many period charges (renewals, first charges, retries, charge-now) are out
+/// at the processor, posted and not yet settled. The scheduler's own bound (`CONCURRENCY`)
+/// covers only the posting; without this one a burst of a million posts far faster than
+/// outcomes come back, and the pending charges, the processor's events and the reconciler's
+/// polls of "stale" charges pile up.
+const IN_FLIGHT: usize = 512;
+/// A slot whose charge has had no outcome for this long is given back (the charge stays
+/// pending and the reconciler keeps asking about it), so a processor that never answers
+/// cannot stop renewals.
+const SLOT_TIMEOUT: Duration = Duration::from_secs(60);
+
 const IDLE: Duration = Duration::from_secs(30);
 /// How long a caller waits for an actor's reply.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -96,6 +107,8 @@ pub enum SubscriptionMsg {
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,
+        /// The processor event that reported it, recorded in the same transaction.
+        event: Option<Box<ProcessorEvent>>,
         reply: RpcReplyPort<Result<(), ActionError>>,
     },
     IdleCheck,
@@ -112,6 +125,9 @@ struct Inner {
     endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
     endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// The slot of each charge out at the processor, released when its outcome is applied.
+    in_flight_slots: dashmap::DashMap<String, (tokio::sync::OwnedSemaphorePermit, Instant)>,
     /// The HTTP client of webhook deliveries (15 s timeout, no redirects).
     webhook_client: reqwest::Client,
     /// The background loops (scheduler, reconciler, webhook signals), stopped with the service.
@@ -211,6 +227,7 @@ impl SubscriptionActor {
                 raw_status,
                 message,
                 transaction_id,
+                event,
                 reply,
             } => {
                 let _ = reply.send(
@@ -220,6 +237,7 @@ impl SubscriptionActor {
                             &raw_status,
                             message.as_deref(),
                             transaction_id.as_deref(),
+                            event.map(|e| *e),
                         )
                         .await,
                 );
@@ -249,6 +267,8 @@ impl Runtime {
             subscriptions,
             endpoints,
             endpoint_wakes: dashmap::DashMap::new(),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+            in_flight_slots: dashmap::DashMap::new(),
             webhook_client: crate::webhooks::send::client()?,
             loops: std::sync::Mutex::new(Vec::new()),
         });
@@ -267,6 +287,33 @@ impl Runtime {
                 delay,
             });
         }
+    }
+
+    /// Waits for room among the charges out at the processor (see `IN_FLIGHT`).
+    async fn in_flight_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        loop {
+            let slot = Arc::clone(&self.inner.in_flight).acquire_owned();
+            match tokio::time::timeout(SLOT_TIMEOUT, slot).await {
+                Ok(slot) => return slot.ok(),
+                Err(_) => self
+                    .inner
+                    .in_flight_slots
+                    .retain(|_, (_, since)| since.elapsed() < SLOT_TIMEOUT),
+            }
+        }
+    }
+
+    /// Keeps `slot` taken until the outcome of `charge_id` is applied.
+    fn hold_until_settled(&self, charge_id: &str, slot: Option<tokio::sync::OwnedSemaphorePermit>) {
+        if let Some(slot) = slot {
+            self.inner
+                .in_flight_slots
+                .insert(charge_id.to_owned(), (slot, Instant::now()));
+        }
+    }
+
+    fn release_slot(&self, charge_id: &str) {
+        self.inner.in_flight_slots.remove(charge_id);
     }
 
     pub fn store(&self) -> &Store {
@@ -380,12 +427,14 @@ impl Runtime {
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
+        event: Option<ProcessorEvent>,
     ) -> Result<(), ActionError> {
         self.call(subscription_id, |reply| SubscriptionMsg::Outcome {
             charge_id: charge_id.to_owned(),
             raw_status: raw_status.to_owned(),
             message: message.map(str::to_owned),
             transaction_id: transaction_id.map(str::to_owned),
+            event: event.clone().map(Box::new),
             reply,
         })
         .await

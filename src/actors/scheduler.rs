@@ -205,6 +205,7 @@ pub async fn reconcile_once(runtime: &Runtime, before_ms: i64) -> anyhow::Result
                         &tx.status,
                         tx.status_message.as_deref(),
                         Some(&tx.id),
+                        None,
                     )
                     .await?;
             }

@@ -10,7 +10,7 @@ use crate::ids::{AccountId, EventId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
-use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge};
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
 use crate::store::subscriptions::{Event, StoreTxn, Subscription, SubscriptionAddon};
 use serde_json::{Value, json};
 
@@ -494,6 +494,8 @@ impl Runtime {
         let amount = self
             .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
             .await?;
+        // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
+        let slot = self.in_flight_slot().await;
         let txn = self.store().begin().await?;
         let began = txn
             .begin_charge(new_charge(
@@ -524,6 +526,7 @@ impl Runtime {
         sub.due_at = None;
         self.save(&txn, sub, now).await?;
         txn.commit().await?;
+        self.hold_until_settled(&charge.id, slot);
         self.submit(account, &charge).await?;
         Ok(Some(
             self.store()
@@ -569,6 +572,7 @@ impl Runtime {
                     &tx.status,
                     tx.status_message.as_deref(),
                     Some(&tx.id),
+                    None,
                 )
                 .await
             }
@@ -581,30 +585,41 @@ impl Runtime {
             }
             Ok(None) => Ok(()),
             Err(err) => {
-                self.apply_outcome(&charge.id, "ERROR", Some(&err.to_string()), None)
+                self.apply_outcome(&charge.id, "ERROR", Some(&err.to_string()), None, None)
                     .await
             }
         }
     }
 
     /// Applies a charge's final outcome once: the money, the subscription's transition and
-    /// the events, in one transaction.
+    /// the events, in one transaction, which also records the processor `event` that reported
+    /// the outcome (when it came through the ingress).
     pub(super) async fn apply_outcome(
         &self,
         charge_id: &str,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
+        event: Option<ProcessorEvent>,
     ) -> Result<(), ActionError> {
-        let Some(charge) = self.store().charge_by_id(charge_id).await? else {
-            return Ok(());
-        };
-        let Some(sub_id) = charge.subscription_id.clone() else {
+        let sub_id = self
+            .store()
+            .charge_by_id(charge_id)
+            .await?
+            .and_then(|charge| charge.subscription_id);
+        let Some(sub_id) = sub_id else {
+            if let Some(event) = event {
+                self.store().record_processor_event(event).await?;
+            }
             return Ok(());
         };
         let (mut sub, account, now) = self.load(&sub_id).await?;
         let txn = self.store().begin().await?;
-        let Some(settled) = txn
+        let recorded = match event {
+            Some(event) => txn.record_processor_event(event).await?,
+            None => false,
+        };
+        let settled = txn
             .settle_charge(
                 charge_id,
                 raw_status,
@@ -612,13 +627,17 @@ impl Runtime {
                 transaction_id,
                 chrono::Utc::now().timestamp_millis(),
             )
-            .await?
-        else {
+            .await?;
+        if settled.is_some() {
+            self.release_slot(charge_id);
+        }
+        let Some(settled) = settled.filter(|s| s.newly) else {
+            // Already applied (or not final): only the event's record, if new, is kept.
+            if recorded {
+                txn.commit().await?;
+            }
             return Ok(());
         };
-        if !settled.newly {
-            return Ok(());
-        }
         let approved = settled.charge.status == "approved";
         let info = || ChargeInfo {
             charge: &settled.charge,

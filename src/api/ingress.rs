@@ -78,8 +78,17 @@ async fn receive_processor_event(
     let transaction: Option<Transaction> =
         serde_json::from_value(event["data"]["transaction"].clone()).ok();
     let now_ms = chrono::Utc::now().timestamp_millis();
+    metrics::counter!("ingress_events_total", "type" => event_type.clone()).increment(1);
+    // The event's row is written in the transaction that applies it (see `store::charges`):
+    // a stored checksum means its outcome is already applied.
+    if state.store.processor_event_seen(&checksum).await? {
+        return Ok(Json(IngressOut {
+            received: true,
+            first_delivery: false,
+        }));
+    }
     let row = ProcessorEvent {
-        checksum: checksum.clone(),
+        checksum,
         account_id: account.id.clone(),
         event_type: event_type.clone(),
         transaction_id: transaction.as_ref().map(|t| t.id.clone()),
@@ -87,15 +96,8 @@ async fn receive_processor_event(
         status: transaction.as_ref().map(|t| t.status.clone()),
         body: String::from_utf8_lossy(&body).into_owned(),
         received_at: now_ms,
-        processed_at: None,
+        processed_at: Some(now_ms),
     };
-    metrics::counter!("ingress_events_total", "type" => event_type.clone()).increment(1);
-    if !state.store.insert_processor_event(row).await? {
-        return Ok(Json(IngressOut {
-            received: true,
-            first_delivery: false,
-        }));
-    }
     if let (Some(tx), "transaction.updated") = (&transaction, event_type.as_str()) {
         let account_id = AccountId::from_stored(account.id.clone());
         let charge = state
@@ -103,36 +105,38 @@ async fn receive_processor_event(
             .charge_for_transaction(&account_id, Some(&tx.id), Some(&tx.reference))
             .await?;
         match charge {
-            Some(charge) => match (&charge.subscription_id, tx.is_final()) {
-                // A subscription's charge changes the subscription: its actor applies it.
-                (Some(sub), true) => {
-                    state
-                        .runtime
-                        .outcome(
-                            sub,
-                            &charge.id,
-                            &tx.status,
-                            tx.status_message.as_deref(),
-                            Some(&tx.id),
-                        )
-                        .await
-                        .map_err(|err| ApiError::Internal(Box::new(err)))?;
-                }
-                _ => {
-                    state.charger.apply(&charge, tx).await?;
-                }
-            },
+            // A subscription's charge changes the subscription: its actor applies it and
+            // records the event in the same transaction.
+            Some(charge) if charge.subscription_id.is_some() && tx.is_final() => {
+                let sub = charge.subscription_id.as_deref().unwrap_or_default();
+                state
+                    .runtime
+                    .outcome(
+                        sub,
+                        &charge.id,
+                        &tx.status,
+                        tx.status_message.as_deref(),
+                        Some(&tx.id),
+                        Some(row),
+                    )
+                    .await
+                    .map_err(|err| ApiError::Internal(Box::new(err)))?;
+                return Ok(Json(IngressOut {
+                    received: true,
+                    first_delivery: true,
+                }));
+            }
+            Some(charge) => {
+                state.charger.apply(&charge, tx).await?;
+            }
             None => {
                 tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit")
             }
         }
     }
-    state
-        .store
-        .mark_processor_event_processed(&checksum, now_ms)
-        .await?;
+    let first_delivery = state.store.record_processor_event(row).await?;
     Ok(Json(IngressOut {
         received: true,
-        first_delivery: true,
+        first_delivery,
     }))
 }

@@ -1,5 +1,9 @@
 //! Payment methods, charge attempts with their fee reservations, and processor events.
 //!
+//! A processor event is recorded (by checksum) in the transaction that applies its effect, so
+//! the row exists exactly when its outcome was applied: a copy that arrives later is known, and
+//! one that arrived before a crash, unapplied, is applied when the processor sends it again.
+//!
 //! The fee lifecycle of a charge, each step one transaction:
 //! 1. `begin_charge`: reserve the projected fee (`available -= fee`, `reserved += fee`, only if
 //!    `available >= fee`) and insert the ChargeAttempt as `pending`.
@@ -203,43 +207,21 @@ impl Store {
             .await?)
     }
 
-    /// Persists a processor event; false when its checksum was already stored and processed.
-    pub async fn insert_processor_event(&self, event: ProcessorEvent) -> StoreResult<bool> {
-        let checksum = event.checksum.clone();
-        let model: processor_event::ActiveModel = event.into();
-        let txn = self.begin().await?;
-        match model.insert(txn.conn()).await {
-            Ok(_) => {
-                txn.commit().await?;
-                Ok(true)
-            }
-            Err(err) => {
-                drop(txn);
-                let err = StoreError::from(err);
-                if !err.is_unique_violation() {
-                    return Err(err);
-                }
-                // A repeat: route it again only if the first copy never finished routing.
-                let existing = processor_event::Entity::find_by_id(checksum)
-                    .one(self.conn())
-                    .await?;
-                Ok(existing.is_some_and(|row| row.processed_at.is_none()))
-            }
-        }
+    /// Whether a processor event with this checksum has already been applied.
+    pub async fn processor_event_seen(&self, checksum: &str) -> StoreResult<bool> {
+        Ok(processor_event::Entity::find_by_id(checksum)
+            .one(self.conn())
+            .await?
+            .is_some())
     }
 
-    pub async fn mark_processor_event_processed(
-        &self,
-        checksum: &str,
-        now_ms: i64,
-    ) -> StoreResult<()> {
+    /// Records a processor event whose effect is applied (or that has none), in a unit of its
+    /// own; false when its checksum was already recorded.
+    pub async fn record_processor_event(&self, event: ProcessorEvent) -> StoreResult<bool> {
         let txn = self.begin().await?;
-        processor_event::Entity::update_many()
-            .col_expr(processor_event::Column::ProcessedAt, now_ms.into())
-            .filter(processor_event::Column::Checksum.eq(checksum))
-            .exec(txn.conn())
-            .await?;
-        txn.commit().await
+        let first = record_processor_event_in(txn.conn(), event).await?;
+        txn.commit().await?;
+        Ok(first)
     }
 
     pub async fn count_processor_events(&self, account: &AccountId) -> StoreResult<u64> {
@@ -249,6 +231,24 @@ impl Store {
             .count(self.conn())
             .await?)
     }
+}
+
+/// Inserts the event unless its checksum is already there; true when inserted.
+pub(crate) async fn record_processor_event_in<C: ConnectionTrait>(
+    conn: &C,
+    event: ProcessorEvent,
+) -> StoreResult<bool> {
+    use sea_orm::sea_query::OnConflict;
+    let model: processor_event::ActiveModel = event.into();
+    let inserted = processor_event::Entity::insert(model)
+        .on_conflict(
+            OnConflict::column(processor_event::Column::Checksum)
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(conn)
+        .await?;
+    Ok(inserted == 1)
 }
 
 pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
@@ -326,23 +326,22 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             transaction_id.into(),
         );
     }
+    // RETURNING: the one caller whose UPDATE matched gets the settled row in the same
+    // statement; anyone else reads what is stored.
     let applied = update
         .filter(charge_attempt::Column::Id.eq(charge_id))
         .filter(charge_attempt::Column::Status.eq("pending"))
-        .exec(conn)
+        .exec_with_returning(conn)
         .await?;
-    let Some(charge) = charge_attempt::Entity::find_by_id(charge_id)
-        .one(conn)
-        .await?
-    else {
-        return Ok(None);
-    };
-    if applied.rows_affected == 0 {
-        return Ok(Some(Settled {
+    let Some(charge) = applied.into_iter().next() else {
+        let stored = charge_attempt::Entity::find_by_id(charge_id)
+            .one(conn)
+            .await?;
+        return Ok(stored.map(|charge| Settled {
             charge,
             newly: false,
         }));
-    }
+    };
     // Counted when applied; a transaction that then rolls back (a database error) would be
     // counted once too often, which an operator's dashboard can live with.
     metrics::counter!("charge_outcomes_total", "outcome" => status).increment(1);

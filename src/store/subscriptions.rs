@@ -328,6 +328,15 @@ impl StoreTxn {
         begin_charge_in(&self.txn, new).await
     }
 
+    /// Records the processor event whose effect this transaction applies; false when its
+    /// checksum was already recorded.
+    pub async fn record_processor_event(
+        &self,
+        event: super::charges::ProcessorEvent,
+    ) -> StoreResult<bool> {
+        super::charges::record_processor_event_in(&self.txn, event).await
+    }
+
     pub async fn settle_charge(
         &self,
         charge_id: &str,
