@@ -401,7 +401,7 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
         if settled >= n && store.count_pending_charges(&shop.account).await? == 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let settle = burst.elapsed();
     let (_, peak) = rss_mib();

@@ -13,7 +13,7 @@ use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, Transaction,
 };
 use crate::store::accounts::Account;
-use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, Settled};
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, Settled};
 use crate::store::{Store, StoreError};
 
 /// What to charge.
@@ -203,11 +203,26 @@ impl Charger {
         charge: &ChargeAttempt,
         tx: &Transaction,
     ) -> Result<Option<Settled>, StoreError> {
+        self.apply_event(charge, tx, None).await
+    }
+
+    /// `apply`, also recording the processor `event` that said it (the ingress's): in the
+    /// settling transaction when the status is final, so the event's row exists exactly when
+    /// its outcome was applied.
+    pub async fn apply_event(
+        &self,
+        charge: &ChargeAttempt,
+        tx: &Transaction,
+        event: Option<ProcessorEvent>,
+    ) -> Result<Option<Settled>, StoreError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         if !tx.is_final() {
             self.store
                 .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
                 .await?;
+            if let Some(event) = event {
+                self.store.record_processor_event(event).await?;
+            }
             return Ok(None);
         }
         if charge.purpose == CHECKOUT_PURPOSE {
@@ -218,10 +233,16 @@ impl Charger {
                 &tx.status,
                 tx.status_message.as_deref(),
                 Some(&tx.id),
+                event,
             )
             .await;
         }
-        self.store
+        let txn = self.store.begin().await?;
+        let recorded = match event {
+            Some(event) => txn.record_processor_event(event).await?,
+            None => false,
+        };
+        let settled = txn
             .settle_charge(
                 &charge.id,
                 &tx.status,
@@ -229,7 +250,11 @@ impl Charger {
                 Some(&tx.id),
                 now_ms,
             )
-            .await
+            .await?;
+        if recorded || settled.as_ref().is_some_and(|s| s.newly) {
+            txn.commit().await?;
+        }
+        Ok(settled)
     }
 
     /// Asks the processor about a pending charge (by transaction id, else by reference).

@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IngressOut {
     pub received: bool,
-    /// False when this event (by checksum) had already been received.
+    /// False when this event (by checksum) had already been received and applied.
     pub first_delivery: bool,
 }
 
@@ -105,30 +105,37 @@ async fn receive_processor_event(
             .charge_for_transaction(&account_id, Some(&tx.id), Some(&tx.reference))
             .await?;
         match charge {
-            // A subscription's charge changes the subscription: its actor applies it and
-            // records the event in the same transaction.
-            Some(charge) if charge.subscription_id.is_some() && tx.is_final() => {
-                let sub = charge.subscription_id.as_deref().unwrap_or_default();
-                state
-                    .runtime
-                    .outcome(
-                        sub,
-                        &charge.id,
-                        &tx.status,
-                        tx.status_message.as_deref(),
-                        Some(&tx.id),
-                        Some(row),
-                    )
-                    .await
-                    .map_err(|err| ApiError::Internal(Box::new(err)))?;
-                return Ok(Json(IngressOut {
-                    received: true,
-                    first_delivery: true,
-                }));
-            }
-            Some(charge) => {
-                state.charger.apply(&charge, tx).await?;
-            }
+            Some(charge) => match (charge.subscription_id.as_deref(), tx.is_final()) {
+                // A subscription's charge changes the subscription: its actor applies it and
+                // records the event in the same transaction.
+                (Some(sub), true) => {
+                    state
+                        .runtime
+                        .outcome(
+                            sub,
+                            &charge.id,
+                            &tx.status,
+                            tx.status_message.as_deref(),
+                            Some(&tx.id),
+                            Some(row),
+                        )
+                        .await
+                        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+                    return Ok(Json(IngressOut {
+                        received: true,
+                        first_delivery: true,
+                    }));
+                }
+                // Any other charge: settled (or noted) with the event recorded alongside.
+                _ => {
+                    let settled = state.charger.apply_event(&charge, tx, Some(row)).await?;
+                    let first_delivery = settled.is_none_or(|s| s.newly);
+                    return Ok(Json(IngressOut {
+                        received: true,
+                        first_delivery,
+                    }));
+                }
+            },
             None => {
                 tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit")
             }

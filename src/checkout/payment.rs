@@ -221,6 +221,7 @@ async fn complete_checkout(
                 "ERROR",
                 Some(&err.to_string()),
                 None,
+                None,
             )
             .await?;
         }

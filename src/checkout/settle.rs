@@ -10,7 +10,7 @@ use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::accounts::Account;
 use crate::store::catalog::Customer;
-use crate::store::charges::{ChargeAttempt, PaymentMethod, Settled};
+use crate::store::charges::{ChargeAttempt, PaymentMethod, ProcessorEvent, Settled};
 use crate::store::checkout::CheckoutSession;
 use crate::store::subscriptions::StoreTxn;
 use crate::store::{Store, StoreResult};
@@ -19,25 +19,34 @@ use crate::subscribe::{self, NewSubscription, Start};
 /// The `purpose` of a checkout's charge attempt.
 pub const CHECKOUT_PURPOSE: &str = "checkout";
 
-/// Applies a checkout charge's final outcome once (see the module doc).
+/// Applies a checkout charge's final outcome once (see the module doc), recording the
+/// processor `event` that reported it in the same transaction.
 pub async fn settle(
     store: &Store,
     charge_id: &str,
     raw_status: &str,
     message: Option<&str>,
     transaction_id: Option<&str>,
+    event: Option<ProcessorEvent>,
 ) -> StoreResult<Option<Settled>> {
     let real_now = chrono::Utc::now().timestamp_millis();
     let txn = store.begin().await?;
-    let Some(settled) = txn
-        .settle_charge(charge_id, raw_status, message, transaction_id, real_now)
-        .await?
-    else {
-        return Ok(None);
+    let recorded = match event {
+        Some(event) => txn.record_processor_event(event).await?,
+        None => false,
     };
-    if !settled.newly {
-        return Ok(Some(settled));
-    }
+    let settled = txn
+        .settle_charge(charge_id, raw_status, message, transaction_id, real_now)
+        .await?;
+    let settled = match settled {
+        Some(settled) if settled.newly => settled,
+        other => {
+            if recorded {
+                txn.commit().await?;
+            }
+            return Ok(other);
+        }
+    };
     let session = txn.checkout_session_for_charge(charge_id).await?;
     let account = store
         .account(&AccountId::from_stored(settled.charge.account_id.clone()))

@@ -47,9 +47,13 @@ impl Store {
         Ok(result.rows_affected)
     }
 
-    /// How many active subscriptions of `account` have their next charge after `at` (renewed).
+    /// How many active subscriptions of `account` were renewed after `at`: their next timer is
+    /// the next period's end, a month on. The `due_at` index keeps this poll from scanning
+    /// every subscription (at 100,000 a full scan every poll took a visible share of the two
+    /// cores it measures).
     pub async fn count_renewed(&self, account: &AccountId, at: i64) -> StoreResult<u64> {
         Ok(subscription::Entity::find()
+            .filter(subscription::Column::DueAt.gt(at + 86_400_000))
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::NextChargeDate.gt(at))
             .filter(subscription::Column::Status.eq("active"))

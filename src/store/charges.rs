@@ -173,20 +173,20 @@ impl Store {
             charge_attempt::Entity::find()
                 .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
         };
-        if let Some(id) = transaction_id {
-            let found = scoped()
-                .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
+        // The reference is ours (the attempt's id) and unique, and the processor echoes it on
+        // every transaction: the one lookup needed. The transaction id is the fallback for an
+        // event that carries no reference.
+        if let Some(reference) = reference {
+            return Ok(scoped()
+                .filter(charge_attempt::Column::Reference.eq(reference))
                 .one(self.conn())
-                .await?;
-            if found.is_some() {
-                return Ok(found);
-            }
+                .await?);
         }
-        let Some(reference) = reference else {
+        let Some(id) = transaction_id else {
             return Ok(None);
         };
         Ok(scoped()
-            .filter(charge_attempt::Column::Reference.eq(reference))
+            .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
             .one(self.conn())
             .await?)
     }

@@ -69,20 +69,21 @@ impl GroupCommit {
     /// Joins the open group (opening one if none is), inside a savepoint of its own.
     pub(crate) async fn begin(&self) -> Result<(DatabaseTransaction, Membership), DbErr> {
         let mut guard = Arc::clone(&self.group).lock_owned().await;
-        let outer = match guard.txn.take() {
-            Some(outer) => outer,
-            None => self.writer.begin().await?,
-        };
-        let savepoint = outer.begin().await;
-        guard.txn = Some(outer);
+        if guard.txn.is_none() {
+            guard.txn = Some(self.writer.begin().await?);
+        }
         guard.units += 1;
-        Ok((
-            savepoint?,
-            Membership {
-                guard: Some(guard),
-                group: Arc::clone(&self.group),
-            },
-        ))
+        // From here a failure drops the membership, which closes the group if it is idle.
+        let membership = Membership {
+            guard: Some(guard),
+            group: Arc::clone(&self.group),
+        };
+        let outer = membership.guard.as_ref().and_then(|g| g.txn.as_ref());
+        let Some(outer) = outer else {
+            return Err(DbErr::Custom("no open group".into()));
+        };
+        let savepoint = outer.begin().await?;
+        Ok((savepoint, membership))
     }
 }
 
@@ -123,5 +124,110 @@ async fn commit_if_open(group: Arc<Mutex<Group>>) {
     }
     for waiter in guard.waiters.drain(..) {
         let _ = waiter.send(verdict.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids::{AccountId, EventId};
+    use crate::store::accounts::NewAccount;
+    use crate::store::subscriptions::Event;
+    use crate::store::{PageRequest, Store};
+
+    fn account(id: &AccountId) -> NewAccount {
+        NewAccount {
+            id: id.clone(),
+            name: "Group".into(),
+            sandbox: true,
+            api_key_hash: "hash".into(),
+            processor_base_url: None,
+            processor_public_key: "pub_test_x".into(),
+            processor_private_key: "prv_test_x".into(),
+            processor_events_secret: "test_events_x".into(),
+            processor_integrity_secret: "test_integrity_x".into(),
+            fee_percent_bps: 150,
+            fee_fixed_cents: 0,
+            rate_limit_per_minute: 100,
+            status_rate_limit_per_minute: 20,
+            dunning_retry_days: "1,3,5,7".into(),
+            created_at: 0,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_units_are_durable_when_commit_returns_and_an_abandoned_one_leaves_no_trace()
+    {
+        let path = std::env::temp_dir().join(format!("group-{}.db", uuid::Uuid::new_v4().simple()));
+        let url = format!("sqlite://{}", path.display());
+        let store = Store::connect(&url).await.expect("connect");
+        store.migrate().await.expect("migrate");
+        let id = AccountId::generate();
+        store.create_account(account(&id)).await.expect("account");
+
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200 {
+            let (store, id) = (store.clone(), id.clone());
+            tasks.spawn(async move {
+                if i % 10 == 0 {
+                    // Writes, then gives up: only its savepoint rolls back, not the group.
+                    let txn = store.begin().await.expect("begin");
+                    txn.insert_event(Event {
+                        id: EventId::generate().into_string(),
+                        account_id: id.as_str().to_owned(),
+                        event_type: "subscription.created".into(),
+                        subscription_id: None,
+                        body: "{}".into(),
+                        created_at: 0,
+                    })
+                    .await
+                    .expect("insert");
+                    drop(txn);
+                } else {
+                    store.top_up(&id, 100, 0).await.expect("top up");
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.expect("task");
+        }
+
+        // A second store (its own connections) sees exactly what the units committed.
+        let fresh = Store::connect(&url).await.expect("connect");
+        let balance = fresh.balance(&id).await.expect("balance").expect("account");
+        assert_eq!(balance.available_cents, 180 * 100);
+        let mut ledger = 0;
+        let mut page = PageRequest {
+            limit: 100,
+            cursor: None,
+        };
+        loop {
+            let rows = fresh
+                .list_balance_transactions(&id, &page)
+                .await
+                .expect("ledger");
+            ledger += rows.items.len();
+            if !rows.has_more {
+                break;
+            }
+            page.cursor = rows.items.last().map(|row| row.id.clone());
+        }
+        assert_eq!(ledger, 180);
+        let events = fresh
+            .list_events(
+                &id,
+                None,
+                None,
+                &PageRequest {
+                    limit: 10,
+                    cursor: None,
+                },
+            )
+            .await
+            .expect("events");
+        assert!(events.items.is_empty(), "abandoned units left events");
+        drop((store, fresh));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 }
