@@ -91,7 +91,8 @@ impl Membership {
     /// Releases the unit's savepoint, lets the next unit in, and waits until the group that
     /// holds this unit is committed.
     pub(crate) async fn commit(mut self, savepoint: DatabaseTransaction) -> Result<(), DbErr> {
-        // An error here drops `self` with the lock still held: the unit rolls back.
+        // RELEASE fails only when the connection itself does, and then so does the group's
+        // COMMIT: every unit in the group gets the error.
         savepoint.commit().await?;
         let Some(mut guard) = self.guard.take() else {
             return Err(DbErr::Custom("unit already finished".into()));
