@@ -474,24 +474,31 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
             let result: anyhow::Result<()> = async {
                 let mut sub = store.subscription_by_id(&id).await?.context("row")?;
                 let now = chrono::Utc::now().timestamp_millis();
-                let txn = store.begin().await?;
-                let charge = txn
-                    .begin_charge(NewCharge {
-                        account: AccountId::from_stored(sub.account_id.clone()),
-                        subscription_id: Some(sub.id.clone()),
-                        customer_id: sub.customer_id.clone(),
-                        payment_method_id: sub.default_payment_method_id.clone(),
-                        amount_cents: AMOUNT,
-                        fee_cents: crate::accounts::fee_schedule(&account).fee_for(AMOUNT),
-                        purpose: "renewal",
-                        period_start: Some(sub.current_period_end),
-                        now_ms: now,
-                    })
-                    .await
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                let new = NewCharge {
+                    account: AccountId::from_stored(sub.account_id.clone()),
+                    subscription_id: Some(sub.id.clone()),
+                    customer_id: sub.customer_id.clone(),
+                    payment_method_id: sub.default_payment_method_id.clone(),
+                    amount_cents: AMOUNT,
+                    fee_cents: crate::accounts::fee_schedule(&account).fee_for(AMOUNT),
+                    purpose: "renewal",
+                    period_start: Some(sub.current_period_end),
+                    now_ms: now,
+                };
                 sub.due_at = None;
-                txn.save_subscription(sub.clone()).await?;
-                txn.commit().await?;
+                let row = sub.clone();
+                // The same units of work as the actors', on the same writer thread.
+                let charge = store
+                    .unit(move |txn| async move {
+                        let charge = txn
+                            .begin_charge(new)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                        txn.save_subscription(row).await?;
+                        txn.commit().await?;
+                        Ok::<_, anyhow::Error>(charge)
+                    })
+                    .await?;
                 let tx = client
                     .create_transaction(
                         &creds,
@@ -505,22 +512,27 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                     )
                     .await?;
                 let tx = client.get_transaction(&creds, &tx.id).await?;
-                let txn = store.begin().await?;
-                let settled = txn
-                    .settle_charge(&charge.id, "APPROVED", None, Some(&tx.id), now)
-                    .await?
-                    .context("settled")?;
                 sub.current_period_start = sub.current_period_end;
                 sub.due_at = Some(sub.current_period_end + 30 * DAY_MS);
-                txn.save_subscription(sub.clone()).await?;
-                txn.insert_event(subscription_event(
-                    &sub,
-                    "charge.approved",
-                    Some((&settled.charge, "APPROVED")),
-                    now,
-                ))
-                .await?;
-                txn.commit().await?;
+                let row = sub.clone();
+                store
+                    .unit(move |txn| async move {
+                        let settled = txn
+                            .settle_charge(&charge.id, "APPROVED", None, Some(&tx.id), now)
+                            .await?
+                            .context("settled")?;
+                        txn.save_subscription(row.clone()).await?;
+                        txn.insert_event(subscription_event(
+                            &row,
+                            "charge.approved",
+                            Some((&settled.charge, "APPROVED")),
+                            now,
+                        ))
+                        .await?;
+                        txn.commit().await?;
+                        Ok::<_, anyhow::Error>(())
+                    })
+                    .await?;
                 Ok(())
             }
             .await;

@@ -73,6 +73,111 @@ async fn emit(
         .await
 }
 
+/// What applying a charge's outcome did, for the actor to finish after the commit.
+enum Applied {
+    /// The status is not final: nothing applied.
+    NotFinal,
+    /// Another message applied it first.
+    Already,
+    /// Applied now; the subscription when it was saved (its timer is then re-armed).
+    Settled(Option<Subscription>),
+}
+
+/// The effect of a newly settled `charge` on `sub`, inside the transaction that settled it: the
+/// charge's event and the subscription's transition with its events. True when `sub` was
+/// saved (a charge of a period); a one-off charge changes only money and events.
+async fn transition(
+    txn: &StoreTxn,
+    sub: &mut Subscription,
+    account: &Account,
+    charge: &ChargeAttempt,
+    raw_status: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let approved = charge.status == "approved";
+    let info = || ChargeInfo { charge, raw_status };
+    emit(
+        txn,
+        sub,
+        if approved {
+            "charge.approved"
+        } else {
+            "charge.declined"
+        },
+        Some(info()),
+        now,
+    )
+    .await?;
+    // Canceled or paused while the charge was in flight: the money is settled and the
+    // period recorded, but the subscription stays where its owner put it.
+    let stopped = matches!(status_of(sub), Status::Canceled | Status::Paused);
+    if let Some(period_start) = charge.period_start {
+        if stopped {
+            if approved && period_start == sub.current_period_end {
+                sub.period_index += 1;
+                sub.current_period_start = period_start;
+                sub.current_period_end = period_boundary(
+                    from_millis(sub.anchor),
+                    cycle_of(sub),
+                    sub.period_index as u32 + 1,
+                )
+                .timestamp_millis();
+                sub.next_charge_date = sub.current_period_end;
+            }
+            sub.due_at = None;
+        } else if approved {
+            if period_start == sub.current_period_end {
+                txn.drop_detached_addons(&sub.id).await?;
+                if sub.next_cycle.take().is_some() {
+                    sub.anchor = period_start;
+                    sub.period_index = 0;
+                } else {
+                    sub.period_index += 1;
+                }
+                sub.current_period_start = period_start;
+                sub.current_period_end = period_boundary(
+                    from_millis(sub.anchor),
+                    cycle_of(sub),
+                    sub.period_index as u32 + 1,
+                )
+                .timestamp_millis();
+            }
+            sub.status = Status::Active.as_str().to_owned();
+            sub.failed_attempts = 0;
+            sub.first_failure_at = None;
+            sub.next_charge_date = sub.current_period_end;
+            sub.due_at = Some(sub.current_period_end);
+        } else {
+            sub.failed_attempts += 1;
+            let first = *sub.first_failure_at.get_or_insert(now);
+            if sub.failed_attempts == 1 {
+                sub.status = Status::PastDue.as_str().to_owned();
+                emit(txn, sub, "subscription.past_due", None, now).await?;
+            }
+            match retry_at(
+                first,
+                sub.failed_attempts as u32,
+                &parse_retry_days(&account.dunning_retry_days),
+            ) {
+                Some(retry) => {
+                    sub.status = Status::PastDue.as_str().to_owned();
+                    sub.next_charge_date = retry;
+                    sub.due_at = Some(retry);
+                }
+                None => {
+                    sub.status = Status::Canceled.as_str().to_owned();
+                    sub.due_at = None;
+                    emit(txn, sub, "subscription.canceled", None, now).await?;
+                }
+            }
+        }
+        sub.updated_at = now;
+        txn.save_subscription(sub.clone()).await?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
 impl Runtime {
     async fn load(&self, id: &str) -> Result<(Subscription, Account, i64), ActionError> {
         let sub = self
@@ -496,21 +601,31 @@ impl Runtime {
             .await?;
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight_slot().await;
-        let txn = self.store().begin().await?;
-        let began = txn
-            .begin_charge(new_charge(
-                sub,
-                account,
-                amount,
-                purpose,
-                Some(period_start),
-                now,
-            ))
-            .await;
+        let new = new_charge(sub, account, amount, purpose, Some(period_start), now);
+        let mut row = sub.clone();
+        row.due_at = None;
+        row.updated_at = now;
+        // On the writer's thread: the fee's reservation, the attempt and the subscription.
+        let began = self
+            .store()
+            .unit(move |txn| async move {
+                match txn.begin_charge(new).await {
+                    Ok(charge) => {
+                        txn.save_subscription(row).await?;
+                        txn.commit().await?;
+                        Ok(Ok(charge))
+                    }
+                    // Nothing was written: the reservation matched no row.
+                    Err(BeginChargeError::InsufficientBalance) => {
+                        Ok(Err(BeginChargeError::InsufficientBalance))
+                    }
+                    Err(BeginChargeError::Store(err)) => Err(err),
+                }
+            })
+            .await?;
         let charge = match began {
             Ok(charge) => charge,
             Err(BeginChargeError::InsufficientBalance) => {
-                drop(txn);
                 if !pause_when_short {
                     return Ok(None);
                 }
@@ -524,8 +639,8 @@ impl Runtime {
             Err(BeginChargeError::Store(err)) => return Err(err.into()),
         };
         sub.due_at = None;
-        self.save(&txn, sub, now).await?;
-        txn.commit().await?;
+        sub.updated_at = now;
+        self.arm(sub, now);
         self.hold_until_settled(&charge.id, slot);
         self.submit(account, &charge).await?;
         Ok(Some(
@@ -609,114 +724,55 @@ impl Runtime {
             }
             return Ok(());
         };
-        let (mut sub, account, now) = self.load(&sub_id).await?;
-        let txn = self.store().begin().await?;
-        let recorded = match event {
-            Some(event) => txn.record_processor_event(event).await?,
-            None => false,
-        };
-        let settled = txn
-            .settle_charge(
-                charge_id,
-                raw_status,
-                message,
-                transaction_id,
-                chrono::Utc::now().timestamp_millis(),
-            )
-            .await?;
-        if settled.is_some() {
-            self.release_slot(charge_id);
-        }
-        let Some(settled) = settled.filter(|s| s.newly) else {
-            // Already applied (or not final): only the event's record, if new, is kept.
-            if recorded {
+        let (sub, account, now) = self.load(&sub_id).await?;
+        let (id, raw_status) = (charge_id.to_owned(), raw_status.to_owned());
+        let message = message.map(str::to_owned);
+        let transaction_id = transaction_id.map(str::to_owned);
+        // On the writer's thread: the event's record, the money, the transition, the events.
+        let applied = self
+            .store()
+            .unit(move |txn| async move {
+                let recorded = match event {
+                    Some(event) => txn.record_processor_event(event).await?,
+                    None => false,
+                };
+                let settled = txn
+                    .settle_charge(
+                        &id,
+                        &raw_status,
+                        message.as_deref(),
+                        transaction_id.as_deref(),
+                        chrono::Utc::now().timestamp_millis(),
+                    )
+                    .await?;
+                let Some(settled) = settled else {
+                    if recorded {
+                        txn.commit().await?;
+                    }
+                    return Ok::<_, StoreError>(Applied::NotFinal);
+                };
+                if !settled.newly {
+                    // Already applied: only the event's record, if new, is kept.
+                    if recorded {
+                        txn.commit().await?;
+                    }
+                    return Ok(Applied::Already);
+                }
+                let mut sub = sub;
+                let saved =
+                    transition(&txn, &mut sub, &account, &settled.charge, &raw_status, now).await?;
                 txn.commit().await?;
+                Ok(Applied::Settled(saved.then_some(sub)))
+            })
+            .await?;
+        match applied {
+            Applied::NotFinal => {}
+            Applied::Already | Applied::Settled(None) => self.release_slot(charge_id),
+            Applied::Settled(Some(sub)) => {
+                self.release_slot(charge_id);
+                self.arm(&sub, now);
             }
-            return Ok(());
-        };
-        let approved = settled.charge.status == "approved";
-        let info = || ChargeInfo {
-            charge: &settled.charge,
-            raw_status,
-        };
-        emit(
-            &txn,
-            &sub,
-            if approved {
-                "charge.approved"
-            } else {
-                "charge.declined"
-            },
-            Some(info()),
-            now,
-        )
-        .await?;
-        // Canceled or paused while the charge was in flight: the money is settled and the
-        // period recorded, but the subscription stays where its owner put it.
-        let stopped = matches!(status_of(&sub), Status::Canceled | Status::Paused);
-        if let Some(period_start) = settled.charge.period_start {
-            if stopped {
-                if approved && period_start == sub.current_period_end {
-                    sub.period_index += 1;
-                    sub.current_period_start = period_start;
-                    sub.current_period_end = period_boundary(
-                        from_millis(sub.anchor),
-                        cycle_of(&sub),
-                        sub.period_index as u32 + 1,
-                    )
-                    .timestamp_millis();
-                    sub.next_charge_date = sub.current_period_end;
-                }
-                sub.due_at = None;
-            } else if approved {
-                if period_start == sub.current_period_end {
-                    txn.drop_detached_addons(&sub.id).await?;
-                    if sub.next_cycle.take().is_some() {
-                        sub.anchor = period_start;
-                        sub.period_index = 0;
-                    } else {
-                        sub.period_index += 1;
-                    }
-                    sub.current_period_start = period_start;
-                    sub.current_period_end = period_boundary(
-                        from_millis(sub.anchor),
-                        cycle_of(&sub),
-                        sub.period_index as u32 + 1,
-                    )
-                    .timestamp_millis();
-                }
-                sub.status = Status::Active.as_str().to_owned();
-                sub.failed_attempts = 0;
-                sub.first_failure_at = None;
-                sub.next_charge_date = sub.current_period_end;
-                sub.due_at = Some(sub.current_period_end);
-            } else {
-                sub.failed_attempts += 1;
-                let first = *sub.first_failure_at.get_or_insert(now);
-                if sub.failed_attempts == 1 {
-                    sub.status = Status::PastDue.as_str().to_owned();
-                    emit(&txn, &sub, "subscription.past_due", None, now).await?;
-                }
-                match retry_at(
-                    first,
-                    sub.failed_attempts as u32,
-                    &parse_retry_days(&account.dunning_retry_days),
-                ) {
-                    Some(retry) => {
-                        sub.status = Status::PastDue.as_str().to_owned();
-                        sub.next_charge_date = retry;
-                        sub.due_at = Some(retry);
-                    }
-                    None => {
-                        sub.status = Status::Canceled.as_str().to_owned();
-                        sub.due_at = None;
-                        emit(&txn, &sub, "subscription.canceled", None, now).await?;
-                    }
-                }
-            }
-            self.save(&txn, &mut sub, now).await?;
         }
-        txn.commit().await?;
         Ok(())
     }
 }

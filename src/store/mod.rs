@@ -52,6 +52,8 @@ pub struct Store {
     writer: DatabaseConnection,
     /// On SQLite, the group commit that every `StoreTxn` joins (see `group`).
     group: Option<group::GroupCommit>,
+    /// On SQLite, the writer's own thread, where `unit` runs its work.
+    lane: Option<group::WriteLane>,
     signal: webhooks::DeliverySignal,
 }
 
@@ -67,6 +69,11 @@ impl Store {
         };
         Ok(Self {
             group: is_sqlite.then(|| group::GroupCommit::new(writer.clone())),
+            lane: if is_sqlite {
+                Some(group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?)
+            } else {
+                None
+            },
             db,
             writer,
             signal: webhooks::DeliverySignal::default(),

@@ -37,6 +37,27 @@ pub struct StoreTxn {
 }
 
 impl Store {
+    /// Runs one unit of work: `work` gets a fresh `StoreTxn` and commits it (dropping it rolls
+    /// back). On SQLite the whole unit runs on the writer's own thread (`group::WriteLane`),
+    /// which is what the hot paths (a renewal's charge and its outcome) use; on PostgreSQL, whose
+    /// writers run side by side, it runs in place. It runs to its end even if the caller stops
+    /// waiting, so a unit is never cut off between two statements.
+    pub async fn unit<T, E, F, Fut>(&self, work: F) -> Result<T, E>
+    where
+        F: FnOnce(StoreTxn) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        T: Send + 'static,
+        E: From<super::StoreError> + Send + 'static,
+    {
+        use tracing::Instrument;
+        let store = self.clone();
+        let run = async move { work(store.begin().await?).await }.in_current_span();
+        match &self.lane {
+            Some(lane) => lane.run(run).await.map_err(super::StoreError::from)?,
+            None => run.await,
+        }
+    }
+
     pub async fn begin(&self) -> StoreResult<StoreTxn> {
         let started = std::time::Instant::now();
         let (txn, membership) = match &self.group {
