@@ -388,6 +388,10 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
     server.stop().await?;
     let (server, restart_to_ready) = start(&database_url, &http).await?;
     let (rss_held, _) = rss_mib();
+    eprintln!(
+        "held: {n} subscriptions; restart to ready {:.2} s; RSS held {rss_held:.1} MiB (baseline {rss_baseline:.1})",
+        restart_to_ready.as_secs_f64()
+    );
 
     // The burst: every subscription due now.
     let due_at = chrono::Utc::now().timestamp_millis();
@@ -396,10 +400,21 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
     let burst = Instant::now();
     let bound = Duration::from_secs(120 + (n as u64) / 200);
     let mut settled = 0;
+    let mut reported = Instant::now();
     while burst.elapsed() < bound {
         settled = store.count_renewed(&shop.account, due_at).await? as usize;
         if settled >= n && store.count_pending_charges(&shop.account).await? == 0 {
             break;
+        }
+        // Progress for long runs, so that a run stopped early still says how fast it went.
+        if reported.elapsed() >= Duration::from_secs(30) {
+            reported = Instant::now();
+            let elapsed = burst.elapsed().as_secs_f64();
+            eprintln!(
+                "burst: {settled} of {n} renewed after {elapsed:.0} s ({:.0}/s); RSS {:.1} MiB",
+                settled as f64 / elapsed,
+                rss_mib().0
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

@@ -233,6 +233,7 @@ impl SubscriptionActor {
                 let _ = reply.send(
                     runtime
                         .apply_outcome(
+                            Some(&state.id),
                             &charge_id,
                             &raw_status,
                             message.as_deref(),

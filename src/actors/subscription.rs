@@ -11,7 +11,9 @@ use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
-use crate::store::subscriptions::{Event, StoreTxn, Subscription, SubscriptionAddon};
+use crate::store::subscriptions::{
+    Event, PeriodCharges, StoreTxn, Subscription, SubscriptionAddon,
+};
 use serde_json::{Value, json};
 
 /// Charge details carried by charge events.
@@ -318,10 +320,21 @@ impl Runtime {
                     sub.next_charge_date = now;
                 }
                 sub.due_at = Some(now);
-                let started = self
-                    .charge_period(&mut sub, &account, now, "manual", false)
+                let charges = self
+                    .store()
+                    .period_charges(&sub.id, sub.current_period_start)
                     .await?;
-                charge = Some(started.ok_or(ActionError::InsufficientBalance)?);
+                let started = self
+                    .charge_period(&mut sub, &account, &charges, now, "manual", false)
+                    .await?
+                    .ok_or(ActionError::InsufficientBalance)?;
+                // Re-read: the processor may have answered at once.
+                charge = Some(
+                    self.store()
+                        .charge_by_id(&started.id)
+                        .await?
+                        .unwrap_or(started),
+                );
             }
             Command::ChangePlan {
                 plan_id,
@@ -539,7 +552,13 @@ impl Runtime {
         account: &Account,
         now: i64,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        if self.store().pending_charge_of(&sub.id).await?.is_some() {
+        // One read for the pending check and both periods' payment (the trial's end moves the
+        // period forward, never back, so `since` covers every period asked about below).
+        let charges = self
+            .store()
+            .period_charges(&sub.id, sub.current_period_start)
+            .await?;
+        if charges.pending {
             return Ok(None);
         }
         let status = status_of(sub);
@@ -566,10 +585,17 @@ impl Runtime {
                 sub.current_period_end =
                     period_boundary(from_millis(sub.anchor), cycle_of(sub), 1).timestamp_millis();
                 sub.next_charge_date = sub.current_period_start;
-                self.charge_period(sub, account, now, "first", true).await
+                self.charge_period(sub, account, &charges, now, "first", true)
+                    .await
             }
-            Status::Active => self.charge_period(sub, account, now, "renewal", true).await,
-            Status::PastDue => self.charge_period(sub, account, now, "retry", true).await,
+            Status::Active => {
+                self.charge_period(sub, account, &charges, now, "renewal", true)
+                    .await
+            }
+            Status::PastDue => {
+                self.charge_period(sub, account, &charges, now, "retry", true)
+                    .await
+            }
             _ => Ok(None),
         }
     }
@@ -580,20 +606,17 @@ impl Runtime {
         &self,
         sub: &mut Subscription,
         account: &Account,
+        charges: &PeriodCharges,
         now: i64,
         purpose: &'static str,
         pause_when_short: bool,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let period_start = if self
-            .store()
-            .period_paid(&sub.id, sub.current_period_start)
-            .await?
-        {
+        let period_start = if charges.paid(sub.current_period_start) {
             sub.current_period_end
         } else {
             sub.current_period_start
         };
-        if self.store().period_paid(&sub.id, period_start).await? {
+        if charges.paid(period_start) {
             return Ok(None);
         }
         let amount = self
@@ -643,12 +666,8 @@ impl Runtime {
         self.arm(sub, now);
         self.hold_until_settled(&charge.id, slot);
         self.submit(account, &charge).await?;
-        Ok(Some(
-            self.store()
-                .charge_by_id(&charge.id)
-                .await?
-                .unwrap_or(charge),
-        ))
+        // As it began: a caller that shows it reads it again (a renewal does not).
+        Ok(Some(charge))
     }
 
     /// A charge outside the period cycle (proration): no state change, only money and events.
@@ -683,6 +702,7 @@ impl Runtime {
         match self.charger().submit(account, charge).await {
             Ok(Some(tx)) if tx.is_final() => {
                 self.apply_outcome(
+                    charge.subscription_id.as_deref(),
                     &charge.id,
                     &tx.status,
                     tx.status_message.as_deref(),
@@ -696,8 +716,15 @@ impl Runtime {
             // saves a write transaction per renewal.
             Ok(Some(_)) | Ok(None) => Ok(()),
             Err(err) => {
-                self.apply_outcome(&charge.id, "ERROR", Some(&err.to_string()), None, None)
-                    .await
+                self.apply_outcome(
+                    charge.subscription_id.as_deref(),
+                    &charge.id,
+                    "ERROR",
+                    Some(&err.to_string()),
+                    None,
+                    None,
+                )
+                .await
             }
         }
     }
@@ -707,17 +734,22 @@ impl Runtime {
     /// the outcome (when it came through the ingress).
     pub(super) async fn apply_outcome(
         &self,
+        subscription_id: Option<&str>,
         charge_id: &str,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
         event: Option<ProcessorEvent>,
     ) -> Result<(), ActionError> {
-        let sub_id = self
-            .store()
-            .charge_by_id(charge_id)
-            .await?
-            .and_then(|charge| charge.subscription_id);
+        // The actor knows its subscription; only a caller that does not reads the charge.
+        let sub_id = match subscription_id {
+            Some(id) => Some(id.to_owned()),
+            None => self
+                .store()
+                .charge_by_id(charge_id)
+                .await?
+                .and_then(|charge| charge.subscription_id),
+        };
         let Some(sub_id) = sub_id else {
             if let Some(event) = event {
                 self.store().record_processor_event(event).await?;
@@ -757,6 +789,13 @@ impl Runtime {
                         txn.commit().await?;
                     }
                     return Ok(Applied::Already);
+                }
+                if settled.charge.subscription_id.as_deref() != Some(sub.id.as_str()) {
+                    // Rolled back: the outcome reached the actor of another subscription.
+                    return Err(StoreError::invariant(format!(
+                        "charge {} is not of subscription {}",
+                        settled.charge.id, sub.id
+                    )));
                 }
                 let mut sub = sub;
                 let saved =

@@ -33,6 +33,11 @@ pub enum StoreError {
 
 impl StoreError {
     /// Whether the failure is a unique-constraint violation (a concurrent duplicate).
+    /// A broken invariant found inside a unit of work (which then rolls back).
+    pub fn invariant(message: String) -> Self {
+        StoreError::Db(DbErr::Custom(message))
+    }
+
     pub fn is_unique_violation(&self) -> bool {
         let StoreError::Db(err) = self;
         matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))

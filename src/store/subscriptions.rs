@@ -8,7 +8,7 @@ use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::AccountId;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseTransaction, EntityTrait, IntoActiveModel,
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, IntoActiveModel,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
 };
 
@@ -34,6 +34,27 @@ pub struct StoreTxn {
     /// Endpoints given deliveries in this transaction, announced after it commits.
     touched: std::sync::Mutex<Vec<String>>,
     started: std::time::Instant,
+}
+
+/// A subscription's charges as a renewal sees them (`Store::period_charges`).
+#[derive(Clone, Debug)]
+pub struct PeriodCharges {
+    since: i64,
+    /// Whether any charge of the subscription is pending.
+    pub pending: bool,
+    /// The starts of the paid periods from `since` on.
+    paid: Vec<i64>,
+}
+
+impl PeriodCharges {
+    /// Whether the period starting at `period_start` (not before `since`) is paid.
+    pub fn paid(&self, period_start: i64) -> bool {
+        debug_assert!(
+            period_start >= self.since,
+            "asked about a period before `since`"
+        );
+        self.paid.contains(&period_start)
+    }
 }
 
 impl Store {
@@ -148,7 +169,6 @@ impl Store {
         after: Option<(i64, String)>,
         limit: u64,
     ) -> StoreResult<Vec<(String, i64)>> {
-        use sea_orm::Condition;
         let mut select = subscription::Entity::find()
             .select_only()
             .column(subscription::Column::Id)
@@ -219,6 +239,41 @@ impl Store {
     }
 
     /// Whether a renewal for the period starting at `period_start` was already approved.
+    /// In one query, what a renewal needs to know of a subscription's charges: whether one is
+    /// pending, and which periods starting at `since` or later are paid.
+    pub async fn period_charges(
+        &self,
+        subscription_id: &str,
+        since: i64,
+    ) -> StoreResult<PeriodCharges> {
+        let rows: Vec<(String, Option<i64>)> = charge_attempt::Entity::find()
+            .select_only()
+            .column(charge_attempt::Column::Status)
+            .column(charge_attempt::Column::PeriodStart)
+            .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
+            .filter(
+                Condition::any()
+                    .add(charge_attempt::Column::Status.eq("pending"))
+                    .add(
+                        Condition::all()
+                            .add(charge_attempt::Column::Status.eq("approved"))
+                            .add(charge_attempt::Column::PeriodStart.gte(since)),
+                    ),
+            )
+            .into_tuple()
+            .all(self.conn())
+            .await?;
+        Ok(PeriodCharges {
+            since,
+            pending: rows.iter().any(|(status, _)| status == "pending"),
+            paid: rows
+                .into_iter()
+                .filter(|(status, _)| status == "approved")
+                .filter_map(|(_, start)| start)
+                .collect(),
+        })
+    }
+
     pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
