@@ -15,6 +15,7 @@ mod m20261122_000003_subscriptions;
 mod m20261123_000004_webhooks;
 mod m20261123_000005_checkout;
 mod m20261123_000006_ops;
+mod m20261123_000007_account_due;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000004_webhooks::Migration),
             Box::new(m20261123_000005_checkout::Migration),
             Box::new(m20261123_000006_ops::Migration),
+            Box::new(m20261123_000007_account_due::Migration),
         ]
     }
 }

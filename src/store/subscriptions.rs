@@ -7,6 +7,7 @@ use super::charges::{
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::AccountId;
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, IntoActiveModel,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
@@ -176,14 +177,14 @@ impl Store {
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::DueAt.lte(horizon_ms));
         if let Some((due, id)) = after {
+            // A row-value comparison, so that the page is one range of the
+            // (account_id, due_at, id) index rather than a scan from the window's start.
             select = select.filter(
-                Condition::any()
-                    .add(subscription::Column::DueAt.gt(due))
-                    .add(
-                        Condition::all()
-                            .add(subscription::Column::DueAt.eq(due))
-                            .add(subscription::Column::Id.gt(id)),
-                    ),
+                Expr::tuple([
+                    Expr::col(subscription::Column::DueAt),
+                    Expr::col(subscription::Column::Id),
+                ])
+                .gt(Expr::tuple([Expr::value(due), Expr::value(id)])),
             );
         }
         Ok(select
