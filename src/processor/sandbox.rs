@@ -107,10 +107,18 @@ impl Outcome {
     }
 }
 
+/// A transaction as the sandbox keeps it: its JSON as compact text, a few hundred bytes,
+/// where a `Value` tree took several KB (a long burst keeps every transaction it made).
 #[derive(Clone)]
 struct StoredTransaction {
     merchant: String,
-    body: Value,
+    body: Box<str>,
+}
+
+impl StoredTransaction {
+    fn body(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
 }
 
 pub struct SandboxProcessor {
@@ -196,21 +204,23 @@ impl SandboxProcessor {
     /// Moves a transaction to its final status and builds the signed event.
     fn finalize(&self, id: &str, outcome: Outcome) -> Option<(Arc<Merchant>, Value)> {
         let mut stored = self.transactions.get_mut(id)?;
-        stored.body["status"] = json!(outcome.status());
-        stored.body["finalized_at"] = json!(chrono::Utc::now().to_rfc3339());
+        let mut body = stored.body();
+        body["status"] = json!(outcome.status());
+        body["finalized_at"] = json!(chrono::Utc::now().to_rfc3339());
         if outcome != Outcome::Approved {
-            stored.body["status_message"] = json!(match outcome {
+            body["status_message"] = json!(match outcome {
                 Outcome::Declined => "Transacción rechazada por el banco (sandbox)",
                 _ => "Error procesando la tarjeta (sandbox)",
             });
         }
+        stored.body = body.to_string().into_boxed_str();
         let merchant = self
             .by_public
             .get(&stored.merchant)
             .map(|m| Arc::clone(&m))?;
         let mut event = json!({
             "event": "transaction.updated",
-            "data": {"transaction": stored.body.clone()},
+            "data": {"transaction": body},
             "environment": "test",
             "signature": {"properties": ["transaction.id", "transaction.status", "transaction.amount_in_cents"]},
             "timestamp": chrono::Utc::now().timestamp(),
@@ -501,7 +511,7 @@ async fn create_transaction(
         id.clone(),
         StoredTransaction {
             merchant: merchant.keys.public_key.clone(),
-            body: tx.clone(),
+            body: tx.to_string().into_boxed_str(),
         },
     );
     sandbox.settle_later(id, outcome);
@@ -513,7 +523,7 @@ async fn get_transaction(
     Path(id): Path<String>,
 ) -> Response {
     match sandbox.transactions.get(&id) {
-        Some(stored) => Json(json!({"data": stored.body})).into_response(),
+        Some(stored) => Json(json!({"data": stored.body()})).into_response(),
         None => not_found("Transacción"),
     }
 }
@@ -533,7 +543,7 @@ async fn find_transactions(
     let found: Vec<Value> = sandbox
         .references
         .get(&(merchant.keys.public_key.clone(), reference.clone()))
-        .and_then(|id| sandbox.transactions.get(id.value()).map(|t| t.body.clone()))
+        .and_then(|id| sandbox.transactions.get(id.value()).map(|t| t.body()))
         .into_iter()
         .collect();
     Json(json!({"data": found})).into_response()
