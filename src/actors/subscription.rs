@@ -30,6 +30,25 @@ fn cycle_of(sub: &Subscription) -> Cycle {
     Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
 }
 
+/// Makes the period starting at `period_start` current: its end is the next boundary of the
+/// subscription's anchor and cycle after `period_index`.
+fn enter_period(sub: &mut Subscription, period_start: i64) {
+    sub.current_period_start = period_start;
+    sub.current_period_end = period_boundary(
+        from_millis(sub.anchor),
+        cycle_of(sub),
+        sub.period_index as u32 + 1,
+    )
+    .timestamp_millis();
+}
+
+/// Starts a new series of periods at `anchor` (a trial's end, a resume, a manual charge).
+fn restart_periods(sub: &mut Subscription, anchor: i64) {
+    sub.anchor = anchor;
+    sub.period_index = 0;
+    enter_period(sub, anchor);
+}
+
 /// The event `event_type` of `sub`, in the spec's payload shape: `data.subscription_id`,
 /// `data.metadata` (the subscription's, or null) and, for charge events, the charge's id, raw
 /// processor status and amount.
@@ -117,13 +136,7 @@ async fn transition(
         if stopped {
             if approved && period_start == sub.current_period_end {
                 sub.period_index += 1;
-                sub.current_period_start = period_start;
-                sub.current_period_end = period_boundary(
-                    from_millis(sub.anchor),
-                    cycle_of(sub),
-                    sub.period_index as u32 + 1,
-                )
-                .timestamp_millis();
+                enter_period(sub, period_start);
                 sub.next_charge_date = sub.current_period_end;
             }
             sub.due_at = None;
@@ -131,18 +144,11 @@ async fn transition(
             if period_start == sub.current_period_end {
                 txn.drop_detached_addons(&sub.id).await?;
                 if sub.next_cycle.take().is_some() {
-                    sub.anchor = period_start;
-                    sub.period_index = 0;
+                    restart_periods(sub, period_start);
                 } else {
                     sub.period_index += 1;
+                    enter_period(sub, period_start);
                 }
-                sub.current_period_start = period_start;
-                sub.current_period_end = period_boundary(
-                    from_millis(sub.anchor),
-                    cycle_of(sub),
-                    sub.period_index as u32 + 1,
-                )
-                .timestamp_millis();
             }
             sub.status = Status::Active.as_str().to_owned();
             sub.failed_attempts = 0;
@@ -312,11 +318,7 @@ impl Runtime {
                 if status != Status::PastDue {
                     // The period restarts now.
                     sub.status = Status::Active.as_str().to_owned();
-                    sub.anchor = now;
-                    sub.period_index = 0;
-                    sub.current_period_start = now;
-                    sub.current_period_end =
-                        period_boundary(from_millis(now), cycle_of(&sub), 1).timestamp_millis();
+                    restart_periods(&mut sub, now);
                     sub.next_charge_date = now;
                 }
                 sub.due_at = Some(now);
@@ -510,11 +512,7 @@ impl Runtime {
         .to_owned();
         if sub.next_charge_date <= now && sub.failed_attempts == 0 {
             // The renewal date passed while paused: a new period starts now and is charged.
-            sub.anchor = now;
-            sub.period_index = 0;
-            sub.current_period_start = now;
-            sub.current_period_end =
-                period_boundary(from_millis(now), cycle_of(sub), 1).timestamp_millis();
+            restart_periods(sub, now);
             sub.next_charge_date = now;
         }
         sub.due_at = Some(sub.next_charge_date);
@@ -579,11 +577,7 @@ impl Runtime {
             Status::Trialing | Status::Active if in_pre_period => {
                 // The trial (or the prepaid time before start_date) ends: the first period starts.
                 sub.status = Status::Active.as_str().to_owned();
-                sub.anchor = sub.current_period_end;
-                sub.period_index = 0;
-                sub.current_period_start = sub.anchor;
-                sub.current_period_end =
-                    period_boundary(from_millis(sub.anchor), cycle_of(sub), 1).timestamp_millis();
+                restart_periods(sub, sub.current_period_end);
                 sub.next_charge_date = sub.current_period_start;
                 self.charge_period(sub, account, &charges, now, "first", true)
                     .await
