@@ -173,3 +173,33 @@ where
     items.truncate(page.limit as usize);
     Ok(Page { items, has_more })
 }
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ConnectionTrait, Statement};
+
+    /// `.cargo/config.toml` builds SQLite with the planner stability guarantee. Without it every
+    /// statement with `LIMIT ?` is compiled again on each execution (see that file).
+    #[tokio::test]
+    async fn sqlite_is_built_with_the_query_planner_stability_guarantee() {
+        let store = super::Store::connect("sqlite::memory:")
+            .await
+            .expect("connect");
+        let rows = store
+            .conn()
+            .query_all_raw(Statement::from_string(
+                store.conn().get_database_backend(),
+                "PRAGMA compile_options",
+            ))
+            .await
+            .expect("compile options");
+        let options: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get_by_index::<String>(0).expect("option"))
+            .collect();
+        assert!(
+            options.iter().any(|option| option == "ENABLE_QPSG"),
+            "SQLite was built without ENABLE_QPSG: {options:?}"
+        );
+    }
+}
