@@ -114,6 +114,10 @@ async fn load(client: &reqwest::Client, url: &str, key: &str) -> Load {
     }
 }
 
+/// The allocator the `billing` binary uses (see `src/main.rs`), so the figures match it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,6 +1,10 @@
 //! `cargo bench --bench renewals`: the renewal burst (see `billing::bench`) with N = 10,000,
 //! or `BENCH_SUBSCRIPTIONS`. Bigger runs: `billing bench renewals --subscriptions N`.
 
+/// The allocator the `billing` binary uses (see `src/main.rs`), so the figures match it.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; nothing to parse.
     let n = std::env::var("BENCH_SUBSCRIPTIONS")

@@ -79,6 +79,12 @@ enum AccountCommand {
     },
 }
 
+/// jemalloc instead of glibc's malloc: on a renewal burst glibc's allocator took about a sixth
+/// of the CPU; jemalloc made the burst about 25 % faster (README, Renewal burst; mimalloc was
+/// as fast but held half again as much memory).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
