@@ -35,6 +35,15 @@ pub struct Config {
     /// binding to a loopback address, the development setup).
     #[arg(long, env = "BILLING_ALLOW_PRIVATE_WEBHOOK_URLS", global = true)]
     pub allow_private_webhook_urls: Option<bool>,
+    /// Seconds a subscription actor stays live after its last message (the next message
+    /// respawns it from the database).
+    #[arg(
+        long,
+        env = "BILLING_ACTOR_IDLE_SECS",
+        default_value_t = 5,
+        global = true
+    )]
+    pub actor_idle_secs: u64,
 }
 
 impl Config {
@@ -46,6 +55,7 @@ impl Config {
             public_url: None,
             admin_token: None,
             allow_private_webhook_urls: None,
+            actor_idle_secs: 5,
         }
     }
 

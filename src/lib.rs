@@ -136,7 +136,12 @@ pub async fn run(
     let processor = ProcessorClient::new()?;
     let public_url = config.public_url();
     let charger = Charger::new(store.clone(), processor.clone(), public_url);
-    let (runtime, arms) = actors::Runtime::start(store.clone(), charger.clone()).await?;
+    let (runtime, arms) = actors::Runtime::start(
+        store.clone(),
+        charger.clone(),
+        std::time::Duration::from_secs(config.actor_idle_secs),
+    )
+    .await?;
     let state = AppState::new(Shared {
         charger,
         runtime: runtime.clone(),

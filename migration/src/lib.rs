@@ -16,6 +16,7 @@ mod m20261123_000004_webhooks;
 mod m20261123_000005_checkout;
 mod m20261123_000006_ops;
 mod m20261123_000007_account_due;
+mod m20261123_000008_due_claims;
 
 pub struct Migrator;
 
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000005_checkout::Migration),
             Box::new(m20261123_000006_ops::Migration),
             Box::new(m20261123_000007_account_due::Migration),
+            Box::new(m20261123_000008_due_claims::Migration),
         ]
     }
 }

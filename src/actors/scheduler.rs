@@ -12,6 +12,7 @@
 
 use super::Runtime;
 use crate::ids::AccountId;
+use crate::store::subscriptions::DueClaim;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,10 @@ const LOAD_EVERY: Duration = Duration::from_secs(2);
 const LOAD_BATCH: u64 = 10_000;
 const FULL_RESCAN: Duration = Duration::from_secs(30);
 const CONCURRENCY: usize = 64;
+/// How long a loaded due row stays claimed by this process (PostgreSQL; see
+/// `Store::due_timers_page`). A row still in the window when its claim ends is claimed again by
+/// the next full rescan; a row of a process that died is loaded by another after this.
+const CLAIM: Duration = Duration::from_secs(300);
 /// A pending charge older than this is asked about.
 const STALE_PENDING: Duration = Duration::from_secs(30);
 
@@ -148,11 +153,16 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
         let account_id = AccountId::from_stored(account.id.clone());
         let now = runtime.clock().now_ms(&account_id).await?;
         let horizon = now + WINDOW.as_millis() as i64;
+        let wall = chrono::Utc::now().timestamp_millis();
+        let claim = DueClaim {
+            now_ms: wall,
+            until_ms: wall + CLAIM.as_millis() as i64,
+        };
         let mut after = window.marks.get(&account.id).cloned();
         loop {
             let page = runtime
                 .store()
-                .due_timers_page(&account_id, horizon, after.take(), LOAD_BATCH)
+                .due_timers_page(&account_id, horizon, after.take(), LOAD_BATCH, claim)
                 .await?;
             let full = page.len() as u64 == LOAD_BATCH;
             let last = page.last().map(|(id, due)| (*due, id.clone()));

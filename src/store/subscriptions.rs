@@ -7,11 +7,20 @@ use super::charges::{
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::AccountId;
-use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
+    EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Set, TransactionTrait,
 };
+
+/// The lease a scheduler takes on the due rows it loads (PostgreSQL), in wall-clock
+/// milliseconds: rows claimed by anyone until after `now_ms` are not loaded again.
+#[derive(Clone, Copy, Debug)]
+pub struct DueClaim {
+    pub now_ms: i64,
+    pub until_ms: i64,
+}
 
 pub use event::Model as Event;
 pub use subscription::Model as Subscription;
@@ -163,17 +172,22 @@ impl Store {
     /// One page of the timers of `account` due by `horizon_ms`, as (id, due_at), ordered by
     /// (due_at, id) and starting after `after`. Paging by the pair, not by an offset, walks a
     /// million rows due at the same instant in pages that each cost one index range scan.
+    ///
+    /// On PostgreSQL the page is claimed for this process until `claim.until_ms`: rows another
+    /// process has claimed (a lease not yet over at `claim.now_ms`) or is claiming right now
+    /// (`FOR UPDATE SKIP LOCKED`) are left out, so each due row is loaded by one process. On
+    /// SQLite, whose file one process owns, nothing is claimed.
     pub async fn due_timers_page(
         &self,
         account: &AccountId,
         horizon_ms: i64,
         after: Option<(i64, String)>,
         limit: u64,
+        claim: DueClaim,
     ) -> StoreResult<Vec<(String, i64)>> {
         let mut select = subscription::Entity::find()
             .select_only()
             .column(subscription::Column::Id)
-            .column(subscription::Column::DueAt)
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::DueAt.lte(horizon_ms));
         if let Some((due, id)) = after {
@@ -187,13 +201,44 @@ impl Store {
                 .gt(Expr::tuple([Expr::value(due), Expr::value(id)])),
             );
         }
-        Ok(select
+        let select = select
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
-            .limit(limit)
-            .into_tuple::<(String, i64)>()
-            .all(self.conn())
-            .await?)
+            .limit(limit);
+        if self.conn().get_database_backend() != DbBackend::Postgres {
+            return Ok(select
+                .column(subscription::Column::DueAt)
+                .into_tuple::<(String, i64)>()
+                .all(self.conn())
+                .await?);
+        }
+        let claimed_until = || Expr::col(Alias::new("claimed_until"));
+        let rows = select
+            .filter(
+                Condition::any()
+                    .add(claimed_until().is_null())
+                    .add(claimed_until().lt(claim.now_ms)),
+            )
+            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+            .into_query();
+        let claim = Query::update()
+            .table(subscription::Entity)
+            .value(Alias::new("claimed_until"), claim.until_ms)
+            .and_where(Expr::col(subscription::Column::Id).in_subquery(rows))
+            .returning(
+                Query::returning().columns([subscription::Column::Id, subscription::Column::DueAt]),
+            )
+            .to_owned();
+        let mut page = Vec::new();
+        for row in self.writer().query_all(&claim).await? {
+            page.push((
+                row.try_get::<String>("", "id")?,
+                row.try_get::<i64>("", "due_at")?,
+            ));
+        }
+        // RETURNING keeps no order.
+        page.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        Ok(page)
     }
 
     /// Subscriptions of `account` in `status` (used to resume after a top-up).

@@ -22,6 +22,7 @@ crate::db_tests!(
     charge_now_answers_with_the_outcome,
     a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_active,
     downgrades_cycle_changes_trials_and_card_changes,
+    two_schedulers_never_load_the_same_due_row,
 );
 
 const DAY: i64 = 86_400;
@@ -888,4 +889,64 @@ async fn a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_ac
     );
     // The approved retry paid the first period: the next charge is at its end.
     assert_eq!(sub["next_charge_date"], sub["current_period_end"]);
+}
+
+/// Two processes sharing a PostgreSQL database (two `Store`s here, each with its own pool)
+/// load disjoint due rows: a scheduler claims what it loads, `FOR UPDATE SKIP LOCKED` with a
+/// lease, and the rows come back to whoever loads them once the lease is over. On SQLite, whose
+/// file one process owns, nothing is claimed.
+async fn two_schedulers_never_load_the_same_due_row(app: TestApp) {
+    use billing::store::Store;
+    use billing::store::subscriptions::DueClaim;
+    use std::collections::BTreeSet;
+
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    // Due in ten days: outside the running service's own 10-second window.
+    let start = (chrono::Utc::now() + chrono::Duration::days(10)).to_rfc3339();
+    let mut ids = BTreeSet::new();
+    for _ in 0..12 {
+        let sub = subscribe(&app, &shop, &method, json!({"start_date": start})).await;
+        ids.insert(sub["id"].as_str().expect("id").to_owned());
+    }
+    let account = billing::ids::AccountId::from_stored(app.account_id.clone());
+    let (one, two) = (
+        Store::connect(&app.database_url).await.expect("store"),
+        Store::connect(&app.database_url).await.expect("store"),
+    );
+    let wall = chrono::Utc::now().timestamp_millis();
+    let horizon = wall + 11 * DAY * 1000;
+    let claim = DueClaim {
+        now_ms: wall,
+        until_ms: wall + 60_000,
+    };
+    let load = |store: &Store, claim: DueClaim| {
+        let (store, account) = (store.clone(), account.clone());
+        async move {
+            store
+                .due_timers_page(&account, horizon, None, 1_000, claim)
+                .await
+                .expect("page")
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect::<BTreeSet<String>>()
+        }
+    };
+    let (a, b) = tokio::join!(load(&one, claim), load(&two, claim));
+    if !app.database_url.starts_with("postgres") {
+        assert_eq!((&a, &b), (&ids, &ids));
+        return;
+    }
+    assert!(a.is_disjoint(&b), "both loaded {:?}", a.intersection(&b));
+    assert_eq!(&a | &b, ids);
+    assert!(
+        load(&one, claim).await.is_empty(),
+        "claimed rows loaded again"
+    );
+    // The lease is over (its process died, say): the rows are loadable again, once.
+    let later = DueClaim {
+        now_ms: wall + 60_001,
+        until_ms: wall + 120_000,
+    };
+    assert_eq!(load(&two, later).await, ids);
+    assert!(load(&one, later).await.is_empty());
 }
