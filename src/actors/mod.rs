@@ -14,6 +14,7 @@ pub mod tree;
 
 use crate::charges::Charger;
 use crate::domain::time::Cycle;
+use crate::ids::AccountId;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
@@ -129,6 +130,8 @@ struct Inner {
     in_flight_slots: dashmap::DashMap<String, (tokio::sync::OwnedSemaphorePermit, Instant)>,
     /// The HTTP client of webhook deliveries (15 s timeout, no redirects).
     webhook_client: reqwest::Client,
+    /// Accounts as actors read them (see `Runtime::account`).
+    accounts: dashmap::DashMap<String, (Arc<crate::store::accounts::Account>, Instant)>,
     /// A subscription actor that has handled nothing for this long stops (the next message
     /// respawns it). A renewal's actor is needed for its charge's outcome, a fraction of a
     /// second later, and then not for a month: in a burst of 500 renewals a second, 30 s kept
@@ -281,10 +284,36 @@ impl Runtime {
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             in_flight_slots: dashmap::DashMap::new(),
             webhook_client: crate::webhooks::send::client()?,
+            accounts: dashmap::DashMap::new(),
             idle,
             loops: std::sync::Mutex::new(Vec::new()),
         });
         Ok((Self { inner }, receiver))
+    }
+
+    /// The account, read at most every few seconds: a renewal needs it twice (for the charge
+    /// and for its outcome), and actors use only what is fixed when an account is created (fee
+    /// schedule, dunning days, processor keys), never its balance, which moves and is always
+    /// changed by a conditional `UPDATE`.
+    pub async fn account(
+        &self,
+        id: &AccountId,
+    ) -> crate::store::StoreResult<Option<Arc<crate::store::accounts::Account>>> {
+        const TTL: Duration = Duration::from_secs(5);
+        if let Some(entry) = self.inner.accounts.get(id.as_str()) {
+            if entry.1.elapsed() < TTL {
+                return Ok(Some(Arc::clone(&entry.0)));
+            }
+        }
+        let Some(account) = self.store().account(id).await? else {
+            return Ok(None);
+        };
+        let account = Arc::new(account);
+        self.inner.accounts.insert(
+            id.as_str().to_owned(),
+            (Arc::clone(&account), Instant::now()),
+        );
+        Ok(Some(account))
     }
 
     /// Tells the scheduler about a subscription's (new) due time, in its account's clock.

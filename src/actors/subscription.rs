@@ -15,6 +15,7 @@ use crate::store::subscriptions::{
     Event, PeriodCharges, StoreTxn, Subscription, SubscriptionAddon,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// Charge details carried by charge events.
 struct ChargeInfo<'a> {
@@ -187,7 +188,7 @@ async fn transition(
 }
 
 impl Runtime {
-    async fn load(&self, id: &str) -> Result<(Subscription, Account, i64), ActionError> {
+    async fn load(&self, id: &str) -> Result<(Subscription, Arc<Account>, i64), ActionError> {
         let sub = self
             .store()
             .subscription_by_id(id)
@@ -195,7 +196,6 @@ impl Runtime {
             .ok_or_else(|| ActionError::NotFound(format!("No subscription with id `{id}`.")))?;
         let account_id = AccountId::from_stored(sub.account_id.clone());
         let account = self
-            .store()
             .account(&account_id)
             .await?
             .ok_or_else(|| ActionError::NotFound("account".into()))?;

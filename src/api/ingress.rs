@@ -54,8 +54,10 @@ async fn receive_processor_event(
     })?;
     let event: Value = serde_json::from_slice(&body)
         .map_err(|_| ApiError::bad_request("The event is not valid JSON."))?;
+    // The events secret is fixed when the account is created: the actors' short-lived copy
+    // serves (one read fewer for every event of a burst).
     let account = state
-        .store
+        .runtime
         .account(&AccountId::from_stored(developer_id.clone()))
         .await?
         .ok_or(ApiError::Authentication)?;
