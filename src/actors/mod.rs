@@ -291,10 +291,10 @@ impl Runtime {
         Ok((Self { inner }, receiver))
     }
 
-    /// The account, read at most every few seconds: a renewal needs it twice (for the charge
-    /// and for its outcome), and actors use only what is fixed when an account is created (fee
-    /// schedule, dunning days, processor keys), never its balance, which moves and is always
-    /// changed by a conditional `UPDATE`.
+    /// The account, read at most every 5 s: a renewal needs it three times (its charge, its
+    /// event's checksum at the ingress, its outcome). Callers use only what is fixed when an
+    /// account is created (fee schedule, dunning days, processor keys and secrets), never its
+    /// balance, which moves and is only ever changed by a conditional `UPDATE`.
     pub async fn account(
         &self,
         id: &AccountId,
