@@ -305,6 +305,8 @@ fn seeded(shop: &Shop, now: i64) -> Subscription {
         anchor: now,
         period_index: 0,
         next_cycle: None,
+        period_cycle: "monthly".into(),
+        version: 0,
         due_at: Some(far),
         created_at: now,
         updated_at: now,
@@ -503,6 +505,7 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                     fee_cents: crate::accounts::fee_schedule(&account).fee_for(AMOUNT),
                     purpose: "renewal",
                     period_start: Some(sub.current_period_end),
+                    pending_change: None,
                     now_ms: now,
                 };
                 sub.due_at = None;

@@ -33,6 +33,8 @@ pub enum ChargeError {
     InsufficientBalance,
     #[error("unknown payment method or customer")]
     UnknownPaymentMethod,
+    #[error("the period already has a pending or approved charge")]
+    PeriodTaken,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -102,11 +104,13 @@ impl Charger {
                 fee_cents: fee,
                 purpose: request.purpose,
                 period_start: request.period_start,
+                pending_change: None,
                 now_ms,
             })
             .await
             .map_err(|err| match err {
                 BeginChargeError::InsufficientBalance => ChargeError::InsufficientBalance,
+                BeginChargeError::PeriodTaken => ChargeError::PeriodTaken,
                 BeginChargeError::Store(err) => ChargeError::Store(err),
             })?;
         match self.submit(account, &charge).await {

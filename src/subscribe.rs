@@ -73,6 +73,8 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         anchor: now,
         period_index,
         next_cycle: None,
+        period_cycle: new.cycle.as_str().to_owned(),
+        version: 0,
         due_at: Some(next_charge),
         created_at: now,
         updated_at: now,

@@ -51,7 +51,6 @@ pub enum Command {
     },
     Pause,
     Resume,
-    ResumeAfterTopUp,
     ChangePlan {
         plan_id: String,
         cycle: Option<Cycle>,
@@ -328,6 +327,15 @@ impl Runtime {
                 delay,
             });
         }
+    }
+
+    /// Tells the scheduler that subscription `id` is due at `due_ms` (account clock, `now_ms`).
+    pub fn arm_at(&self, id: &str, due_ms: i64, now_ms: i64) {
+        let delay = Duration::from_millis(u64::try_from(due_ms - now_ms).unwrap_or(0));
+        let _ = self.inner.arms.send(Arm {
+            subscription_id: id.to_owned(),
+            delay,
+        });
     }
 
     /// Waits for room among the charges out at the processor (see `IN_FLIGHT`).

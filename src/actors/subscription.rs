@@ -4,8 +4,9 @@
 
 use super::{ActionError, ActionOutcome, Command, Runtime};
 use crate::accounts::fee_schedule;
+use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, parse_retry_days, prorate, retry_at};
-use crate::domain::time::{Cycle, from_millis, period_boundary, rfc3339};
+use crate::domain::time::{Cycle, from_millis, rfc3339};
 use crate::ids::{AccountId, EventId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
@@ -31,23 +32,93 @@ fn cycle_of(sub: &Subscription) -> Cycle {
     Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
 }
 
-/// Makes the period starting at `period_start` current: its end is the next boundary of the
-/// subscription's anchor and cycle after `period_index`.
-fn enter_period(sub: &mut Subscription, period_start: i64) {
-    sub.current_period_start = period_start;
-    sub.current_period_end = period_boundary(
-        from_millis(sub.anchor),
-        cycle_of(sub),
-        sub.period_index as u32 + 1,
-    )
-    .timestamp_millis();
+/// The cycle the current period was billed at (its length and its prices).
+fn period_cycle_of(sub: &Subscription) -> Cycle {
+    Cycle::parse(&sub.period_cycle).unwrap_or_else(|| cycle_of(sub))
 }
 
-/// Starts a new series of periods at `anchor` (a trial's end, a resume, a manual charge).
-fn restart_periods(sub: &mut Subscription, anchor: i64) {
-    sub.anchor = anchor;
-    sub.period_index = 0;
-    enter_period(sub, anchor);
+/// The subscription's period arithmetic (`domain::schedule`), read from its row.
+fn schedule_of(sub: &Subscription) -> Schedule {
+    Schedule {
+        anchor: sub.anchor,
+        index: sub.period_index,
+        period_cycle: period_cycle_of(sub),
+        cycle: cycle_of(sub),
+        start: sub.current_period_start,
+        end: sub.current_period_end,
+    }
+}
+
+/// Writes a schedule back into the row; the actor decides nothing about periods itself.
+fn set_schedule(sub: &mut Subscription, schedule: Schedule) {
+    sub.anchor = schedule.anchor;
+    sub.period_index = schedule.index;
+    sub.period_cycle = schedule.period_cycle.as_str().to_owned();
+    sub.cycle = schedule.cycle.as_str().to_owned();
+    sub.current_period_start = schedule.start;
+    sub.current_period_end = schedule.end;
+    sub.next_cycle = schedule
+        .pending_cycle()
+        .map(|(cycle, _)| cycle.as_str().to_owned());
+}
+
+/// Applies `change` to the subscription's schedule.
+fn reschedule(sub: &mut Subscription, change: impl FnOnce(&mut Schedule)) {
+    let mut schedule = schedule_of(sub);
+    change(&mut schedule);
+    set_schedule(sub, schedule);
+}
+
+/// The timer of a subscription that is not charging (paused, or stopped with a charge in
+/// flight): only a cancellation at the period's end is still due.
+fn stopped_due(sub: &Subscription) -> Option<i64> {
+    sub.cancel_at_period_end.then_some(sub.current_period_end)
+}
+
+/// What an action waits on its charge for: applied only when the charge is approved.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PendingChange {
+    /// An upgrade with proration: the new plan (and cycle).
+    Plan {
+        plan_id: String,
+        cycle: Option<Cycle>,
+    },
+    /// An add-on attached with proration.
+    Addon { addon_id: String },
+}
+
+/// Applies a change-plan (now, or when its proration is approved) with its event.
+async fn apply_plan_change(
+    txn: &StoreTxn,
+    sub: &mut Subscription,
+    plan_id: String,
+    cycle: Option<Cycle>,
+    now: i64,
+) -> Result<(), StoreError> {
+    sub.plan_id = plan_id;
+    if let Some(cycle) = cycle {
+        // The current period keeps its end and its cycle; the new cycle starts at its end.
+        reschedule(sub, |schedule| schedule.change_cycle(cycle));
+    }
+    emit(txn, sub, "subscription.plan_changed", None, now).await
+}
+
+/// Attaches an add-on (now, or when its proration is approved), unless it already is.
+async fn apply_addon(
+    txn: &StoreTxn,
+    sub: &Subscription,
+    addon_id: String,
+    now: i64,
+) -> Result<(), StoreError> {
+    txn.attach_addon(SubscriptionAddon {
+        subscription_id: sub.id.clone(),
+        addon_id,
+        account_id: sub.account_id.clone(),
+        attached_at: now,
+        detach_at_period_end: false,
+    })
+    .await
 }
 
 /// The event `event_type` of `sub`, in the spec's payload shape: `data.subscription_id`,
@@ -107,7 +178,8 @@ enum Applied {
 
 /// The effect of a newly settled `charge` on `sub`, inside the transaction that settled it: the
 /// charge's event and the subscription's transition with its events. True when `sub` was
-/// saved (a charge of a period); a one-off charge changes only money and events.
+/// saved (a charge of a period, or one an action waited on); any other one-off charge changes
+/// only money and events.
 async fn transition(
     txn: &StoreTxn,
     sub: &mut Subscription,
@@ -118,6 +190,33 @@ async fn transition(
 ) -> Result<bool, StoreError> {
     let approved = charge.status == "approved";
     let info = || ChargeInfo { charge, raw_status };
+    if let Some(change) = charge.pending_change.as_deref() {
+        // An action that waited on its charge: all or nothing. Declined, nothing changes and
+        // nothing is emitted (CONTRACT §5: a refused action leaves no trace but the attempt).
+        if !approved {
+            return Ok(false);
+        }
+        emit(txn, sub, "charge.approved", Some(info()), now).await?;
+        match serde_json::from_str::<PendingChange>(change) {
+            Ok(PendingChange::Plan { plan_id, cycle }) => {
+                apply_plan_change(txn, sub, plan_id, cycle, now).await?;
+            }
+            Ok(PendingChange::Addon { addon_id }) => {
+                if !txn.addon_attached(&sub.id, &addon_id).await? {
+                    apply_addon(txn, sub, addon_id, now).await?;
+                }
+            }
+            Err(err) => {
+                return Err(StoreError::invariant(format!(
+                    "charge {} has an unreadable pending change: {err}",
+                    charge.id
+                )));
+            }
+        }
+        sub.updated_at = now;
+        *sub = txn.save_subscription(sub.clone()).await?;
+        return Ok(true);
+    }
     emit(
         txn,
         sub,
@@ -130,61 +229,61 @@ async fn transition(
         now,
     )
     .await?;
+    let Some(period_start) = charge.period_start else {
+        return Ok(false);
+    };
     // Canceled or paused while the charge was in flight: the money is settled and the
     // period recorded, but the subscription stays where its owner put it.
-    let stopped = matches!(status_of(sub), Status::Canceled | Status::Paused);
-    if let Some(period_start) = charge.period_start {
-        if stopped {
-            if approved && period_start == sub.current_period_end {
-                sub.period_index += 1;
-                enter_period(sub, period_start);
-                sub.next_charge_date = sub.current_period_end;
-            }
-            sub.due_at = None;
-        } else if approved {
-            if period_start == sub.current_period_end {
-                txn.drop_detached_addons(&sub.id).await?;
-                if sub.next_cycle.take().is_some() {
-                    restart_periods(sub, period_start);
-                } else {
-                    sub.period_index += 1;
-                    enter_period(sub, period_start);
-                }
-            }
-            sub.status = Status::Active.as_str().to_owned();
-            sub.failed_attempts = 0;
-            sub.first_failure_at = None;
+    let stopped = matches!(
+        status_of(sub),
+        Status::Canceled | Status::Paused | Status::PausedInsufficientBalance
+    );
+    if stopped {
+        if approved && period_start == sub.current_period_end {
+            reschedule(sub, Schedule::advance);
             sub.next_charge_date = sub.current_period_end;
-            sub.due_at = Some(sub.current_period_end);
-        } else {
-            sub.failed_attempts += 1;
-            let first = *sub.first_failure_at.get_or_insert(now);
-            if sub.failed_attempts == 1 {
+        }
+        sub.due_at = match status_of(sub) {
+            Status::Canceled => None,
+            _ => stopped_due(sub),
+        };
+    } else if approved {
+        if period_start == sub.current_period_end {
+            txn.drop_detached_addons(&sub.id).await?;
+            reschedule(sub, Schedule::advance);
+        }
+        sub.status = Status::Active.as_str().to_owned();
+        sub.failed_attempts = 0;
+        sub.first_failure_at = None;
+        sub.next_charge_date = sub.current_period_end;
+        sub.due_at = Some(sub.current_period_end);
+    } else {
+        sub.failed_attempts += 1;
+        let first = *sub.first_failure_at.get_or_insert(now);
+        if sub.failed_attempts == 1 {
+            sub.status = Status::PastDue.as_str().to_owned();
+            emit(txn, sub, "subscription.past_due", None, now).await?;
+        }
+        match retry_at(
+            first,
+            sub.failed_attempts as u32,
+            &parse_retry_days(&account.dunning_retry_days),
+        ) {
+            Some(retry) => {
                 sub.status = Status::PastDue.as_str().to_owned();
-                emit(txn, sub, "subscription.past_due", None, now).await?;
+                sub.next_charge_date = retry;
+                sub.due_at = Some(retry);
             }
-            match retry_at(
-                first,
-                sub.failed_attempts as u32,
-                &parse_retry_days(&account.dunning_retry_days),
-            ) {
-                Some(retry) => {
-                    sub.status = Status::PastDue.as_str().to_owned();
-                    sub.next_charge_date = retry;
-                    sub.due_at = Some(retry);
-                }
-                None => {
-                    sub.status = Status::Canceled.as_str().to_owned();
-                    sub.due_at = None;
-                    emit(txn, sub, "subscription.canceled", None, now).await?;
-                }
+            None => {
+                sub.status = Status::Canceled.as_str().to_owned();
+                sub.due_at = None;
+                emit(txn, sub, "subscription.canceled", None, now).await?;
             }
         }
-        sub.updated_at = now;
-        txn.save_subscription(sub.clone()).await?;
-        return Ok(true);
     }
-    Ok(false)
+    sub.updated_at = now;
+    *sub = txn.save_subscription(sub.clone()).await?;
+    Ok(true)
 }
 
 impl Runtime {
@@ -276,23 +375,27 @@ impl Runtime {
                 }
                 let txn = self.store().begin().await?;
                 sub.status = Status::Paused.as_str().to_owned();
-                sub.due_at = None;
+                // No charge and no renewal while paused; a cancellation at the period's end
+                // still happens at that end (CONTRACT §5).
+                sub.due_at = stopped_due(&sub);
                 emit(&txn, &sub, "subscription.paused", None, now).await?;
                 self.save(&txn, &mut sub, now).await?;
                 txn.commit().await?;
             }
-            Command::Resume | Command::ResumeAfterTopUp => {
-                let from = if matches!(command, Command::Resume) {
-                    Status::Paused
-                } else {
-                    Status::PausedInsufficientBalance
-                };
-                if status != from {
+            Command::Resume => {
+                if status != Status::Paused {
                     return Err(ActionError::Conflict(format!(
-                        "Only a {} subscription can be resumed; this one is {}.",
-                        from.as_str(),
+                        "Only a paused subscription can be resumed; this one is {}.",
                         sub.status
                     )));
+                }
+                if sub.cancel_at_period_end && now >= sub.current_period_end {
+                    // Its cancellation fell due while paused and its timer has not run yet:
+                    // it is canceled, as it would have been at that instant.
+                    self.cancel_at_end(&mut sub, now).await?;
+                    return Err(ActionError::Conflict(
+                        "The subscription was canceled at the end of its period.".into(),
+                    ));
                 }
                 let txn = self.store().begin().await?;
                 self.resume(&mut sub, now);
@@ -316,9 +419,9 @@ impl Runtime {
                     ));
                 }
                 if status != Status::PastDue {
-                    // The period restarts now.
+                    // The period restarts now (a pending cycle change takes effect with it).
                     sub.status = Status::Active.as_str().to_owned();
-                    restart_periods(&mut sub, now);
+                    reschedule(&mut sub, |schedule| schedule.restart(now));
                     sub.next_charge_date = now;
                 }
                 sub.due_at = Some(now);
@@ -344,22 +447,22 @@ impl Runtime {
                 prorate: with_proration,
             } => {
                 let preview = self.prorated_change(&sub, &plan_id, cycle, now).await?;
-                let txn = self.store().begin().await?;
-                sub.plan_id = plan_id;
-                if let Some(cycle) = cycle {
-                    if cycle != cycle_of(&sub) {
-                        sub.cycle = cycle.as_str().to_owned();
-                        // The current period keeps its end; the next one starts a new anchor.
-                        sub.next_cycle = Some(cycle.as_str().to_owned());
-                    }
-                }
-                emit(&txn, &sub, "subscription.plan_changed", None, now).await?;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
+                self.refuse_while_change_pending(&sub).await?;
+                // Only a real change of cycle is recorded as one.
+                let cycle = cycle.filter(|c| *c != cycle_of(&sub));
                 if with_proration && preview > 0 {
-                    charge = self
-                        .one_off_charge(&sub, &account, preview, "proration", now)
-                        .await?;
+                    // An upgrade takes effect when its prorated charge is approved: the
+                    // charge carries the change, and nothing else is written now.
+                    let change = PendingChange::Plan { plan_id, cycle };
+                    charge = Some(
+                        self.one_off_charge(&sub, &account, preview, "proration", change, now)
+                            .await?,
+                    );
+                } else {
+                    let txn = self.store().begin().await?;
+                    apply_plan_change(&txn, &mut sub, plan_id, cycle, now).await?;
+                    self.save(&txn, &mut sub, now).await?;
+                    txn.commit().await?;
                 }
             }
             Command::AttachAddon {
@@ -395,28 +498,26 @@ impl Runtime {
                         "Add-on `{addon_id}` is already attached."
                     )));
                 }
-                let txn = self.store().begin().await?;
-                txn.attach_addon(SubscriptionAddon {
-                    subscription_id: sub.id.clone(),
-                    addon_id: addon_id.clone(),
-                    account_id: sub.account_id.clone(),
-                    attached_at: now,
-                    detach_at_period_end: false,
-                })
-                .await?;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
+                self.refuse_while_change_pending(&sub).await?;
+                // The rest of the current period, at the cycle the period was billed at.
                 let amount = prorate(
                     0,
-                    price(&addon, cycle_of(&sub)),
+                    price(&addon, period_cycle_of(&sub)),
                     sub.current_period_start,
                     sub.current_period_end,
                     now,
                 );
                 if with_proration && status == Status::Active && amount > 0 {
-                    charge = self
-                        .one_off_charge(&sub, &account, amount, "addon_proration", now)
-                        .await?;
+                    let change = PendingChange::Addon { addon_id };
+                    charge = Some(
+                        self.one_off_charge(&sub, &account, amount, "addon_proration", change, now)
+                            .await?,
+                    );
+                } else {
+                    let txn = self.store().begin().await?;
+                    apply_addon(&txn, &sub, addon_id, now).await?;
+                    self.save(&txn, &mut sub, now).await?;
+                    txn.commit().await?;
                 }
             }
             Command::DetachAddon { addon_id } => {
@@ -446,6 +547,29 @@ impl Runtime {
             subscription,
             charge,
         })
+    }
+
+    /// 409 while an action's charge is out (an upgrade or add-on waiting for approval): the
+    /// second change would be decided on a subscription that is about to change.
+    async fn refuse_while_change_pending(&self, sub: &Subscription) -> Result<(), ActionError> {
+        if self.store().pending_change_of(&sub.id).await?.is_some() {
+            return Err(ActionError::Conflict(
+                "A change of this subscription is waiting for its charge; try again once it settles."
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Cancels a subscription whose period ended with `cancel_at_period_end` set.
+    async fn cancel_at_end(&self, sub: &mut Subscription, now: i64) -> Result<(), ActionError> {
+        let txn = self.store().begin().await?;
+        sub.status = Status::Canceled.as_str().to_owned();
+        sub.due_at = None;
+        emit(&txn, sub, "subscription.canceled", None, now).await?;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        Ok(())
     }
 
     /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing).
@@ -483,14 +607,17 @@ impl Runtime {
         if status == Status::Trialing {
             return Ok(0);
         }
+        // Both amounts at the cycle the current period was billed at: after a cycle change
+        // the period keeps its length and its prices until it ends (CONTRACT §5).
+        let billed = period_cycle_of(sub);
         let old = self
             .store()
             .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
             .await?
-            .map_or(0, |p| price(&p, current_cycle));
+            .map_or(0, |p| price(&p, billed));
         Ok(prorate(
             old,
-            price(&plan, current_cycle),
+            price(&plan, billed),
             sub.current_period_start,
             sub.current_period_end,
             now,
@@ -512,7 +639,7 @@ impl Runtime {
         .to_owned();
         if sub.next_charge_date <= now && sub.failed_attempts == 0 {
             // The renewal date passed while paused: a new period starts now and is charged.
-            restart_periods(sub, now);
+            reschedule(sub, |schedule| schedule.restart(now));
             sub.next_charge_date = now;
         }
         sub.due_at = Some(sub.next_charge_date);
@@ -528,7 +655,8 @@ impl Runtime {
         // Arming before the commit is harmless: the timer's `Due` waits in this actor's
         // mailbox until this message is done, and re-reads the row.
         self.arm(sub, now);
-        txn.save_subscription(sub.clone()).await
+        *sub = txn.save_subscription(sub.clone()).await?;
+        Ok(())
     }
 
     /// A timer of the subscription came due.
@@ -550,6 +678,13 @@ impl Runtime {
         account: &Account,
         now: i64,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let status = status_of(sub);
+        // Whatever happened in between (a pause, a balance too short), a subscription set to
+        // cancel at its period's end is canceled at that end.
+        if status != Status::Canceled && sub.cancel_at_period_end && now >= sub.current_period_end {
+            self.cancel_at_end(sub, now).await?;
+            return Ok(None);
+        }
         // One read for the pending check and both periods' payment (the trial's end moves the
         // period forward, never back, so `since` covers every period asked about below).
         let charges = self
@@ -559,25 +694,13 @@ impl Runtime {
         if charges.pending {
             return Ok(None);
         }
-        let status = status_of(sub);
         let in_pre_period = status == Status::Trialing || sub.period_index < 0;
-        if matches!(status, Status::Active | Status::Trialing)
-            && sub.cancel_at_period_end
-            && now >= sub.current_period_end
-        {
-            let txn = self.store().begin().await?;
-            sub.status = Status::Canceled.as_str().to_owned();
-            sub.due_at = None;
-            emit(&txn, sub, "subscription.canceled", None, now).await?;
-            self.save(&txn, sub, now).await?;
-            txn.commit().await?;
-            return Ok(None);
-        }
         match status {
             Status::Trialing | Status::Active if in_pre_period => {
-                // The trial (or the prepaid time before start_date) ends: the first period starts.
+                // The trial (or the prepaid time before start_date) ends: the first period
+                // starts, in the subscription's cycle (a change made meanwhile included).
                 sub.status = Status::Active.as_str().to_owned();
-                restart_periods(sub, sub.current_period_end);
+                reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
                 self.charge_period(sub, account, &charges, now, "first", true)
                     .await
@@ -590,8 +713,45 @@ impl Runtime {
                 self.charge_period(sub, account, &charges, now, "retry", true)
                     .await
             }
+            Status::PausedInsufficientBalance => self.resume_after_top_up(sub, account, now).await,
             _ => Ok(None),
         }
+    }
+
+    /// A subscription paused for want of balance was woken by a top-up (its timer): resumed
+    /// and charged what is due if the balance now covers the projected fee, else left paused
+    /// with no timer (the next top-up wakes it again), with no event.
+    async fn resume_after_top_up(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let amount = self
+            .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
+            .await?;
+        let fee = fee_schedule(account).fee_for(amount);
+        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let available = self
+            .store()
+            .balance(&account_id)
+            .await?
+            .map_or(0, |b| b.available_cents);
+        let txn = self.store().begin().await?;
+        if available < fee {
+            sub.due_at = None;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+            return Ok(None);
+        }
+        self.resume(sub, now);
+        emit(&txn, sub, "subscription.resumed", None, now).await?;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        if sub.due_at.is_some_and(|due| due <= now) {
+            return Box::pin(self.run_due(sub, account, now)).await;
+        }
+        Ok(None)
     }
 
     /// Charges the subscription's unpaid period: the current one if it was never paid (a first
@@ -613,12 +773,19 @@ impl Runtime {
         if charges.paid(period_start) {
             return Ok(None);
         }
+        // The current period (a first charge) is priced at the cycle it is billed at; the next
+        // one at the subscription's cycle, which a pending change has already set.
+        let cycle = if period_start == sub.current_period_start {
+            period_cycle_of(sub)
+        } else {
+            cycle_of(sub)
+        };
         let amount = self
-            .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
+            .recurring_amount(sub, &sub.plan_id.clone(), cycle)
             .await?;
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight_slot().await;
-        let new = new_charge(sub, account, amount, purpose, Some(period_start), now);
+        let new = new_charge(sub, account, amount, purpose, Some(period_start), None, now);
         let mut row = sub.clone();
         row.due_at = None;
         row.updated_at = now;
@@ -628,20 +795,24 @@ impl Runtime {
             .unit(move |txn| async move {
                 match txn.begin_charge(new).await {
                     Ok(charge) => {
-                        txn.save_subscription(row).await?;
+                        let row = txn.save_subscription(row).await?;
                         txn.commit().await?;
-                        Ok(Ok(charge))
+                        Ok(Ok((charge, row)))
                     }
-                    // Nothing was written: the reservation matched no row.
-                    Err(BeginChargeError::InsufficientBalance) => {
-                        Ok(Err(BeginChargeError::InsufficientBalance))
-                    }
+                    // Nothing was written (the unit rolls back).
                     Err(BeginChargeError::Store(err)) => Err(err),
+                    Err(refused) => Ok(Err(refused)),
                 }
             })
             .await?;
         let charge = match began {
-            Ok(charge) => charge,
+            Ok((charge, row)) => {
+                *sub = row;
+                charge
+            }
+            // The database's own guard: the period already has a live charge (pending or
+            // approved), which this actor's read did not see. Nothing to do.
+            Err(BeginChargeError::PeriodTaken) => return Ok(None),
             Err(BeginChargeError::InsufficientBalance) => {
                 if !pause_when_short {
                     return Ok(None);
@@ -655,8 +826,6 @@ impl Runtime {
             }
             Err(BeginChargeError::Store(err)) => return Err(err.into()),
         };
-        sub.due_at = None;
-        sub.updated_at = now;
         self.arm(sub, now);
         self.hold_until_settled(&charge.id, slot);
         self.submit(account, &charge).await?;
@@ -664,31 +833,46 @@ impl Runtime {
         Ok(Some(charge))
     }
 
-    /// A charge outside the period cycle (proration): no state change, only money and events.
+    /// A charge an action waits on (a proration): the fee's reservation and the attempt, which
+    /// carries the `change` to apply when it is approved, in one transaction; nothing else of
+    /// the subscription is written now. Short of balance, nothing is written at all.
     async fn one_off_charge(
         &self,
         sub: &Subscription,
         account: &Account,
         amount: i64,
         purpose: &'static str,
+        change: PendingChange,
         now: i64,
-    ) -> Result<Option<ChargeAttempt>, ActionError> {
+    ) -> Result<ChargeAttempt, ActionError> {
+        let change = serde_json::to_string(&change)
+            .map_err(|err| StoreError::invariant(format!("pending change: {err}")))?;
         let txn = self.store().begin().await?;
         let charge = txn
-            .begin_charge(new_charge(sub, account, amount, purpose, None, now))
+            .begin_charge(new_charge(
+                sub,
+                account,
+                amount,
+                purpose,
+                None,
+                Some(change),
+                now,
+            ))
             .await
             .map_err(|err| match err {
                 BeginChargeError::InsufficientBalance => ActionError::InsufficientBalance,
+                BeginChargeError::PeriodTaken => {
+                    ActionError::Conflict("A charge of this period is already live.".into())
+                }
                 BeginChargeError::Store(err) => err.into(),
             })?;
         txn.commit().await?;
         self.submit(account, &charge).await?;
-        Ok(Some(
-            self.store()
-                .charge_by_id(&charge.id)
-                .await?
-                .unwrap_or(charge),
-        ))
+        Ok(self
+            .store()
+            .charge_by_id(&charge.id)
+            .await?
+            .unwrap_or(charge))
     }
 
     /// Posts the transaction; a final answer is applied at once, in this actor.
@@ -751,6 +935,7 @@ impl Runtime {
             return Ok(());
         };
         let (sub, account, now) = self.load(&sub_id).await?;
+        let due_at = sub.due_at;
         let (id, raw_status) = (charge_id.to_owned(), raw_status.to_owned());
         let message = message.map(str::to_owned);
         let transaction_id = transaction_id.map(str::to_owned);
@@ -800,7 +985,14 @@ impl Runtime {
             .await?;
         match applied {
             Applied::NotFinal => {}
-            Applied::Already | Applied::Settled(None) => self.release_slot(charge_id),
+            Applied::Already => self.release_slot(charge_id),
+            Applied::Settled(None) => {
+                // A timer skipped while this charge was pending runs now.
+                self.release_slot(charge_id);
+                if let Some(due) = due_at {
+                    self.arm_at(&sub_id, due, now);
+                }
+            }
             Applied::Settled(Some(sub)) => {
                 self.release_slot(charge_id);
                 self.arm(&sub, now);
@@ -817,6 +1009,7 @@ fn new_charge(
     amount: i64,
     purpose: &'static str,
     period_start: Option<i64>,
+    pending_change: Option<String>,
     now: i64,
 ) -> NewCharge {
     NewCharge {
@@ -828,6 +1021,7 @@ fn new_charge(
         fee_cents: fee_schedule(account).fee_for(amount),
         purpose,
         period_start,
+        pending_change,
         now_ms: now,
     }
 }
@@ -871,6 +1065,8 @@ mod tests {
             anchor: 0,
             period_index: 0,
             next_cycle: None,
+            period_cycle: "monthly".into(),
+            version: 0,
             due_at: None,
             created_at: 0,
             updated_at: 0,
@@ -893,6 +1089,7 @@ mod tests {
             created_at: 0,
             updated_at: 0,
             finalized_at: None,
+            pending_change: None,
         };
         let event = subscription_event(
             &sub,

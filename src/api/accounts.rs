@@ -214,30 +214,23 @@ async fn top_up(
                 .param("amount_cents"),
         );
     }
-    let balance = state
+    let account = AccountId::from_stored(id.clone());
+    let clock = state.runtime.clock().now_ms(&account).await?;
+    // The subscriptions paused for want of balance get a timer in the same transaction; their
+    // actors resume those the new balance covers and charge what is due. The work is in the
+    // rows, not in this request: a client that hangs up, or a crash, loses none of it.
+    let (balance, woken) = state
         .store
-        .top_up(
-            &AccountId::from_stored(id.clone()),
+        .top_up_and_wake(
+            &account,
             body.amount_cents,
             chrono::Utc::now().timestamp_millis(),
+            clock,
         )
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
-    // A top-up may cover the fees of subscriptions paused for want of balance: resume them,
-    // and charge what is due.
-    let account = AccountId::from_stored(id.clone());
-    for sub in state
-        .store
-        .subscriptions_in_status(&account, "paused_insufficient_balance")
-        .await?
-    {
-        if let Err(err) = state
-            .runtime
-            .act(&sub.id, crate::actors::Command::ResumeAfterTopUp)
-            .await
-        {
-            tracing::warn!(subscription = %sub.id, error = %err, "could not resume after top-up");
-        }
+    for subscription in woken {
+        state.runtime.arm_at(&subscription, clock, clock);
     }
     let balance = state.store.balance(&account).await?.unwrap_or(balance);
     Ok((StatusCode::CREATED, Json(balance.into())))

@@ -135,7 +135,13 @@ impl ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(err: crate::store::StoreError) -> Self {
-        Self::internal(err)
+        match err {
+            // Another writer changed the row first; nothing of this request was written.
+            crate::store::StoreError::Conflict(_) => Self::conflict(
+                "The object changed while this request ran; nothing was changed. Try again.",
+            ),
+            err => Self::internal(err),
+        }
     }
 }
 

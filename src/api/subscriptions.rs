@@ -11,6 +11,7 @@ use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, rfc3339};
 use crate::ids::AccountId;
 use crate::store::catalog::{CatalogItem, CatalogKind};
+use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
@@ -402,27 +403,27 @@ pub struct ChangePlanIn {
     pub prorate: Option<bool>,
 }
 
-/// Change plan (and optionally cycle); an upgrade with proration is charged at once.
+/// Change plan (and optionally cycle). An upgrade with proration is charged at once and takes
+/// effect when the charge is approved (200); declined or short of balance, nothing changes
+/// (422); still pending after 10 s, 202 with the subscription as it is, and the change applies
+/// if the charge is later approved.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/change-plan", tag = "subscriptions", request_body = ChangePlanIn,
-    responses((status = 200, body = SubscriptionOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 202, body = SubscriptionOut, description = "the upgrade's charge is still pending"),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn change_plan(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ChangePlanIn>,
-) -> ApiResult<Json<SubscriptionOut>> {
+) -> ApiResult<Response> {
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
     let command = Command::ChangePlan {
         plan_id: body.plan_id,
         cycle,
         prorate: body.prorate.unwrap_or(true),
     };
-    Ok(Json(
-        act(&state, &caller, &id, command)
-            .await?
-            .subscription
-            .into(),
-    ))
+    let outcome = act(&state, &caller, &id, command).await?;
+    action_after_charge(&state, &caller, outcome).await
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -486,17 +487,7 @@ async fn charge_now(
             "The prepaid balance does not cover the fee of this charge.".into(),
         ));
     };
-    let account = caller.account_id();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut charge = charge;
-    while charge.status == "pending" && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        charge = state
-            .store
-            .charge(&account, &charge.id)
-            .await?
-            .unwrap_or(charge);
-    }
+    let charge = settled_charge(&state, &caller.account_id(), charge).await?;
     let out = ChargeOut {
         created_at: rfc3339(from_millis(charge.created_at)),
         id: charge.id,
@@ -525,25 +516,73 @@ pub struct AttachAddonIn {
     pub prorate: Option<bool>,
 }
 
-/// Attach an add-on; with proration the rest of the period is charged at once.
+/// Attach an add-on. With proration on an active subscription the rest of the period is
+/// charged at once and the add-on is attached when the charge is approved, as change-plan.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/addons", tag = "subscriptions", request_body = AttachAddonIn,
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 202, body = SubscriptionOut, description = "the proration's charge is still pending"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
 async fn attach_addon(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AttachAddonIn>,
-) -> ApiResult<Json<SubscriptionOut>> {
+) -> ApiResult<Response> {
     let command = Command::AttachAddon {
         addon_id: body.addon_id,
         prorate: body.prorate.unwrap_or(true),
     };
-    Ok(Json(
-        act(&state, &caller, &id, command)
+    let outcome = act(&state, &caller, &id, command).await?;
+    action_after_charge(&state, &caller, outcome).await
+}
+
+/// How long an action waits for the charge it made (charge-now, an upgrade's proration).
+const CHARGE_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits (up to `CHARGE_WAIT`) for `charge` to leave `pending`, and returns it as stored.
+async fn settled_charge(
+    state: &AppState,
+    account: &AccountId,
+    charge: ChargeAttempt,
+) -> ApiResult<ChargeAttempt> {
+    let deadline = tokio::time::Instant::now() + CHARGE_WAIT;
+    let mut charge = charge;
+    while charge.status == "pending" && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        charge = state
+            .store
+            .charge(account, &charge.id)
             .await?
-            .subscription
-            .into(),
-    ))
+            .unwrap_or(charge);
+    }
+    Ok(charge)
+}
+
+/// The answer of an action that may have made a charge it takes effect with: the subscription
+/// as it stands once the charge is approved (200); 422 `processor_error` when the charge was
+/// declined (nothing changed); 202 with the subscription as it is while still pending.
+async fn action_after_charge(
+    state: &AppState,
+    caller: &Caller,
+    outcome: ActionOutcome,
+) -> ApiResult<Response> {
+    let Some(charge) = outcome.charge else {
+        return Ok(Json(SubscriptionOut::from(outcome.subscription)).into_response());
+    };
+    let account = caller.account_id();
+    let charge = settled_charge(state, &account, charge).await?;
+    let subscription = scoped(state, caller, &outcome.subscription.id).await?;
+    match charge.status.as_str() {
+        "approved" => Ok(Json(SubscriptionOut::from(subscription)).into_response()),
+        "pending" => Ok((
+            StatusCode::ACCEPTED,
+            Json(SubscriptionOut::from(subscription)),
+        )
+            .into_response()),
+        _ => Err(ApiError::Processor(format!(
+            "The payment processor rejected the charge ({}); nothing was changed.",
+            charge.processor_status.as_deref().unwrap_or("ERROR")
+        ))),
+    }
 }
 
 /// Detach an add-on: it stops billing from the next period.

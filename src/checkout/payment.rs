@@ -175,6 +175,7 @@ async fn complete_checkout(
             fee_cents: fee_schedule(&account).fee_for(session.amount_cents),
             purpose: CHECKOUT_PURPOSE,
             period_start: None,
+            pending_change: None,
             now_ms: now,
         })
         .await
@@ -182,6 +183,8 @@ async fn complete_checkout(
             BeginChargeError::InsufficientBalance => ApiError::InsufficientBalance(
                 "The merchant's prepaid balance does not cover the fee of this payment.".into(),
             ),
+            // A checkout's charge has no period yet: the index cannot refuse it.
+            BeginChargeError::PeriodTaken => ApiError::conflict("This payment is already live."),
             BeginChargeError::Store(err) => err.into(),
         })?;
     let attempt = CheckoutAttempt {

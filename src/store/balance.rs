@@ -32,6 +32,23 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
     ) -> StoreResult<Option<Balance>> {
+        Ok(self
+            .top_up_and_wake(account, amount_cents, now_ms, now_ms)
+            .await?
+            .map(|(balance, _)| balance))
+    }
+
+    /// `top_up`, and in the same transaction sets the timer of every subscription paused for
+    /// want of balance to `clock_ms` (the account's clock), so that their actors resume the
+    /// ones the new balance covers: queued work in rows, which a client hanging up or a crash
+    /// cannot lose. Returns the balance and the ids woken.
+    pub async fn top_up_and_wake(
+        &self,
+        account: &AccountId,
+        amount_cents: i64,
+        now_ms: i64,
+        clock_ms: i64,
+    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
         let txn = self.begin().await?;
         let updated = account::Entity::update_many()
             .col_expr(
@@ -54,9 +71,10 @@ impl Store {
             now_ms,
         )
         .await?;
+        let woken = txn.wake_paused_for_balance(account, clock_ms).await?;
         let balance = balance_of(txn.conn(), account).await?;
         txn.commit().await?;
-        Ok(balance)
+        Ok(balance.map(|balance| (balance, woken)))
     }
 
     pub async fn list_balance_transactions(

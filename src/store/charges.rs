@@ -37,6 +37,8 @@ pub struct NewCharge {
     pub fee_cents: i64,
     pub purpose: &'static str,
     pub period_start: Option<i64>,
+    /// JSON of the change the charge is for, applied when it is approved.
+    pub pending_change: Option<String>,
     pub now_ms: i64,
 }
 
@@ -45,6 +47,9 @@ pub struct NewCharge {
 pub enum BeginChargeError {
     #[error("the balance does not cover the projected fee")]
     InsufficientBalance,
+    /// The period already has a pending or approved charge (`charge_attempts_live_period`).
+    #[error("the period already has a live charge")]
+    PeriodTaken,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -296,8 +301,13 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
         // Real time, not the account's test clock: the reconciler measures staleness with it.
         updated_at: Set(chrono::Utc::now().timestamp_millis()),
         finalized_at: Set(None),
+        pending_change: Set(new.pending_change),
     };
-    Ok(charge.insert(conn).await.map_err(StoreError::from)?)
+    match charge.insert(conn).await.map_err(StoreError::from) {
+        Ok(charge) => Ok(charge),
+        Err(err) if err.is_unique_violation() => Err(BeginChargeError::PeriodTaken),
+        Err(err) => Err(err.into()),
+    }
 }
 
 pub(crate) async fn settle_charge_in<C: ConnectionTrait>(

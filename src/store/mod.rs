@@ -29,6 +29,9 @@ use std::time::Duration;
 pub enum StoreError {
     #[error("database error")]
     Db(#[from] DbErr),
+    /// A conditional write found the row changed since it was read (another writer won).
+    #[error("{0} changed since it was read")]
+    Conflict(String),
 }
 
 impl StoreError {
@@ -39,8 +42,12 @@ impl StoreError {
     }
 
     pub fn is_unique_violation(&self) -> bool {
-        let StoreError::Db(err) = self;
-        matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+        match self {
+            StoreError::Db(err) => {
+                matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+            }
+            StoreError::Conflict(_) => false,
+        }
     }
 }
 

@@ -284,6 +284,19 @@ impl Store {
             .await?)
     }
 
+    /// The pending charge of a subscription that an action waits on (`pending_change`).
+    pub async fn pending_change_of(
+        &self,
+        subscription_id: &str,
+    ) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::PendingChange.is_not_null())
+            .one(self.conn())
+            .await?)
+    }
+
     /// Whether a renewal for the period starting at `period_start` was already approved.
     /// In one query, what a renewal needs to know of a subscription's charges: whether one is
     /// pending, and which periods starting at `since` or later are paid.
@@ -389,12 +402,47 @@ impl StoreTxn {
         Ok(())
     }
 
-    pub async fn save_subscription(&self, row: Subscription) -> StoreResult<()> {
-        row.into_active_model()
-            .reset_all()
-            .update(&self.txn)
+    /// Writes `row` if the stored row is still at `row.version` (the version it was read at),
+    /// and bumps the version; returns the row as written. A row changed meanwhile by another
+    /// writer is a `StoreError::Conflict`: nothing is overwritten.
+    pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
+        let read_at = row.version;
+        let id = row.id.clone();
+        let mut written = row;
+        written.version = read_at + 1;
+        let result = subscription::Entity::update_many()
+            .set(written.clone().into_active_model().reset_all())
+            .filter(subscription::Column::Id.eq(id.as_str()))
+            .filter(subscription::Column::Version.eq(read_at))
+            .exec(&self.txn)
             .await?;
-        Ok(())
+        if result.rows_affected == 0 {
+            return Err(super::StoreError::Conflict(format!("subscription {id}")));
+        }
+        Ok(written)
+    }
+
+    /// Sets the timers of `account`'s subscriptions paused for want of balance to `now_ms`,
+    /// so that each actor looks again at whether the balance now covers its fee (durable:
+    /// the timer is the row). Returns their ids.
+    pub async fn wake_paused_for_balance(
+        &self,
+        account: &AccountId,
+        now_ms: i64,
+    ) -> StoreResult<Vec<String>> {
+        let rows = subscription::Entity::update_many()
+            .col_expr(subscription::Column::DueAt, Expr::value(now_ms))
+            // A version bump: an actor that read the row before this (and is about to pause
+            // it) fails its conditional write instead of clearing the timer set here.
+            .col_expr(
+                subscription::Column::Version,
+                Expr::col(subscription::Column::Version).add(1),
+            )
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Column::Status.eq("paused_insufficient_balance"))
+            .exec_with_returning(&self.txn)
+            .await?;
+        Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
     /// Writes an event and, in the same transaction, one pending delivery per active endpoint
@@ -434,6 +482,16 @@ impl StoreTxn {
         .update(&self.txn)
         .await?;
         Ok(())
+    }
+
+    /// Whether `addon_id` is attached to the subscription (detached at period end included).
+    pub async fn addon_attached(&self, subscription_id: &str, addon_id: &str) -> StoreResult<bool> {
+        Ok(subscription_addon::Entity::find()
+            .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
+            .filter(subscription_addon::Column::AddonId.eq(addon_id))
+            .count(&self.txn)
+            .await?
+            > 0)
     }
 
     /// Removes add-ons detached during the period that just ended.

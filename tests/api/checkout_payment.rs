@@ -343,6 +343,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
             fee_cents: 74_850,
             purpose: billing::checkout::CHECKOUT_PURPOSE,
             period_start: None,
+            pending_change: None,
             now_ms: chrono::Utc::now().timestamp_millis(),
         })
         .await

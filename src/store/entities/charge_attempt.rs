@@ -24,6 +24,9 @@ pub struct Model {
     pub created_at: i64,
     pub updated_at: i64,
     pub finalized_at: Option<i64>,
+    /// What an action waits on this charge for (JSON of `PendingChange`), applied only if
+    /// it is approved: an upgrade's plan and cycle, an add-on to attach.
+    pub pending_change: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -21,7 +21,13 @@ pub struct Model {
     pub metadata: Option<String>,
     pub anchor: i64,
     pub period_index: i32,
+    /// The new cycle while a cycle change is pending (it equals `cycle` then); kept in step
+    /// with `period_cycle` for readers of the row.
     pub next_cycle: Option<String>,
+    /// The cycle the current period was billed at: its length and its prices.
+    pub period_cycle: String,
+    /// Bumped by every write; writes are conditional on it (`StoreTxn::save_subscription`).
+    pub version: i64,
     pub due_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
