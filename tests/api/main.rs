@@ -2,6 +2,7 @@
 
 mod common;
 
+mod actions;
 mod admin;
 mod auth;
 mod balance;
