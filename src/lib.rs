@@ -18,6 +18,7 @@
 pub mod accounts;
 pub mod actors;
 pub mod api;
+pub mod audit;
 pub mod bench;
 pub mod bootstrap;
 pub mod charges;

@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod admin;
+pub mod audit;
 pub mod balance;
 pub mod bench;
 pub mod catalog;

@@ -2,7 +2,7 @@
 //! it was billed at, a cancellation at period end survives a pause, and a top-up's resumption
 //! of paused subscriptions does not depend on the request that made it.
 
-use crate::common::{TestApp, card_token, read};
+use crate::common::{TestApp, assert_invariants, card_token, read};
 use crate::subscriptions::{Shop, advance, events, get, shop, subscribe};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -62,6 +62,7 @@ async fn an_upgrade_short_of_balance_changes_nothing_and_can_be_retried(app: Tes
         !event_types(&events(&app, &sub_id).await).contains(&"subscription.plan_changed"),
         "a refused change emits nothing"
     );
+    assert_invariants(&app).await;
 }
 
 async fn a_declined_upgrade_changes_nothing_and_an_approved_one_changes_the_plan(app: TestApp) {
@@ -122,6 +123,7 @@ async fn a_declined_upgrade_changes_nothing_and_an_approved_one_changes_the_plan
         (1_800_000..=2_100_000).contains(&amount),
         "prorated amount {amount}"
     );
+    assert_invariants(&app).await;
 }
 
 async fn a_prorated_addon_short_of_balance_is_not_attached(app: TestApp) {
@@ -145,6 +147,7 @@ async fn a_prorated_addon_short_of_balance_is_not_attached(app: TestApp) {
     }
     let (_, attached) = read(app.get(&path).await).await;
     assert_eq!(attached["data"], json!([]), "nothing was attached");
+    assert_invariants(&app).await;
 }
 
 async fn proration_after_a_cycle_change_prices_the_period_at_its_own_cycle(app: TestApp) {
@@ -216,6 +219,7 @@ async fn proration_after_a_cycle_change_prices_the_period_at_its_own_cycle(app: 
         (end - start).num_days() >= 365,
         "an annual period: {renewed}"
     );
+    assert_invariants(&app).await;
 }
 
 /// round((difference) × seconds left / period seconds) at the account's clock now.
@@ -266,6 +270,7 @@ async fn cancel_at_period_end_happens_at_that_end_while_paused(app: TestApp) {
         .filter(|e| e["type"] == "charge.approved")
         .count();
     assert_eq!(approved, 1, "only the first period was ever charged");
+    assert_invariants(&app).await;
 }
 
 async fn set_card(app: &TestApp, sub_id: &str, method: &str) {
@@ -332,6 +337,7 @@ async fn a_top_up_resumes_every_paused_subscription_even_if_its_client_hangs_up(
         all_active
     })
     .await;
+    assert_invariants(&app).await;
 }
 
 /// Whether the ledger has a top-up after the drain (fees may have used all of it already).

@@ -152,6 +152,7 @@ async fn immediate_first_charge_then_a_year_of_monthly_renewals(app: TestApp) {
     let fees = approved.len() as i64 * 45_000;
     assert_eq!(balance["available_cents"], 10_000_000 - fees);
     assert_eq!(balance["reserved_cents"], 0);
+    crate::common::assert_invariants(&app).await;
 }
 
 async fn trial_ends_into_a_charge(app: TestApp) {
@@ -224,6 +225,7 @@ async fn failed_card_goes_through_every_retry_to_cancellation(app: TestApp) {
         (json!(10_000_000), json!(0)),
         "declines cost no fee"
     );
+    crate::common::assert_invariants(&app).await;
 }
 
 async fn pause_across_a_renewal_date_then_resume_charges_a_new_period(app: TestApp) {
@@ -448,6 +450,7 @@ async fn change_plan_preview_equals_what_change_plan_charges(app: TestApp) {
     )
     .await;
     assert_eq!(status, 404);
+    crate::common::assert_invariants(&app).await;
 }
 
 async fn insufficient_balance_pauses_and_a_top_up_resumes(app: TestApp) {
@@ -477,6 +480,7 @@ async fn insufficient_balance_pauses_and_a_top_up_resumes(app: TestApp) {
             && kinds.contains(&"charge.approved".to_owned()),
         "{kinds:?}"
     );
+    crate::common::assert_invariants(&app).await;
 }
 
 async fn concurrent_actions_on_one_subscription_are_serialised(app: TestApp) {
@@ -634,6 +638,7 @@ async fn addons_attach_with_proration_and_detach_from_the_next_period(app: TestA
         .map(|e| e["data"]["amount_in_cents"].as_i64().expect("amount"))
         .collect();
     assert_eq!(&approved[2..], &[4_000_000, 3_000_000]);
+    crate::common::assert_invariants(&app).await;
 }
 
 async fn the_scheduler_fires_a_due_timer_in_real_time(app: TestApp) {

@@ -301,3 +301,31 @@ macro_rules! db_tests {
         }
     };
 }
+
+/// Fails unless the invariant checker (`billing::audit`) finds the database and the sandbox
+/// processor in agreement once the app has settled (bounded wait for charges in flight).
+pub async fn assert_invariants(app: &TestApp) {
+    let store = billing::store::Store::connect(&app.database_url)
+        .await
+        .expect("store");
+    let charger = billing::charges::Charger::new(
+        store.clone(),
+        billing::processor::client::ProcessorClient::new().expect("client"),
+        app.base.clone(),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let report = billing::audit::audit(&store, &charger, chrono::Utc::now().timestamp_millis())
+            .await
+            .expect("audit");
+        if report.is_clean() && report.pending == 0 {
+            assert!(report.charges > 0, "nothing was audited");
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "invariants broken: {report:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
