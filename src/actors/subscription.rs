@@ -248,8 +248,10 @@ async fn transition(
             _ => stopped_due(sub),
         };
     } else if approved {
+        // Every newly paid period (a renewal, a first charge, a restart) was priced without
+        // the add-ons detached before it: they leave now.
+        txn.drop_detached_addons(&sub.id).await?;
         if period_start == sub.current_period_end {
-            txn.drop_detached_addons(&sub.id).await?;
             reschedule(sub, Schedule::advance);
         }
         sub.status = Status::Active.as_str().to_owned();

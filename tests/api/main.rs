@@ -12,6 +12,7 @@ mod checkout_browser;
 mod checkout_payment;
 mod conventions;
 mod crash;
+mod model;
 mod openapi;
 mod processor;
 mod protocol;
