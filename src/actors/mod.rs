@@ -7,6 +7,7 @@
 //! actor and await the reply, so every change of one subscription is serialised.
 
 pub mod clock;
+mod decide;
 mod endpoint;
 mod scheduler;
 mod subscription;

@@ -2,10 +2,13 @@
 //! processor outcome (the mini-redis shape). Every change is committed in one transaction with
 //! the events it emits; charges reserve their fee in that same transaction.
 
+use super::decide::{
+    self, PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due,
+};
 use super::{ActionError, ActionOutcome, Command, Runtime};
 use crate::accounts::fee_schedule;
 use crate::domain::schedule::Schedule;
-use crate::domain::subscription::{Status, parse_retry_days, prorate, retry_at};
+use crate::domain::subscription::{Status, parse_retry_days, prorate};
 use crate::domain::time::{Cycle, from_millis, rfc3339};
 use crate::ids::{AccountId, EventId};
 use crate::store::StoreError;
@@ -22,70 +25,6 @@ use std::sync::Arc;
 struct ChargeInfo<'a> {
     charge: &'a ChargeAttempt,
     raw_status: &'a str,
-}
-
-fn status_of(sub: &Subscription) -> Status {
-    Status::parse(&sub.status).unwrap_or(Status::Canceled)
-}
-
-fn cycle_of(sub: &Subscription) -> Cycle {
-    Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
-}
-
-/// The cycle the current period was billed at (its length and its prices).
-fn period_cycle_of(sub: &Subscription) -> Cycle {
-    Cycle::parse(&sub.period_cycle).unwrap_or_else(|| cycle_of(sub))
-}
-
-/// The subscription's period arithmetic (`domain::schedule`), read from its row.
-fn schedule_of(sub: &Subscription) -> Schedule {
-    Schedule {
-        anchor: sub.anchor,
-        index: sub.period_index,
-        period_cycle: period_cycle_of(sub),
-        cycle: cycle_of(sub),
-        start: sub.current_period_start,
-        end: sub.current_period_end,
-    }
-}
-
-/// Writes a schedule back into the row; the actor decides nothing about periods itself.
-fn set_schedule(sub: &mut Subscription, schedule: Schedule) {
-    sub.anchor = schedule.anchor;
-    sub.period_index = schedule.index;
-    sub.period_cycle = schedule.period_cycle.as_str().to_owned();
-    sub.cycle = schedule.cycle.as_str().to_owned();
-    sub.current_period_start = schedule.start;
-    sub.current_period_end = schedule.end;
-    sub.next_cycle = schedule
-        .pending_cycle()
-        .map(|(cycle, _)| cycle.as_str().to_owned());
-}
-
-/// Applies `change` to the subscription's schedule.
-fn reschedule(sub: &mut Subscription, change: impl FnOnce(&mut Schedule)) {
-    let mut schedule = schedule_of(sub);
-    change(&mut schedule);
-    set_schedule(sub, schedule);
-}
-
-/// The timer of a subscription that is not charging (paused, or stopped with a charge in
-/// flight): only a cancellation at the period's end is still due.
-fn stopped_due(sub: &Subscription) -> Option<i64> {
-    sub.cancel_at_period_end.then_some(sub.current_period_end)
-}
-
-/// What an action waits on its charge for: applied only when the charge is approved.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PendingChange {
-    /// An upgrade with proration: the new plan (and cycle).
-    Plan {
-        plan_id: String,
-        cycle: Option<Cycle>,
-    },
-    /// An add-on attached with proration.
-    Addon { addon_id: String },
 }
 
 /// Applies a change-plan (now, or when its proration is approved) with its event.
@@ -232,56 +171,18 @@ async fn transition(
     let Some(period_start) = charge.period_start else {
         return Ok(false);
     };
-    // Canceled or paused while the charge was in flight: the money is settled and the
-    // period recorded, but the subscription stays where its owner put it.
-    let stopped = matches!(
-        status_of(sub),
-        Status::Canceled | Status::Paused | Status::PausedInsufficientBalance
+    let settlement = decide::settle(
+        sub,
+        approved,
+        period_start,
+        &parse_retry_days(&account.dunning_retry_days),
+        now,
     );
-    if stopped {
-        if approved && period_start == sub.current_period_end {
-            reschedule(sub, Schedule::advance);
-            sub.next_charge_date = sub.current_period_end;
-        }
-        sub.due_at = match status_of(sub) {
-            Status::Canceled => None,
-            _ => stopped_due(sub),
-        };
-    } else if approved {
-        // Every newly paid period (a renewal, a first charge, a restart) was priced without
-        // the add-ons detached before it: they leave now.
+    if settlement.drop_detached_addons {
         txn.drop_detached_addons(&sub.id).await?;
-        if period_start == sub.current_period_end {
-            reschedule(sub, Schedule::advance);
-        }
-        sub.status = Status::Active.as_str().to_owned();
-        sub.failed_attempts = 0;
-        sub.first_failure_at = None;
-        sub.next_charge_date = sub.current_period_end;
-        sub.due_at = Some(sub.current_period_end);
-    } else {
-        sub.failed_attempts += 1;
-        let first = *sub.first_failure_at.get_or_insert(now);
-        if sub.failed_attempts == 1 {
-            sub.status = Status::PastDue.as_str().to_owned();
-            emit(txn, sub, "subscription.past_due", None, now).await?;
-        }
-        match retry_at(
-            first,
-            sub.failed_attempts as u32,
-            &parse_retry_days(&account.dunning_retry_days),
-        ) {
-            Some(retry) => {
-                sub.status = Status::PastDue.as_str().to_owned();
-                sub.next_charge_date = retry;
-                sub.due_at = Some(retry);
-            }
-            None => {
-                sub.status = Status::Canceled.as_str().to_owned();
-                sub.due_at = None;
-                emit(txn, sub, "subscription.canceled", None, now).await?;
-            }
-        }
+    }
+    for event_type in settlement.events {
+        emit(txn, sub, event_type, None, now).await?;
     }
     sub.updated_at = now;
     *sub = txn.save_subscription(sub.clone()).await?;
@@ -400,7 +301,7 @@ impl Runtime {
                     ));
                 }
                 let txn = self.store().begin().await?;
-                self.resume(&mut sub, now);
+                decide::resume(&mut sub, now);
                 emit(&txn, &sub, "subscription.resumed", None, now).await?;
                 self.save(&txn, &mut sub, now).await?;
                 txn.commit().await?;
@@ -626,27 +527,6 @@ impl Runtime {
         ))
     }
 
-    fn resume(&self, sub: &mut Subscription, now: i64) {
-        if sub.trial_end.is_some_and(|end| end > now) && sub.period_index < 0 {
-            sub.status = Status::Trialing.as_str().to_owned();
-            sub.due_at = Some(sub.current_period_end);
-            return;
-        }
-        sub.status = if sub.failed_attempts > 0 {
-            Status::PastDue
-        } else {
-            Status::Active
-        }
-        .as_str()
-        .to_owned();
-        if sub.next_charge_date <= now && sub.failed_attempts == 0 {
-            // The renewal date passed while paused: a new period starts now and is charged.
-            reschedule(sub, |schedule| schedule.restart(now));
-            sub.next_charge_date = now;
-        }
-        sub.due_at = Some(sub.next_charge_date);
-    }
-
     async fn save(
         &self,
         txn: &StoreTxn,
@@ -746,7 +626,7 @@ impl Runtime {
             txn.commit().await?;
             return Ok(None);
         }
-        self.resume(sub, now);
+        decide::resume(sub, now);
         emit(&txn, sub, "subscription.resumed", None, now).await?;
         self.save(&txn, sub, now).await?;
         txn.commit().await?;

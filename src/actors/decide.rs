@@ -1,0 +1,280 @@
+//! The subscription's decisions, without I/O: how a settled charge, a resume or a pause moves
+//! a subscription row, which events that emits, and when its timer is due. The actor
+//! (`subscription.rs`) reads the row, asks here, and persists the answer with its events in one
+//! transaction; so every rule of the lifecycle is a plain function, tested alone below.
+
+use crate::domain::schedule::Schedule;
+use crate::domain::subscription::{Status, retry_at};
+use crate::domain::time::Cycle;
+use crate::store::subscriptions::Subscription;
+
+pub(super) fn status_of(sub: &Subscription) -> Status {
+    Status::parse(&sub.status).unwrap_or(Status::Canceled)
+}
+
+pub(super) fn cycle_of(sub: &Subscription) -> Cycle {
+    Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
+}
+
+/// The cycle the current period was billed at (its length and its prices).
+pub(super) fn period_cycle_of(sub: &Subscription) -> Cycle {
+    Cycle::parse(&sub.period_cycle).unwrap_or_else(|| cycle_of(sub))
+}
+
+/// The subscription's period arithmetic (`domain::schedule`), read from its row.
+fn schedule_of(sub: &Subscription) -> Schedule {
+    Schedule {
+        anchor: sub.anchor,
+        index: sub.period_index,
+        period_cycle: period_cycle_of(sub),
+        cycle: cycle_of(sub),
+        start: sub.current_period_start,
+        end: sub.current_period_end,
+    }
+}
+
+/// Writes a schedule back into the row; the actor decides nothing about periods itself.
+fn set_schedule(sub: &mut Subscription, schedule: Schedule) {
+    sub.anchor = schedule.anchor;
+    sub.period_index = schedule.index;
+    sub.period_cycle = schedule.period_cycle.as_str().to_owned();
+    sub.cycle = schedule.cycle.as_str().to_owned();
+    sub.current_period_start = schedule.start;
+    sub.current_period_end = schedule.end;
+    sub.next_cycle = schedule
+        .pending_cycle()
+        .map(|(cycle, _)| cycle.as_str().to_owned());
+}
+
+/// Applies `change` to the subscription's schedule.
+pub(super) fn reschedule(sub: &mut Subscription, change: impl FnOnce(&mut Schedule)) {
+    let mut schedule = schedule_of(sub);
+    change(&mut schedule);
+    set_schedule(sub, schedule);
+}
+
+/// The timer of a subscription that is not charging (paused, or stopped with a charge in
+/// flight): only a cancellation at the period's end is still due.
+pub(super) fn stopped_due(sub: &Subscription) -> Option<i64> {
+    sub.cancel_at_period_end.then_some(sub.current_period_end)
+}
+
+/// What an action waits on its charge for: applied only when the charge is approved.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PendingChange {
+    /// An upgrade with proration: the new plan (and cycle).
+    Plan {
+        plan_id: String,
+        cycle: Option<Cycle>,
+    },
+    /// An add-on attached with proration.
+    Addon { addon_id: String },
+}
+
+/// What settling a period's charge does beyond the row: the events it emits after the charge's
+/// own, and whether detached add-ons leave.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Settlement {
+    pub events: Vec<&'static str>,
+    pub drop_detached_addons: bool,
+}
+
+/// The effect on `sub` of its charge for the period starting at `period_start` settling
+/// (`approved` or not) at `now`, with the account's dunning `retry_days`.
+pub(super) fn settle(
+    sub: &mut Subscription,
+    approved: bool,
+    period_start: i64,
+    retry_days: &[i64],
+    now: i64,
+) -> Settlement {
+    let mut settlement = Settlement::default();
+    // Canceled or paused while the charge was in flight: the money is settled and the
+    // period recorded, but the subscription stays where its owner put it.
+    let stopped = matches!(
+        status_of(sub),
+        Status::Canceled | Status::Paused | Status::PausedInsufficientBalance
+    );
+    if stopped {
+        if approved && period_start == sub.current_period_end {
+            reschedule(sub, Schedule::advance);
+            sub.next_charge_date = sub.current_period_end;
+        }
+        sub.due_at = match status_of(sub) {
+            Status::Canceled => None,
+            _ => stopped_due(sub),
+        };
+    } else if approved {
+        // Every newly paid period (a renewal, a first charge, a restart) was priced without
+        // the add-ons detached before it: they leave now.
+        settlement.drop_detached_addons = true;
+        if period_start == sub.current_period_end {
+            reschedule(sub, Schedule::advance);
+        }
+        sub.status = Status::Active.as_str().to_owned();
+        sub.failed_attempts = 0;
+        sub.first_failure_at = None;
+        sub.next_charge_date = sub.current_period_end;
+        sub.due_at = Some(sub.current_period_end);
+    } else {
+        sub.failed_attempts += 1;
+        let first = *sub.first_failure_at.get_or_insert(now);
+        if sub.failed_attempts == 1 {
+            sub.status = Status::PastDue.as_str().to_owned();
+            settlement.events.push("subscription.past_due");
+        }
+        match retry_at(first, sub.failed_attempts as u32, retry_days) {
+            Some(retry) => {
+                sub.status = Status::PastDue.as_str().to_owned();
+                sub.next_charge_date = retry;
+                sub.due_at = Some(retry);
+            }
+            None => {
+                sub.status = Status::Canceled.as_str().to_owned();
+                sub.due_at = None;
+                settlement.events.push("subscription.canceled");
+            }
+        }
+    }
+    sub.updated_at = now;
+    settlement
+}
+
+/// Resumes a paused subscription at `now`: back to its trial if that has not ended, else
+/// active (or past due, its retries still running); when the renewal date passed while paused,
+/// a new period starts now and is due at once.
+pub(super) fn resume(sub: &mut Subscription, now: i64) {
+    if sub.trial_end.is_some_and(|end| end > now) && sub.period_index < 0 {
+        sub.status = Status::Trialing.as_str().to_owned();
+        sub.due_at = Some(sub.current_period_end);
+        return;
+    }
+    sub.status = if sub.failed_attempts > 0 {
+        Status::PastDue
+    } else {
+        Status::Active
+    }
+    .as_str()
+    .to_owned();
+    if sub.next_charge_date <= now && sub.failed_attempts == 0 {
+        reschedule(sub, |schedule| schedule.restart(now));
+        sub.next_charge_date = now;
+    }
+    sub.due_at = Some(sub.next_charge_date);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::subscription::parse_retry_days;
+    use chrono::{TimeZone, Utc};
+
+    const DAY: i64 = 86_400_000;
+
+    fn at(y: i32, m: u32, d: u32) -> i64 {
+        Utc.with_ymd_and_hms(y, m, d, 0, 0, 0)
+            .single()
+            .expect("date")
+            .timestamp_millis()
+    }
+
+    /// Monthly from Jan 31 2027, first period paid.
+    fn active() -> Subscription {
+        let start = at(2027, 1, 31);
+        let schedule = Schedule::starting(start, Cycle::Monthly);
+        let mut sub = crate::subscribe::build(
+            crate::subscribe::NewSubscription {
+                account_id: "acct_1".into(),
+                customer_id: "cus_1".into(),
+                plan_id: "plan_1".into(),
+                cycle: Cycle::Monthly,
+                payment_method_id: "pm_1".into(),
+                metadata: None,
+                start: crate::subscribe::Start::Paid,
+            },
+            start,
+        );
+        assert_eq!(sub.current_period_end, schedule.end);
+        sub.due_at = Some(sub.current_period_end);
+        sub
+    }
+
+    #[test]
+    fn an_approved_renewal_advances_one_period_from_the_anchor() {
+        let mut sub = active();
+        let end = sub.current_period_end;
+        let settlement = settle(&mut sub, true, end, &[1], end);
+        assert!(settlement.events.is_empty());
+        assert_eq!(sub.current_period_start, at(2027, 2, 28));
+        assert_eq!(
+            sub.current_period_end,
+            at(2027, 3, 31),
+            "no drift to Mar 28"
+        );
+        assert_eq!(sub.due_at, Some(at(2027, 3, 31)));
+    }
+
+    #[test]
+    fn an_approved_renewal_after_a_cycle_change_starts_an_annual_series() {
+        let mut sub = active();
+        reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
+        assert_eq!(sub.next_cycle.as_deref(), Some("annual"));
+        let end = sub.current_period_end;
+        settle(&mut sub, true, end, &[1], end);
+        assert_eq!(sub.current_period_end, at(2028, 2, 28));
+        assert_eq!(sub.period_cycle, "annual");
+        assert_eq!(sub.next_cycle, None);
+    }
+
+    #[test]
+    fn a_renewal_approved_while_paused_after_a_cycle_change_ends_a_year_later_not_years() {
+        let mut sub = active();
+        reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
+        sub.status = "paused".into();
+        let end = sub.current_period_end;
+        settle(&mut sub, true, end, &[1], end);
+        assert_eq!(sub.status, "paused");
+        assert_eq!(sub.current_period_start, at(2027, 2, 28));
+        assert_eq!(sub.current_period_end, at(2028, 2, 28));
+        assert_eq!(sub.due_at, None);
+    }
+
+    #[test]
+    fn a_paused_subscription_set_to_cancel_keeps_its_cancellation_timer() {
+        let mut sub = active();
+        sub.cancel_at_period_end = true;
+        sub.status = "paused".into();
+        let end = sub.current_period_end;
+        settle(&mut sub, false, end, &[1], end);
+        assert_eq!(sub.due_at, Some(sub.current_period_end));
+    }
+
+    #[test]
+    fn declines_go_past_due_then_retry_then_cancel() {
+        let mut sub = active();
+        let days = parse_retry_days("1,3");
+        let end = sub.current_period_end;
+        let first = settle(&mut sub, false, end, &days, end);
+        assert_eq!(first.events, vec!["subscription.past_due"]);
+        assert_eq!(sub.due_at, Some(end + DAY));
+        let second = settle(&mut sub, false, end, &days, end + DAY);
+        assert!(second.events.is_empty());
+        assert_eq!(sub.due_at, Some(end + 3 * DAY));
+        let last = settle(&mut sub, false, end, &days, end + 3 * DAY);
+        assert_eq!(last.events, vec!["subscription.canceled"]);
+        assert_eq!(sub.status, "canceled");
+        assert_eq!(sub.due_at, None);
+    }
+
+    #[test]
+    fn a_resume_after_the_renewal_date_restarts_the_period_now() {
+        let mut sub = active();
+        sub.status = "paused".into();
+        let later = sub.current_period_end + 5 * DAY;
+        resume(&mut sub, later);
+        assert_eq!(sub.status, "active");
+        assert_eq!(sub.current_period_start, later);
+        assert_eq!(sub.due_at, Some(later));
+    }
+}
