@@ -11,6 +11,7 @@ mod checkout_browser;
 mod checkout_payment;
 mod conventions;
 mod crash;
+mod idempotency;
 mod openapi;
 mod processor;
 mod protocol;
