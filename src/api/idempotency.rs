@@ -218,3 +218,97 @@ async fn purge_once(store: &Store) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::idempotency::test_store;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn held(store: &Store) -> HeldKey {
+        HeldKey {
+            store: store.clone(),
+            account: AccountId::from_stored("acct_1".to_owned()),
+            key: "k".to_owned(),
+        }
+    }
+
+    /// One request under the key `k`, through the layer's steps; `runs` counts its work.
+    async fn send(store: &Store, runs: &Arc<AtomicUsize>, answer: fn() -> Response) -> Response {
+        let held = held(store);
+        if let Some(kept) = held.claim("request").await.expect("claim") {
+            return kept;
+        }
+        let runs = Arc::clone(runs);
+        held.run(async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            answer()
+        })
+        .await
+    }
+
+    fn replayed(response: &Response) -> bool {
+        response.headers().contains_key("idempotent-replayed")
+    }
+
+    #[tokio::test]
+    async fn a_5xx_whose_effects_are_unknown_keeps_its_key_and_is_replayed() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        // As a create did when its actor timed out after the subscription was written.
+        let failed =
+            || ApiError::Internal("actor unavailable after the commit".into()).into_response();
+        let first = send(&store, &runs, failed).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let retry = send(&store, &runs, failed).await;
+        assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(replayed(&retry));
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "the retry did not run again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_5xx_that_committed_nothing_releases_its_key() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let failed = || {
+            ApiError::Internal("database unreachable before any write".into())
+                .before_any_write()
+                .into_response()
+        };
+        let first = send(&store, &runs, failed).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let retry = send(&store, &runs, || StatusCode::CREATED.into_response()).await;
+        assert_eq!(retry.status(), StatusCode::CREATED);
+        assert!(!replayed(&retry));
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry ran the request");
+    }
+
+    #[tokio::test]
+    async fn a_4xx_is_kept_for_its_key() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let refused = || ApiError::conflict("The subscription is canceled.").into_response();
+        send(&store, &runs, refused).await;
+        let retry = send(&store, &runs, refused).await;
+        assert_eq!(retry.status(), StatusCode::CONFLICT);
+        assert!(replayed(&retry));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_does_not_leave_its_key_running() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = send(&store, &runs, || panic!("handler bug")).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        // Kept as a 500 (what the handler did before panicking is unknown), not left running.
+        let retry = send(&store, &runs, || StatusCode::CREATED.into_response()).await;
+        assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(replayed(&retry));
+    }
+}

@@ -173,3 +173,116 @@ impl Store {
         Ok(self.writer().execute(&delete).await?.rows_affected())
     }
 }
+
+/// A fresh, migrated SQLite store in the temporary directory, for unit tests of this module
+/// and of the layer that uses it.
+#[cfg(test)]
+pub(crate) async fn test_store() -> Store {
+    let path =
+        std::env::temp_dir().join(format!("billing-unit-{}.db", uuid::Uuid::new_v4().simple()));
+    let store = Store::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn account() -> AccountId {
+        AccountId::from_stored("acct_1".to_owned())
+    }
+
+    #[tokio::test]
+    async fn an_expired_key_is_claimed_as_new_even_for_another_request() {
+        let store = test_store().await;
+        let old = NOW - RETENTION_MS - 1;
+        assert_eq!(
+            store
+                .claim_idempotency_key(&account(), "k", "a", old)
+                .await
+                .expect("claim"),
+            Claim::Fresh
+        );
+        store
+            .finish_idempotency_key(&account(), "k", 201, "{}".into())
+            .await
+            .expect("finish");
+        assert_eq!(
+            store
+                .claim_idempotency_key(&account(), "k", "b", NOW)
+                .await
+                .expect("claim"),
+            Claim::Fresh
+        );
+        assert_eq!(
+            store
+                .claim_idempotency_key(&account(), "k", "b", NOW)
+                .await
+                .expect("claim"),
+            Claim::InFlight
+        );
+    }
+
+    #[tokio::test]
+    async fn releasing_frees_a_running_key_but_never_a_kept_response() {
+        let store = test_store().await;
+        let account = account();
+        let claim = |key: &'static str| store.claim_idempotency_key(&account, key, "a", NOW);
+        assert_eq!(claim("running").await.expect("claim"), Claim::Fresh);
+        store
+            .release_idempotency_key(&account, "running")
+            .await
+            .expect("release");
+        assert_eq!(claim("running").await.expect("claim"), Claim::Fresh);
+
+        assert_eq!(claim("done").await.expect("claim"), Claim::Fresh);
+        store
+            .finish_idempotency_key(&account, "done", 500, "{}".into())
+            .await
+            .expect("finish");
+        store
+            .release_idempotency_key(&account, "done")
+            .await
+            .expect("release");
+        assert_eq!(
+            claim("done").await.expect("claim"),
+            Claim::Replay {
+                status: 500,
+                body: "{}".into()
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn the_purge_deletes_expired_keys_a_batch_at_a_time_and_keeps_the_rest() {
+        let store = test_store().await;
+        for i in 0..5 {
+            let at = NOW - RETENTION_MS - 1 - i;
+            store
+                .claim_idempotency_key(&account(), &format!("old-{i}"), "a", at)
+                .await
+                .expect("claim");
+        }
+        store
+            .claim_idempotency_key(&account(), "young", "a", NOW - RETENTION_MS + 1)
+            .await
+            .expect("claim");
+        let purge = || store.purge_expired_idempotency_keys(NOW, 2);
+        assert_eq!(purge().await.expect("purge"), 2);
+        assert_eq!(purge().await.expect("purge"), 2);
+        assert_eq!(purge().await.expect("purge"), 1);
+        assert_eq!(purge().await.expect("purge"), 0);
+        assert_eq!(
+            store
+                .claim_idempotency_key(&account(), "young", "a", NOW)
+                .await
+                .expect("claim"),
+            Claim::InFlight
+        );
+    }
+}
