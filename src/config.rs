@@ -44,6 +44,14 @@ pub struct Config {
         global = true
     )]
     pub actor_idle_secs: u64,
+    /// Seconds between two purges of Idempotency-Keys older than 24 hours.
+    #[arg(
+        long,
+        env = "BILLING_IDEMPOTENCY_PURGE_SECS",
+        default_value_t = 600,
+        global = true
+    )]
+    pub idempotency_purge_secs: u64,
 }
 
 impl Config {
@@ -56,6 +64,7 @@ impl Config {
             admin_token: None,
             allow_private_webhook_urls: None,
             actor_idle_secs: 5,
+            idempotency_purge_secs: 600,
         }
     }
 

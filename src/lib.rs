@@ -164,10 +164,19 @@ pub async fn run(
     // Ready once the first scheduler pass has run every timer that fell due while down.
     actors::spawn_webhooks(runtime.clone());
     actors::spawn_background(runtime.clone(), Arc::clone(&state.ready), arms);
+    // Stopped by dropping its sender when serving ends: a test process starts many apps, and
+    // a loop left running would keep each one's database pool open.
+    let (stop_purge, purge_stopped) = tokio::sync::watch::channel(());
+    tokio::spawn(api::idempotency::purge_loop(
+        state.store.clone(),
+        std::time::Duration::from_secs(state.config.idempotency_purge_secs.max(1)),
+        purge_stopped,
+    ));
     tracing::info!(address = %local, "billing listening");
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
+    drop(stop_purge);
     runtime.stop().await;
     served?;
     Ok(())

@@ -18,6 +18,7 @@ mod m20261123_000006_ops;
 mod m20261123_000007_account_due;
 mod m20261123_000008_due_claims;
 mod m20261124_000009_money_invariants;
+mod m20261124_000011_idempotency_purge;
 
 pub struct Migrator;
 
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000007_account_due::Migration),
             Box::new(m20261123_000008_due_claims::Migration),
             Box::new(m20261124_000009_money_invariants::Migration),
+            Box::new(m20261124_000011_idempotency_purge::Migration),
         ]
     }
 }

@@ -1,6 +1,7 @@
 //! `ApiError`: the only error that becomes an HTTP response, always in the contract's shape
 //! `{"error": {"type", "message", "param"}}`.
 
+use super::idempotency::NothingCommitted;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -47,9 +48,15 @@ pub enum ApiError {
     /// 400 (or 409 while the first request runs) `idempotency_error`.
     #[error("{message}")]
     Idempotency { status: StatusCode, message: String },
-    /// 500 `api_error`; the cause is logged, never sent.
+    /// 500 `api_error`; the cause is logged, never sent. Whether the request committed
+    /// anything is unknown, so its Idempotency-Key keeps this answer (`api::idempotency`).
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// 500 `api_error` from a failure known to come before the request's first write (its
+    /// checks, or a transaction that rolled back): the response carries `NothingCommitted`,
+    /// so its Idempotency-Key is released and a retry runs the request again.
+    #[error("internal error")]
+    Uncommitted(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ApiError {
@@ -95,13 +102,23 @@ impl ApiError {
         Self::Internal(Box::new(err))
     }
 
+    /// Marks a failure that happened before the request wrote anything: a 500 becomes
+    /// `Uncommitted` (its Idempotency-Key is released); any other error is unchanged (a 4xx
+    /// is kept for its key as it is: it committed nothing and would be answered the same).
+    pub fn before_any_write(self) -> Self {
+        match self {
+            Self::Internal(cause) => Self::Uncommitted(cause),
+            other => other,
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::InvalidRequest { status, .. } | Self::Idempotency { status, .. } => *status,
             Self::Authentication => StatusCode::UNAUTHORIZED,
             Self::InsufficientBalance(_) | Self::Processor(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Internal(_) | Self::Uncommitted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -123,7 +140,9 @@ impl ApiError {
                 None,
             ),
             Self::Idempotency { message, .. } => ("idempotency_error", message.clone(), None),
-            Self::Internal(_) => ("api_error", "An internal error occurred.".to_owned(), None),
+            Self::Internal(_) | Self::Uncommitted(_) => {
+                ("api_error", "An internal error occurred.".to_owned(), None)
+            }
         };
         ErrorDetail {
             kind,
@@ -147,10 +166,11 @@ impl From<crate::store::StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if let Self::Internal(cause) = &self {
+        if let Self::Internal(cause) | Self::Uncommitted(cause) = &self {
             // Logged once, inside the request's span; the client learns nothing internal.
             tracing::error!(error = %cause, source = ?cause.source(), "request failed");
         }
+        let nothing_committed = matches!(self, Self::Uncommitted(_));
         let status = self.status();
         let mut response = (
             status,
@@ -159,6 +179,9 @@ impl IntoResponse for ApiError {
             }),
         )
             .into_response();
+        if nothing_committed {
+            response.extensions_mut().insert(NothingCommitted);
+        }
         if let Self::RateLimited { retry_after_secs } = self {
             if let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string()) {
                 response.headers_mut().insert(header::RETRY_AFTER, value);

@@ -1,22 +1,47 @@
-//! `Idempotency-Key` on every POST, as one layer: the first response under a key is stored and
-//! replayed for 24 hours; another body under the same key is refused; a duplicate that arrives
-//! while the first still runs waits for it (bounded) instead of running twice.
+//! `Idempotency-Key` on every POST, as one layer (CONTRACT §3): the first response under a key
+//! is kept and replayed for 24 hours; another body under the same key is refused (400); a
+//! duplicate that arrives while the first still runs is answered 409 at once.
+//!
+//! The request runs in a task of its own: axum drops a handler's future when its client hangs
+//! up, and a request cut off half-way (its subscription written, its charge posted, its
+//! response never stored) would leave its key locked and tempt the client to use a new one.
+//! The task runs the handler to its end and keeps its response, whoever still listens.
+//!
+//! Which responses are kept: every 2xx and 4xx (a 4xx commits nothing and would be answered the
+//! same again), and every 5xx except those marked `NothingCommitted`. A 5xx may come after some
+//! of the request's effects were committed (a subscription written, then its actor timed out);
+//! releasing the key would let the retry do them twice, so only a failure known to precede the
+//! first write (`ApiError::Uncommitted`) releases it. Keys older than 24 hours are deleted by
+//! `purge_loop`; this module does not decide what a handler commits, only what its answer says.
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::state::AppState;
+use crate::ids::AccountId;
 use crate::secrets::sha256_hex;
+use crate::store::Store;
 use crate::store::idempotency::Claim;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::future::Future;
 use std::time::Duration;
+use tracing::Instrument;
 
 pub const HEADER: &str = "idempotency-key";
 const MAX_BODY: usize = 1024 * 1024;
-const WAIT_FOR_FIRST: Duration = Duration::from_secs(15);
+/// Tries at storing a finished request's response (or releasing its key) before giving up.
+const KEEP_ATTEMPTS: u32 = 5;
+/// Keys deleted per statement by the purge: small enough that SQLite's one writer is never
+/// held long, large enough that a day's backlog goes in few statements.
+pub const PURGE_BATCH: u64 = 1_000;
+
+/// A response extension saying that its request committed nothing: a 5xx that carries it
+/// releases its Idempotency-Key instead of being kept. `ApiError::Uncommitted` sets it.
+#[derive(Clone, Copy, Debug)]
+pub struct NothingCommitted;
 
 pub async fn idempotent_posts(
     State(state): State<AppState>,
@@ -43,7 +68,6 @@ pub async fn idempotent_posts(
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return Ok(next.run(request).await);
     };
-    let account = caller.account_id();
     let (parts, body) = request.into_parts();
     let bytes = to_bytes(body, MAX_BODY)
         .await
@@ -53,55 +77,103 @@ pub async fn idempotent_posts(
         material.extend_from_slice(&bytes);
         sha256_hex(material)
     };
+    let held = HeldKey {
+        store: state.store.clone(),
+        account: caller.account_id(),
+        key,
+    };
+    if let Some(kept) = held.claim(&fingerprint).await? {
+        return Ok(kept);
+    }
+    let request = Request::from_parts(parts, Body::from(bytes));
+    Ok(held.run(next.run(request)).await)
+}
 
-    let deadline = tokio::time::Instant::now() + WAIT_FOR_FIRST;
-    loop {
+/// A key this request holds once `claim` succeeded.
+struct HeldKey {
+    store: Store,
+    account: AccountId,
+    key: String,
+}
+
+impl HeldKey {
+    /// Takes the key for this request (`None`), or answers in its place: the kept response,
+    /// 400 for another request under the key, 409 while the first still runs.
+    async fn claim(&self, fingerprint: &str) -> Result<Option<Response>, ApiError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
-        match state
+        match self
             .store
-            .claim_idempotency_key(&account, &key, &fingerprint, now_ms)
+            .claim_idempotency_key(&self.account, &self.key, fingerprint, now_ms)
             .await?
         {
-            Claim::Fresh => break,
-            Claim::Replay { status, body } => return Ok(replay(status, body)),
-            Claim::Mismatch => {
-                return Err(ApiError::Idempotency {
-                    status: StatusCode::BAD_REQUEST,
-                    message: "This Idempotency-Key was already used with a different request."
-                        .to_owned(),
-                });
-            }
-            Claim::InFlight if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            Claim::InFlight => {
-                return Err(ApiError::Idempotency {
-                    status: StatusCode::CONFLICT,
-                    message: "A request with this Idempotency-Key is still being processed."
-                        .to_owned(),
-                });
-            }
+            Claim::Fresh => Ok(None),
+            Claim::Replay { status, body } => Ok(Some(replay(status, body))),
+            Claim::Mismatch => Err(ApiError::Idempotency {
+                status: StatusCode::BAD_REQUEST,
+                message: "This Idempotency-Key was already used with a different request."
+                    .to_owned(),
+            }),
+            Claim::InFlight => Err(ApiError::Idempotency {
+                status: StatusCode::CONFLICT,
+                message: "A request with this Idempotency-Key is still being processed; retry \
+                          after it finishes to get its response."
+                    .to_owned(),
+            }),
         }
     }
 
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
-    let (parts, body) = response.into_parts();
-    let body = to_bytes(body, usize::MAX).await.unwrap_or_default();
-    if parts.status.is_server_error() {
-        // Our failure, not the request's: a retry with the same key should run again.
-        state.store.release_idempotency_key(&account, &key).await?;
-    } else {
-        let text = String::from_utf8_lossy(&body).into_owned();
-        state
-            .store
-            .finish_idempotency_key(&account, &key, parts.status.as_u16(), text)
-            .await?;
+    /// Runs `work` to its end in a task of its own, keeps its response for the key, and
+    /// answers it. Dropping the returned future (the client hung up) does not stop the task.
+    async fn run(self, work: impl Future<Output = Response> + Send + 'static) -> Response {
+        let task = async move {
+            // The handler in a task of its own, so that a panic in it still ends here (and
+            // is kept, as a 500 whose effects are unknown) instead of unwinding past `keep`.
+            let response = match tokio::spawn(work.in_current_span()).await {
+                Ok(response) => response,
+                Err(_) => ApiError::Internal("handler panicked".into()).into_response(),
+            };
+            let (parts, body) = response.into_parts();
+            let body = to_bytes(body, usize::MAX).await.unwrap_or_default();
+            let nothing_committed = parts.extensions.get::<NothingCommitted>().is_some();
+            self.keep(parts.status, nothing_committed, &body).await;
+            Response::from_parts(parts, Body::from(body))
+        };
+        tokio::spawn(task.instrument(tracing::Span::current()))
+            .await
+            .unwrap_or_else(|_| ApiError::Internal("request task failed".into()).into_response())
     }
-    Ok(Response::from_parts(parts, Body::from(body)))
+
+    /// Stores the response for the key, or releases the key of a 5xx that committed nothing.
+    /// Retried a few times: a key left `running` answers 409 until it expires.
+    async fn keep(&self, status: StatusCode, nothing_committed: bool, body: &[u8]) {
+        let release = status.is_server_error() && nothing_committed;
+        for attempt in 0..KEEP_ATTEMPTS {
+            let kept = if release {
+                self.store
+                    .release_idempotency_key(&self.account, &self.key)
+                    .await
+            } else {
+                let text = String::from_utf8_lossy(body).into_owned();
+                self.store
+                    .finish_idempotency_key(&self.account, &self.key, status.as_u16(), text)
+                    .await
+            };
+            match kept {
+                Ok(()) => return,
+                Err(err) => {
+                    tracing::warn!(error = %err, attempt, "could not keep an idempotent response");
+                    tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                }
+            }
+        }
+        tracing::error!(
+            key = %self.key,
+            "gave up keeping an idempotent response; the key answers 409 until it expires"
+        );
+    }
 }
 
+/// A kept response, answered again.
 fn replay(status: u16, body: String) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let mut response = (status, body).into_response();
@@ -112,4 +184,131 @@ fn replay(status: u16, body: String) -> Response {
     );
     headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
     response
+}
+
+/// Deletes keys older than 24 hours, at start and then every `every`, in batches of
+/// `PURGE_BATCH`, until `stop`'s sender is dropped. A claim treats an expired key as new
+/// anyway; the purge only keeps the table from growing for ever.
+pub async fn purge_loop(store: Store, every: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+    loop {
+        purge_once(&store).await;
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+async fn purge_once(store: &Store) {
+    loop {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        match store
+            .purge_expired_idempotency_keys(now_ms, PURGE_BATCH)
+            .await
+        {
+            Ok(deleted) if deleted >= PURGE_BATCH => {
+                // Let the other writers in between two batches.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Ok(_) => return,
+            Err(err) => {
+                tracing::warn!(error = %err, "purging expired idempotency keys failed");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::idempotency::test_store;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn held(store: &Store) -> HeldKey {
+        HeldKey {
+            store: store.clone(),
+            account: AccountId::from_stored("acct_1".to_owned()),
+            key: "k".to_owned(),
+        }
+    }
+
+    /// One request under the key `k`, through the layer's steps; `runs` counts its work.
+    async fn send(store: &Store, runs: &Arc<AtomicUsize>, answer: fn() -> Response) -> Response {
+        let held = held(store);
+        if let Some(kept) = held.claim("request").await.expect("claim") {
+            return kept;
+        }
+        let runs = Arc::clone(runs);
+        held.run(async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            answer()
+        })
+        .await
+    }
+
+    fn replayed(response: &Response) -> bool {
+        response.headers().contains_key("idempotent-replayed")
+    }
+
+    #[tokio::test]
+    async fn a_5xx_whose_effects_are_unknown_keeps_its_key_and_is_replayed() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        // As a create did when its actor timed out after the subscription was written.
+        let failed =
+            || ApiError::Internal("actor unavailable after the commit".into()).into_response();
+        let first = send(&store, &runs, failed).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let retry = send(&store, &runs, failed).await;
+        assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(replayed(&retry));
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            1,
+            "the retry did not run again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_5xx_that_committed_nothing_releases_its_key() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let failed = || {
+            ApiError::Internal("database unreachable before any write".into())
+                .before_any_write()
+                .into_response()
+        };
+        let first = send(&store, &runs, failed).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let retry = send(&store, &runs, || StatusCode::CREATED.into_response()).await;
+        assert_eq!(retry.status(), StatusCode::CREATED);
+        assert!(!replayed(&retry));
+        assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry ran the request");
+    }
+
+    #[tokio::test]
+    async fn a_4xx_is_kept_for_its_key() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let refused = || ApiError::conflict("The subscription is canceled.").into_response();
+        send(&store, &runs, refused).await;
+        let retry = send(&store, &runs, refused).await;
+        assert_eq!(retry.status(), StatusCode::CONFLICT);
+        assert!(replayed(&retry));
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_does_not_leave_its_key_running() {
+        let store = test_store().await;
+        let runs = Arc::new(AtomicUsize::new(0));
+        let first = send(&store, &runs, || panic!("handler bug")).await;
+        assert_eq!(first.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        // Kept as a 500 (what the handler did before panicking is unknown), not left running.
+        let retry = send(&store, &runs, || StatusCode::CREATED.into_response()).await;
+        assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(replayed(&retry));
+    }
 }

@@ -292,11 +292,22 @@ async fn concurrent_duplicates_run_once(app: TestApp) {
     let responses = futures::future::join_all(requests).await;
     let mut ids = std::collections::BTreeSet::new();
     for response in responses {
+        // CONTRACT §3: a duplicate that arrives while the first runs is answered 409; one
+        // that arrives after it, the first's response.
         let (status, body) = read(response.expect("send")).await;
-        assert_eq!(status, 201, "{body}");
-        ids.insert(body["id"].as_str().expect("id").to_owned());
+        match status {
+            201 => {
+                ids.insert(body["id"].as_str().expect("id").to_owned());
+            }
+            409 => assert_eq!(body["error"]["type"], "idempotency_error", "{body}"),
+            other => panic!("{other}: {body}"),
+        }
     }
-    assert_eq!(ids.len(), 1, "every duplicate saw the same plan");
+    assert_eq!(
+        ids.len(),
+        1,
+        "every duplicate that got an answer saw the same plan"
+    );
     let (_, list) = read(app.get("/v1/plans").await).await;
     assert_eq!(
         list["data"].as_array().map(Vec::len),

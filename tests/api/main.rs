@@ -12,6 +12,8 @@ mod checkout_browser;
 mod checkout_payment;
 mod conventions;
 mod crash;
+
+mod idempotency;
 mod model;
 mod openapi;
 mod processor;

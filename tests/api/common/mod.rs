@@ -102,6 +102,8 @@ pub async fn spawn_on(database_url: String) -> TestApp {
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
     // Tests that look at live actors must not race their idle stop on a loaded machine.
     config.actor_idle_secs = 120;
+    // Purge expired Idempotency-Keys every second, so that a test sees it happen.
+    config.idempotency_purge_secs = 1;
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
         if let Err(err) = billing::run(config, listener, async {
