@@ -17,6 +17,7 @@ mod m20261123_000005_checkout;
 mod m20261123_000006_ops;
 mod m20261123_000007_account_due;
 mod m20261123_000008_due_claims;
+mod m20261124_000010_processor_outcomes;
 
 pub struct Migrator;
 
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000006_ops::Migration),
             Box::new(m20261123_000007_account_due::Migration),
             Box::new(m20261123_000008_due_claims::Migration),
+            Box::new(m20261124_000010_processor_outcomes::Migration),
         ]
     }
 }

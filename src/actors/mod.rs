@@ -8,6 +8,7 @@
 
 pub mod clock;
 mod endpoint;
+mod outcomes;
 mod scheduler;
 mod subscription;
 pub mod tree;

@@ -4,6 +4,7 @@
 
 pub mod checkout;
 pub mod money;
+pub mod recheck;
 pub mod subscription;
 pub mod text;
 pub mod time;
