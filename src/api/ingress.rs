@@ -124,7 +124,10 @@ async fn receive_processor_event(
         // its recorded final outcome, moves nothing: it is kept, flagged for operators, and
         // answered 200 so that the processor does not send it again and again.
         if let Some(report) = conflict(&charge, tx, &row.checksum) {
-            let first_delivery = state.store.flag_processor_event(row, &charge, report).await?;
+            let first_delivery = state
+                .store
+                .flag_processor_event(row, &charge, report)
+                .await?;
             return Ok(Json(IngressOut {
                 received: true,
                 first_delivery,

@@ -39,9 +39,7 @@ mod tests {
 
     #[test]
     fn waits_grow_then_stay_at_five_minutes() {
-        let waits: Vec<u64> = (1..=8)
-            .map(|n| recheck_delay(BASE, n).as_secs())
-            .collect();
+        let waits: Vec<u64> = (1..=8).map(|n| recheck_delay(BASE, n).as_secs()).collect();
         assert_eq!(waits, [5, 15, 30, 60, 120, 300, 300, 300]);
         assert_eq!(recheck_delay(BASE, u32::MAX), Duration::from_secs(300));
     }

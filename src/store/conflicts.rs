@@ -47,8 +47,13 @@ impl Store {
         if !record_processor_event_in(txn.conn(), event).await? {
             return Ok(false);
         }
-        insert_conflict_in(txn.conn(), charge, report, chrono::Utc::now().timestamp_millis())
-            .await?;
+        insert_conflict_in(
+            txn.conn(),
+            charge,
+            report,
+            chrono::Utc::now().timestamp_millis(),
+        )
+        .await?;
         txn.commit().await?;
         Ok(true)
     }
@@ -56,8 +61,13 @@ impl Store {
     /// Keeps a conflict that came without an event (a poll's answer), in a unit of its own.
     pub async fn record_conflict(&self, charge: &ChargeAttempt, report: Report) -> StoreResult<()> {
         let txn = self.begin().await?;
-        insert_conflict_in(txn.conn(), charge, report, chrono::Utc::now().timestamp_millis())
-            .await?;
+        insert_conflict_in(
+            txn.conn(),
+            charge,
+            report,
+            chrono::Utc::now().timestamp_millis(),
+        )
+        .await?;
         txn.commit().await
     }
 

@@ -13,6 +13,8 @@ mod conventions;
 mod crash;
 mod openapi;
 mod processor;
+mod processor_conflicts;
+mod processor_faults;
 mod protocol;
 mod subscriptions;
 mod webhooks;
