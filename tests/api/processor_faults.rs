@@ -21,6 +21,7 @@ crate::db_tests!(config = super::fast_reconciler;
     a_failing_lookup_in_the_reconciler_never_posts_again,
     a_definite_refusal_of_a_repost_settles_the_charge_as_error_and_releases_the_fee,
     one_failing_charge_does_not_stop_the_reconciler,
+    a_checkout_paid_while_the_processor_rate_limits_is_posted_again_and_completes,
 );
 
 pub(crate) const APPROVED_CARD: &str = "4242424242424242";
@@ -130,24 +131,9 @@ impl Shop {
             .as_str()
             .expect("id")
             .to_owned();
-        let client = ProcessorClient::new().expect("client");
-        let acceptance = client
-            .acceptance_tokens(&shop.direct)
-            .await
-            .expect("acceptance");
-        let card = CardDetails {
-            number: card.into(),
-            cvc: "123".into(),
-            exp_month: "08".into(),
-            exp_year: "30".into(),
-            card_holder: "Ana Gómez".into(),
-        };
-        let token = client
-            .tokenize_card(&shop.direct, &card)
-            .await
-            .expect("token");
+        let (token, acceptance) = shop.card_token(card).await;
         let path = format!("/v1/customers/{}/payment-methods", shop.customer);
-        let body = json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token});
+        let body = json!({"card_token": token, "acceptance_token": acceptance});
         shop.method = shop.call(app, Method::POST, &path, body).await["id"]
             .as_str()
             .expect("id")
@@ -158,6 +144,27 @@ impl Shop {
             .expect("id")
             .to_owned();
         shop
+    }
+
+    /// A card tokenized at the sandbox as the browser does: (token, acceptance token).
+    pub(crate) async fn card_token(&self, number: &str) -> (String, String) {
+        let client = ProcessorClient::new().expect("client");
+        let acceptance = client
+            .acceptance_tokens(&self.direct)
+            .await
+            .expect("acceptance");
+        let card = CardDetails {
+            number: number.into(),
+            cvc: "123".into(),
+            exp_month: "08".into(),
+            exp_year: "30".into(),
+            card_holder: "Ana Gómez".into(),
+        };
+        let token = client
+            .tokenize_card(&self.direct, &card)
+            .await
+            .expect("token");
+        (token.id, acceptance.acceptance_token)
     }
 
     /// Calls the API with this shop's key; any status but 2xx fails the test.
@@ -505,4 +512,39 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
         .expect("db")
         .expect("the failing charge is asked about again later");
     assert!(recheck.attempts >= 1);
+}
+
+async fn a_checkout_paid_while_the_processor_rate_limits_is_posted_again_and_completes(
+    app: TestApp,
+) {
+    let shop = Shop::open(&app, APPROVED_CARD).await;
+    let body = json!({"plan_id": shop.plan, "cycle": "monthly",
+        "customer": {"email": "ana@example.co", "name": "Ana Gómez"}});
+    let session = shop
+        .call(&app, Method::POST, "/v1/checkout-sessions", body)
+        .await;
+    let id = session["id"].as_str().expect("id");
+    let (token, acceptance) = shop.card_token(APPROVED_CARD).await;
+    shop.proxy.fail("POST", "/transactions", rate_limited(), 1);
+    // The page's request waits for the outcome, asking the processor itself meanwhile.
+    let (status, out) = read(
+        app.client
+            .post(app.url(&format!("/checkout/{id}/complete")))
+            .json(&json!({"card_token": token, "acceptance_token": acceptance}))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 200, "a 429 is not a decline: {out}");
+    assert_eq!(out["status"], "complete");
+    let references = shop.posted_references();
+    assert_eq!(
+        references.len(),
+        2,
+        "the 429, then the post after the lookup"
+    );
+    assert_eq!(references[0], references[1]);
+    assert_eq!(shop.charge(&references[0]).await.status, "approved");
+    assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
 }
