@@ -522,7 +522,7 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                         Ok::<_, anyhow::Error>(charge)
                     })
                     .await?;
-                let tx = client
+                let posted = client
                     .create_transaction(
                         &creds,
                         &NewTransaction {
@@ -533,7 +533,10 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                             customer_email: "bench@example.co".into(),
                         },
                     )
-                    .await?;
+                    .await;
+                let Some(tx) = posted.transaction() else {
+                    anyhow::bail!("the sandbox did not take the transaction: {posted:?}");
+                };
                 let tx = client.get_transaction(&creds, &tx.id).await?;
                 sub.current_period_start = sub.current_period_end;
                 sub.due_at = Some(sub.current_period_end + 30 * DAY_MS);

@@ -1,9 +1,15 @@
-//! Charging a payment method: reserve the fee, post the transaction, apply the outcome once.
+//! Charging a payment method: reserve the fee, post the transaction, learn its outcome, apply
+//! it once.
 //!
-//! The outcome of a transaction can reach us four ways: the create response, a poll, and any
-//! number of `transaction.updated` events. All of them end in `Store::settle_charge`, whose
-//! conditional update lets exactly one of them apply the money. A checkout's charge settles
-//! through `checkout::settle`, which also completes or reopens its session.
+//! What the processor says comes back as a `ProcessorOutcome` four ways: the create answer, a
+//! recheck (the reconciler, the checkout page's wait), and any number of `transaction.updated`
+//! events. Only a final status the processor reported, or a post it refused for certain,
+//! settles a charge; an unknown outcome leaves it pending with its fee reserved, and schedules
+//! the next question about its reference (`Store::schedule_recheck`, with backoff). Every
+//! settlement ends in `settle_charge`, whose conditional update lets exactly one report apply
+//! the money. A subscription's charge is settled by its actor (`actors::outcomes` routes it);
+//! `settle` here serves the others, a checkout's through `checkout::settle`, which also
+//! completes or reopens its session.
 
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::checkout::{CHECKOUT_PURPOSE, settle as settle_checkout};
@@ -12,9 +18,12 @@ use crate::ids::AccountId;
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, Transaction,
 };
+use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
 use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, Settled};
+use crate::store::conflicts::Report;
 use crate::store::{Store, StoreError};
+use std::time::Duration;
 
 /// What to charge.
 #[derive(Clone, Debug)]
@@ -39,11 +48,19 @@ pub enum ChargeError {
     Store(#[from] StoreError),
 }
 
+/// The default first wait before asking again about an unknown outcome (see
+/// `domain::recheck`).
+pub const DEFAULT_RECHECK_BASE: Duration = Duration::from_secs(5);
+
+/// The recheck reason of a charge the processor has and has not finished.
+const STILL_PENDING: &str = "pending at the processor";
+
 #[derive(Clone)]
 pub struct Charger {
     store: Store,
     client: ProcessorClient,
     public_url: String,
+    recheck_base: Duration,
 }
 
 impl Charger {
@@ -52,7 +69,18 @@ impl Charger {
             store,
             client,
             public_url,
+            recheck_base: DEFAULT_RECHECK_BASE,
         }
+    }
+
+    /// The backoff base of rechecks (`Config::processor_recheck_base_ms`).
+    pub fn with_recheck_base(mut self, base: Duration) -> Self {
+        self.recheck_base = base;
+        self
+    }
+
+    pub fn recheck_base(&self) -> Duration {
+        self.recheck_base
     }
 
     pub fn client(&self) -> &ProcessorClient {
@@ -69,8 +97,8 @@ impl Charger {
     }
 
     /// Reserves the fee, records the attempt and posts the transaction. The attempt comes back
-    /// pending, or final when the processor answered with a final status at once. A processor
-    /// that cannot be reached leaves it pending: `poll` finds out later, by reference.
+    /// pending (also when the outcome is unknown), or final when the processor answered with a
+    /// final status at once or refused the post.
     pub async fn charge(
         &self,
         account: &Account,
@@ -113,54 +141,39 @@ impl Charger {
                 BeginChargeError::PeriodTaken => ChargeError::PeriodTaken,
                 BeginChargeError::Store(err) => ChargeError::Store(err),
             })?;
-        match self.submit(account, &charge).await {
-            Ok(Some(tx)) => Ok(self.apply(&charge, &tx).await?.map_or(charge, |s| s.charge)),
-            Ok(None) => Ok(charge),
-            Err(err) => self.fail(&charge, &err).await,
-        }
+        let outcome = self.submit(account, &charge).await;
+        Ok(self
+            .settle(&charge, &outcome, None)
+            .await?
+            .map_or(charge, |s| s.charge))
     }
 
-    /// Posts the transaction of a recorded attempt. `Ok(None)`: the processor could not be
-    /// reached and the attempt stays pending (a poll finds out later, by reference); `Err`:
-    /// the processor refused it, which is final.
-    pub async fn submit(
-        &self,
-        account: &Account,
-        charge: &ChargeAttempt,
-    ) -> Result<Option<Transaction>, ProcessorError> {
-        let account_id = AccountId::from_stored(account.id.clone());
-        let lookup = async {
-            let method = self
-                .store
-                .payment_method(&account_id, &charge.payment_method_id)
-                .await
-                .ok()??;
-            let customer = self
-                .store
-                .customer(&account_id, &charge.customer_id)
-                .await
-                .ok()??;
-            Some((method, customer))
+    /// Posts the transaction of a recorded attempt and says what came of it. An unknown
+    /// outcome is never a decline: the attempt stays pending and its next question to the
+    /// processor is scheduled. A pending one writes nothing (its event, or a recheck once it is
+    /// stale, brings the outcome): in a burst that saves a write per renewal.
+    pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
+        let outcome = self.post(account, charge).await;
+        if let ProcessorOutcome::Unknown(reason) = &outcome {
+            self.not_settled(charge, reason).await;
+        }
+        outcome
+    }
+
+    /// One post of the charge's transaction under its reference.
+    async fn post(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
+        let (payment_source_id, customer_email) = match self.source(account, charge).await {
+            Ok(Some(source)) => source,
+            Ok(None) => {
+                return ProcessorOutcome::Refused("payment method or customer not found".into());
+            }
+            // Our database failing says nothing about the charge: ask again later.
+            Err(err) => return ProcessorOutcome::Unknown(format!("reading the payer: {err}")),
         };
-        // A checkout's charge is made before its customer and payment method exist: the
-        // session's attempt holds the payment source and e-mail until it completes.
-        let source = match lookup.await {
-            Some((method, customer)) => Some((method.processor_payment_source_id, customer.email)),
-            None => self
-                .store
-                .checkout_session_for_charge(&charge.id)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|s| Some((s.attempt_payment_source_id?, s.attempt_email?))),
+        let credentials = match self.credentials(account) {
+            Ok(credentials) => credentials,
+            Err(err) => return ProcessorOutcome::of_post_error(&err),
         };
-        let Some((payment_source_id, customer_email)) = source else {
-            return Err(ProcessorError::Rejected {
-                status: 404,
-                message: "payment method or customer not found".into(),
-            });
-        };
-        let credentials = self.credentials(account)?;
         let transaction = NewTransaction {
             amount_in_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
@@ -169,74 +182,165 @@ impl Charger {
             customer_email,
         };
         let started = std::time::Instant::now();
-        let result = self
+        let outcome = self
             .client
             .create_transaction(&credentials, &transaction)
             .await;
         metrics::histogram!("processor_request_seconds").record(started.elapsed().as_secs_f64());
-        match result {
-            Ok(tx) => Ok(Some(tx)),
-            Err(ProcessorError::Rejected { status, message }) if status < 500 => {
-                Err(ProcessorError::Rejected { status, message })
+        if let ProcessorOutcome::Refused(reason) = &outcome {
+            tracing::error!(charge = %charge.id, %reason, "the processor refused the transaction; the charge settles as ERROR");
+        }
+        outcome
+    }
+
+    /// The payment source and e-mail to charge. A checkout's charge is made before its
+    /// customer and payment method exist: the session's attempt holds them until it completes.
+    async fn source(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+    ) -> Result<Option<(i64, String)>, StoreError> {
+        let account_id = AccountId::from_stored(account.id.clone());
+        let method = self
+            .store
+            .payment_method(&account_id, &charge.payment_method_id)
+            .await?;
+        let customer = self
+            .store
+            .customer(&account_id, &charge.customer_id)
+            .await?;
+        if let (Some(method), Some(customer)) = (method, customer) {
+            return Ok(Some((method.processor_payment_source_id, customer.email)));
+        }
+        Ok(self
+            .store
+            .checkout_session_for_charge(&charge.id)
+            .await?
+            .and_then(|s| Some((s.attempt_payment_source_id?, s.attempt_email?))))
+    }
+
+    /// Asks the processor about a charge: by its transaction id when known, else by reference.
+    pub async fn ask(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
+        let credentials = match self.credentials(account) {
+            Ok(credentials) => credentials,
+            Err(err) => return ProcessorOutcome::Unknown(err.to_string()),
+        };
+        self.client
+            .lookup(
+                &credentials,
+                charge.processor_transaction_id.as_deref(),
+                &charge.reference,
+            )
+            .await
+    }
+
+    /// The question the reconciler and the checkout page ask about a pending charge: what does
+    /// the processor have under its reference? When it never saw it, the same reference is
+    /// posted again (the processor refuses a second transaction under one reference, so this
+    /// cannot charge twice). A final outcome (or a refusal of the post) is returned for the
+    /// caller to apply through the charge's owner; anything else schedules the next question.
+    pub async fn recheck(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
+        let mut outcome = self.ask(account, charge).await;
+        if matches!(outcome, ProcessorOutcome::Unseen) {
+            tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
+            outcome = self.post(account, charge).await;
+        }
+        if let Some(why) = outcome.transaction().and_then(|tx| mismatch(charge, tx)) {
+            let tx = outcome.transaction().cloned();
+            self.flag(charge, tx.as_ref(), &why).await;
+            outcome = ProcessorOutcome::Unknown(why);
+        }
+        match &outcome {
+            ProcessorOutcome::Pending(tx) => {
+                let now_ms = chrono::Utc::now().timestamp_millis();
+                if let Err(err) = self
+                    .store
+                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
+                    .await
+                {
+                    tracing::warn!(charge = %charge.id, error = %err, "noting the pending transaction failed");
+                }
+                self.not_settled(charge, STILL_PENDING).await;
             }
+            ProcessorOutcome::Unknown(reason) => self.not_settled(charge, reason).await,
+            ProcessorOutcome::Unseen => self.not_settled(charge, "not found").await,
+            _ => {}
+        }
+        outcome
+    }
+
+    /// A charge whose outcome is not known yet: it stays pending, fee reserved, and is asked
+    /// about again after the next wait of the backoff.
+    async fn not_settled(&self, charge: &ChargeAttempt, reason: &str) {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let unknown = reason != STILL_PENDING;
+        if unknown {
+            metrics::counter!("processor_unknown_outcomes_total").increment(1);
+        }
+        match self
+            .store
+            .schedule_recheck(charge, reason, self.recheck_base, now_ms)
+            .await
+        {
+            Ok(attempt) if unknown => {
+                tracing::warn!(charge = %charge.id, attempt, %reason, "processor outcome unknown; the charge stays pending and will be asked about again");
+            }
+            Ok(attempt) => {
+                tracing::info!(charge = %charge.id, attempt, "still pending at the processor; asked about again later");
+            }
+            // Without its row the charge is still asked about once it is stale.
             Err(err) => {
-                tracing::warn!(charge = %charge.id, error = %err, "processor unreachable; the charge stays pending");
-                Ok(None)
+                tracing::warn!(charge = %charge.id, error = %err, "scheduling the recheck failed")
             }
         }
     }
 
-    /// A charge the processor refused outright: final ERROR, reservation released.
-    async fn fail(
-        &self,
-        charge: &ChargeAttempt,
-        err: &ProcessorError,
-    ) -> Result<ChargeAttempt, ChargeError> {
-        let now_ms = chrono::Utc::now().timestamp_millis();
-        let message = err.to_string();
-        let settled = self
-            .store
-            .settle_charge(&charge.id, "ERROR", Some(&message), None, now_ms)
-            .await?;
-        Ok(settled.map_or_else(|| charge.clone(), |s| s.charge))
+    /// Keeps a processor answer that does not fit its charge for operators.
+    async fn flag(&self, charge: &ChargeAttempt, tx: Option<&Transaction>, why: &str) {
+        let report = Report {
+            kind: "mismatch",
+            reported_status: tx.map(|tx| tx.status.clone()),
+            transaction_id: tx.map(|tx| tx.id.clone()),
+            amount_cents: tx.map(|tx| tx.amount_in_cents),
+            currency: tx.and_then(|tx| tx.currency.clone()),
+            event_checksum: None,
+            detail: why.to_owned(),
+        };
+        if let Err(err) = self.store.record_conflict(charge, report).await {
+            tracing::error!(charge = %charge.id, error = %err, "recording a conflict failed");
+        }
     }
 
-    /// Records what the processor said about `charge`'s transaction, settling it when final.
-    pub async fn apply(
+    /// Applies `outcome` to a charge that belongs to no subscription (a subscription's goes
+    /// through its actor), recording the processor `event` that reported it, when there is
+    /// one, in the same transaction: a final outcome settles the charge once; a pending one
+    /// notes its transaction.
+    pub async fn settle(
         &self,
         charge: &ChargeAttempt,
-        tx: &Transaction,
-    ) -> Result<Option<Settled>, StoreError> {
-        self.apply_event(charge, tx, None).await
-    }
-
-    /// `apply`, also recording the processor `event` that said it (the ingress's): in the
-    /// settling transaction when the status is final, so the event's row exists exactly when
-    /// its outcome was applied.
-    pub async fn apply_event(
-        &self,
-        charge: &ChargeAttempt,
-        tx: &Transaction,
+        outcome: &ProcessorOutcome,
         event: Option<ProcessorEvent>,
     ) -> Result<Option<Settled>, StoreError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
-        if !tx.is_final() {
-            self.store
-                .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
-                .await?;
+        let Some(settlement) = outcome.settlement() else {
+            if let Some(tx) = outcome.transaction() {
+                self.store
+                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
+                    .await?;
+            }
             if let Some(event) = event {
                 self.store.record_processor_event(event).await?;
             }
             return Ok(None);
-        }
+        };
         if charge.purpose == CHECKOUT_PURPOSE {
             // Settling a checkout's charge also completes (or reopens) its session.
             return settle_checkout(
                 &self.store,
                 &charge.id,
-                &tx.status,
-                tx.status_message.as_deref(),
-                Some(&tx.id),
+                settlement.raw_status,
+                settlement.message,
+                settlement.transaction_id,
                 event,
             )
             .await;
@@ -249,42 +353,53 @@ impl Charger {
         let settled = txn
             .settle_charge(
                 &charge.id,
-                &tx.status,
-                tx.status_message.as_deref(),
-                Some(&tx.id),
+                settlement.raw_status,
+                settlement.message,
+                settlement.transaction_id,
                 now_ms,
             )
             .await?;
-        if recorded || settled.as_ref().is_some_and(|s| s.newly) {
+        if recorded || settled.as_ref().is_some_and(|s| s.newly || s.conflict) {
             txn.commit().await?;
         }
         Ok(settled)
     }
 
-    /// Asks the processor about a pending charge (by transaction id, else by reference).
+    /// Asks the processor about a charge of no subscription and applies a final answer (no
+    /// re-post: that is `recheck`'s).
     pub async fn poll(
         &self,
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<Option<Settled>, ChargeError> {
-        let Ok(credentials) = self.credentials(account) else {
-            return Ok(None);
-        };
-        let found = match &charge.processor_transaction_id {
-            Some(id) => self
-                .client
-                .get_transaction(&credentials, id)
-                .await
-                .map(Some),
-            None => {
-                self.client
-                    .find_transaction_by_reference(&credentials, &charge.reference)
-                    .await
-            }
-        };
-        match found {
-            Ok(Some(tx)) => Ok(self.apply(charge, &tx).await?),
-            Ok(None) | Err(_) => Ok(None),
-        }
+        let outcome = self.ask(account, charge).await;
+        Ok(self.settle(charge, &outcome, None).await?)
     }
+}
+
+/// Why a transaction the processor reported is not `charge`'s (CONTRACT §7): another amount,
+/// another currency, or another transaction than the one we know. None when it is.
+pub fn mismatch(charge: &ChargeAttempt, tx: &Transaction) -> Option<String> {
+    if tx.amount_in_cents != charge.amount_cents {
+        return Some(format!(
+            "the processor reported {} cents for a charge of {} cents",
+            tx.amount_in_cents, charge.amount_cents
+        ));
+    }
+    if let Some(currency) = tx.currency.as_deref().filter(|c| *c != CURRENCY) {
+        return Some(format!(
+            "the processor reported currency {currency} for a charge in {CURRENCY}"
+        ));
+    }
+    if let Some(known) = charge
+        .processor_transaction_id
+        .as_deref()
+        .filter(|known| *known != tx.id)
+    {
+        return Some(format!(
+            "the processor reported transaction {} for a charge whose transaction is {known}",
+            tx.id
+        ));
+    }
+    None
 }

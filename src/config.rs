@@ -52,6 +52,34 @@ pub struct Config {
         global = true
     )]
     pub idempotency_purge_secs: u64,
+    /// Milliseconds one call to the processor may take before its outcome counts as unknown.
+    #[arg(
+        long,
+        env = "BILLING_PROCESSOR_TIMEOUT_MS",
+        default_value_t = 15_000,
+        global = true,
+        hide = true
+    )]
+    pub processor_timeout_ms: u64,
+    /// Milliseconds between passes of the pending-charge reconciler.
+    #[arg(
+        long,
+        env = "BILLING_RECONCILE_INTERVAL_MS",
+        default_value_t = 5_000,
+        global = true,
+        hide = true
+    )]
+    pub reconcile_interval_ms: u64,
+    /// The first wait, in milliseconds, before a charge whose outcome is unknown is asked
+    /// about again; later waits grow from it (see `domain::recheck`).
+    #[arg(
+        long,
+        env = "BILLING_PROCESSOR_RECHECK_BASE_MS",
+        default_value_t = 5_000,
+        global = true,
+        hide = true
+    )]
+    pub processor_recheck_base_ms: u64,
 }
 
 impl Config {
@@ -65,6 +93,9 @@ impl Config {
             allow_private_webhook_urls: None,
             actor_idle_secs: 5,
             idempotency_purge_secs: 600,
+            processor_timeout_ms: 15_000,
+            reconcile_interval_ms: 5_000,
+            processor_recheck_base_ms: 5_000,
         }
     }
 

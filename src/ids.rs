@@ -63,6 +63,7 @@ id_type! {
     DeliveryId => "del_",
     AttemptId => "att_",
     BalanceTransactionId => "btx_",
+    ChargeConflictId => "ccf_",
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ use processor::sandbox::{SandboxConfig, SandboxProcessor};
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use store::Store;
 use tokio::net::TcpListener;
 
@@ -95,6 +96,14 @@ fn describe_metrics() {
         "Latency of the processor's create-transaction call."
     );
     describe_counter!(
+        "processor_unknown_outcomes_total",
+        "Processor answers that left a charge's outcome unknown (timeout, 5xx, 429, a failed lookup): the charge stays pending and is asked about again."
+    );
+    describe_counter!(
+        "charge_outcome_conflicts_total",
+        "Processor reports that contradicted their charge and moved no money, by kind (outcome, mismatch); listed at /admin/charge-conflicts."
+    );
+    describe_counter!(
         "ingress_events_total",
         "Processor events received at the ingress."
     );
@@ -120,6 +129,10 @@ fn describe_metrics() {
         metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(0);
     }
     metrics::counter!("renewals_due_total").increment(0);
+    metrics::counter!("processor_unknown_outcomes_total").increment(0);
+    for kind in ["outcome", "mismatch"] {
+        metrics::counter!("charge_outcome_conflicts_total", "kind" => kind).increment(0);
+    }
     metrics::counter!("ingress_events_total", "type" => "transaction.updated").increment(0);
 }
 
@@ -134,13 +147,16 @@ pub async fn run(
     let store = Store::connect(&config.database_url).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     first_start.print(&config.public_url());
-    let processor = ProcessorClient::new()?;
+    let processor =
+        ProcessorClient::with_timeout(Duration::from_millis(config.processor_timeout_ms))?;
     let public_url = config.public_url();
-    let charger = Charger::new(store.clone(), processor.clone(), public_url);
+    let charger = Charger::new(store.clone(), processor.clone(), public_url)
+        .with_recheck_base(Duration::from_millis(config.processor_recheck_base_ms));
+    let reconcile_every = Duration::from_millis(config.reconcile_interval_ms);
     let (runtime, arms) = actors::Runtime::start(
         store.clone(),
         charger.clone(),
-        std::time::Duration::from_secs(config.actor_idle_secs),
+        Duration::from_secs(config.actor_idle_secs),
     )
     .await?;
     let state = AppState::new(Shared {
@@ -163,7 +179,6 @@ pub async fn run(
     let app = api::app(state.clone());
     // Ready once the first scheduler pass has run every timer that fell due while down.
     actors::spawn_webhooks(runtime.clone());
-    actors::spawn_background(runtime.clone(), Arc::clone(&state.ready), arms);
     // Stopped by dropping its sender when serving ends: a test process starts many apps, and
     // a loop left running would keep each one's database pool open.
     let (stop_purge, purge_stopped) = tokio::sync::watch::channel(());
@@ -172,6 +187,12 @@ pub async fn run(
         std::time::Duration::from_secs(state.config.idempotency_purge_secs.max(1)),
         purge_stopped,
     ));
+    actors::spawn_background(
+        runtime.clone(),
+        Arc::clone(&state.ready),
+        arms,
+        reconcile_every,
+    );
     tracing::info!(address = %local, "billing listening");
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

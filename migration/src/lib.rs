@@ -19,6 +19,7 @@ mod m20261123_000007_account_due;
 mod m20261123_000008_due_claims;
 mod m20261124_000009_money_invariants;
 mod m20261124_000011_idempotency_purge;
+mod m20261124_000010_processor_outcomes;
 
 pub struct Migrator;
 
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261123_000008_due_claims::Migration),
             Box::new(m20261124_000009_money_invariants::Migration),
             Box::new(m20261124_000011_idempotency_purge::Migration),
+            Box::new(m20261124_000010_processor_outcomes::Migration),
         ]
     }
 }

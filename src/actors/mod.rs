@@ -9,6 +9,7 @@
 pub mod clock;
 mod decide;
 mod endpoint;
+mod outcomes;
 mod scheduler;
 mod subscription;
 pub mod tree;

@@ -7,11 +7,16 @@
 //! the subscription's actor gets a `Due` message, with bounded concurrency; the actor re-reads
 //! the row, so a stale or doubled entry does nothing. "Due" means "not before": a burst that
 //! takes minutes is still correct, and after a restart the first load arms everything that fell
-//! due while the service was down. The reconciler asks the processor about charges pending for
-//! too long (an event that never came, or a crash between recording a charge and posting it).
+//! due while the service was down. The reconciler asks the processor about pending charges
+//! whose outcome is unknown (when their recheck comes due, with backoff) or overdue (an event
+//! that never came, a crash between recording a charge and posting it), and applies the answer
+//! through the charges' owners (`outcomes`). A lookup that fails is an unknown answer, never
+//! "the processor never saw it"; one charge that fails is logged and the pass goes on.
 
 use super::Runtime;
+use crate::domain::recheck::stale_after;
 use crate::ids::AccountId;
+use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::DueClaim;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,8 +35,11 @@ const CONCURRENCY: usize = 64;
 /// `Store::due_timers_page`). A row still in the window when its claim ends is claimed again by
 /// the next full rescan; a row of a process that died is loaded by another after this.
 const CLAIM: Duration = Duration::from_secs(300);
-/// A pending charge older than this is asked about.
-const STALE_PENDING: Duration = Duration::from_secs(30);
+/// Charges asked about at once in a reconciler pass: each is one or two processor calls that
+/// may each take the client's whole timeout while the processor is down.
+const RECONCILE_CONCURRENCY: usize = 16;
+/// Charges a pass loads at most; the rest wait for the next pass.
+const RECONCILE_BATCH: u64 = 10_000;
 
 /// A timer an actor set: the subscription and how long from now it is due.
 pub struct Arm {
@@ -39,11 +47,13 @@ pub struct Arm {
     pub delay: Duration,
 }
 
-/// Starts both loops; `ready` is set once the first load has armed every due timer.
+/// Starts both loops; `ready` is set once the first load has armed every due timer. The
+/// reconciler runs a pass every `reconcile_every` (`Config::reconcile_interval_ms`).
 pub fn spawn_background(
     runtime: Runtime,
     ready: Arc<AtomicBool>,
     arms: mpsc::UnboundedReceiver<Arm>,
+    reconcile_every: Duration,
 ) {
     runtime.track(tokio::spawn(schedule(runtime.clone(), ready, arms)));
     let reconciler = runtime.clone();
@@ -51,14 +61,21 @@ pub fn spawn_background(
         let runtime = reconciler;
         // At start nothing is in flight in this process: every pending charge is a leftover of
         // the previous one (perhaps posted, perhaps not), so ask about all of them at once.
-        if let Err(err) = reconcile_once(&runtime, chrono::Utc::now().timestamp_millis() + 1).await
+        let now = chrono::Utc::now().timestamp_millis();
+        match runtime
+            .store()
+            .stale_pending_charges(now + 1, RECONCILE_BATCH)
+            .await
         {
-            tracing::warn!(error = %err, "start-up reconciliation failed");
+            Ok(charges) => {
+                reconcile(&runtime, charges).await;
+            }
+            Err(err) => tracing::warn!(error = %err, "start-up reconciliation failed"),
         }
         loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            let before = chrono::Utc::now().timestamp_millis() - STALE_PENDING.as_millis() as i64;
-            if let Err(err) = reconcile_once(&runtime, before).await {
+            tokio::time::sleep(reconcile_every).await;
+            let now = chrono::Utc::now().timestamp_millis();
+            if let Err(err) = reconcile_once(&runtime, now).await {
                 tracing::warn!(error = %err, "reconciler pass failed");
             }
         }
@@ -185,68 +202,61 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
     Ok(())
 }
 
-/// Asks the processor about charges pending since before `before_ms` and applies its answer.
-pub async fn reconcile_once(runtime: &Runtime, before_ms: i64) -> anyhow::Result<()> {
-    for charge in runtime
+/// One reconciler pass at `now_ms` (real time): asks the processor about every pending charge
+/// whose recheck is due, or that was posted `stale_after` ago and never heard of, and applies
+/// the answers. Returns how many charges could not be handled (each logged and asked about
+/// again later); only failing to load the charges fails the pass.
+pub async fn reconcile_once(runtime: &Runtime, now_ms: i64) -> anyhow::Result<usize> {
+    let stale = stale_after(runtime.charger().recheck_base()).as_millis() as i64;
+    let charges = runtime
         .store()
-        .stale_pending_charges(before_ms, 10_000)
-        .await?
-    {
-        let account_id = AccountId::from_stored(charge.account_id.clone());
-        let Some(account) = runtime.store().account(&account_id).await? else {
-            continue;
+        .charges_due_for_recheck(now_ms, now_ms - stale, RECONCILE_BATCH)
+        .await?;
+    Ok(reconcile(runtime, charges).await)
+}
+
+/// Rechecks `charges`, a few at a time; a failure of one never stops the others.
+async fn reconcile(runtime: &Runtime, charges: Vec<ChargeAttempt>) -> usize {
+    let slots = Arc::new(Semaphore::new(RECONCILE_CONCURRENCY));
+    let mut tasks = tokio::task::JoinSet::new();
+    for charge in charges {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+            break;
         };
-        let creds = runtime.charger().credentials(&account)?;
-        let client = runtime.charger().client();
-        let found = match &charge.processor_transaction_id {
-            Some(id) => client.get_transaction(&creds, id).await.ok(),
-            None => client
-                .find_transaction_by_reference(&creds, &charge.reference)
-                .await
-                .ok()
-                .flatten(),
-        };
-        match (found, &charge.subscription_id) {
-            (Some(tx), Some(sub)) if tx.is_final() => {
-                runtime
-                    .outcome(
-                        sub,
-                        &charge.id,
-                        &tx.status,
-                        tx.status_message.as_deref(),
-                        Some(&tx.id),
-                        None,
-                    )
-                    .await?;
-            }
-            (Some(tx), None) => {
-                runtime.charger().apply(&charge, &tx).await?;
-            }
-            (None, _) => {
-                // The processor never saw it (a crash before the post, or a lost request):
-                // post it now under the same reference, which cannot double-charge.
-                if let Ok(Some(tx)) = runtime.charger().submit(&account, &charge).await {
-                    runtime
-                        .store()
-                        .record_processor_transaction(
-                            &charge.id,
-                            &tx.id,
-                            &tx.status,
-                            chrono::Utc::now().timestamp_millis(),
-                        )
-                        .await?;
-                }
-            }
-            (Some(tx), Some(_)) => {
-                // Still pending at the processor: note it, which also restarts the staleness
-                // wait, so the charge is asked about again later rather than on every pass.
+        let runtime = runtime.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            let failed = recheck_one(&runtime, &charge).await.err();
+            if let Some(err) = &failed {
+                tracing::error!(charge = %charge.id, error = %err, "reconciling a charge failed; it stays pending and is asked about again later");
+                // Backoff for a charge whose answer cannot be applied, too: not every pass.
                 let now = chrono::Utc::now().timestamp_millis();
-                runtime
+                let base = runtime.charger().recheck_base();
+                let reason = format!("reconciling failed: {err}");
+                let _ = runtime
                     .store()
-                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now)
-                    .await?;
+                    .schedule_recheck(&charge, &reason, base, now)
+                    .await;
             }
+            failed.is_some()
+        });
+    }
+    let mut failures = 0;
+    while let Some(joined) = tasks.join_next().await {
+        // A panicking recheck counts as a failure; the others carry on.
+        if joined.unwrap_or(true) {
+            failures += 1;
         }
     }
+    failures
+}
+
+async fn recheck_one(runtime: &Runtime, charge: &ChargeAttempt) -> anyhow::Result<()> {
+    let account_id = AccountId::from_stored(charge.account_id.clone());
+    let Some(account) = runtime.store().account(&account_id).await? else {
+        anyhow::bail!("the charge's account is gone");
+    };
+    let outcome = runtime.recheck_charge(&account, charge).await?;
+    tracing::debug!(charge = %charge.id, outcome = outcome.name(), "charge reconciled");
     Ok(())
 }

@@ -757,36 +757,23 @@ impl Runtime {
             .unwrap_or(charge))
     }
 
-    /// Posts the transaction; a final answer is applied at once, in this actor.
+    /// Posts the transaction; a final answer (or a refusal of the post) is applied at once, in
+    /// this actor. Pending and unknown answers leave the charge pending: its event or a
+    /// recheck (scheduled by `submit` for an unknown one) brings the outcome.
     async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> Result<(), ActionError> {
-        match self.charger().submit(account, charge).await {
-            Ok(Some(tx)) if tx.is_final() => {
-                self.apply_outcome(
-                    charge.subscription_id.as_deref(),
-                    &charge.id,
-                    &tx.status,
-                    tx.status_message.as_deref(),
-                    Some(&tx.id),
-                    None,
-                )
-                .await
-            }
-            // Still pending: the transaction's id arrives with its outcome (events and polls
-            // find the charge by its reference), so nothing is written now; in a burst this
-            // saves a write transaction per renewal.
-            Ok(Some(_)) | Ok(None) => Ok(()),
-            Err(err) => {
-                self.apply_outcome(
-                    charge.subscription_id.as_deref(),
-                    &charge.id,
-                    "ERROR",
-                    Some(&err.to_string()),
-                    None,
-                    None,
-                )
-                .await
-            }
-        }
+        let outcome = self.charger().submit(account, charge).await;
+        let Some(settlement) = outcome.settlement() else {
+            return Ok(());
+        };
+        self.apply_outcome(
+            charge.subscription_id.as_deref(),
+            &charge.id,
+            settlement.raw_status,
+            settlement.message,
+            settlement.transaction_id,
+            None,
+        )
+        .await
     }
 
     /// Applies a charge's final outcome once: the money, the subscription's transition and
@@ -845,8 +832,9 @@ impl Runtime {
                     return Ok::<_, StoreError>(Applied::NotFinal);
                 };
                 if !settled.newly {
-                    // Already applied: only the event's record, if new, is kept.
-                    if recorded {
+                    // Already applied: only the event's record, if new, is kept, and the
+                    // conflict it raised, if it contradicted the recorded outcome.
+                    if recorded || settled.conflict {
                         txn.commit().await?;
                     }
                     return Ok(Applied::Already);

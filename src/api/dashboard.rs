@@ -302,6 +302,7 @@ async fn page(state: &AppState, csrf: &str, notice: Option<&str>) -> Result<Stri
     let plans = store.all_plans_with_usage(100).await?;
     let deliveries = store.recent_deliveries(20).await?;
     let failures = store.recent_failed_charges(20).await?;
+    let conflicts = store.count_charge_conflicts().await?;
     let tree = state.runtime.tree();
     let counts = tree.counts();
     let actors = tree.page(None, None, 25);
@@ -465,6 +466,13 @@ async fn page(state: &AppState, csrf: &str, notice: Option<&str>) -> Result<Stri
         "No deliveries yet.",
     );
     out.push_str("</section>");
+
+    // Processor reports that moved no money because they contradict their charge.
+    let _ = write!(
+        out,
+        "<section id=\"conflicts\"><h2>Charge conflicts</h2><p><span id=\"conflict-count\">{conflicts}</span> \
+processor report(s) contradicted their charge and moved no money; see <code>GET /admin/charge-conflicts</code>.</p></section>"
+    );
 
     out.push_str("<section id=\"failures\"><h2>Recent failed charges</h2>");
     table(

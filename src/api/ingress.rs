@@ -3,14 +3,20 @@
 //! Order of work: size (413 past 64 KB, without reading the rest) → parse (400) → checksum
 //! against the account's events secret (401, constant time) → persist, deduplicated by checksum
 //! (a repeat answers 200 and changes nothing) → route `transaction.updated` to its
-//! ChargeAttempt. Any storage failure answers 500 so that the processor retries.
+//! ChargeAttempt's owner (`actors::outcomes`). An event whose amount, currency or transaction
+//! id are not its charge's, or whose final status contradicts the recorded one, is kept and
+//! flagged (`charge_conflicts`), answered 200, and moves no money. Any storage failure answers
+//! 500 so that the processor retries.
 
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::charges::mismatch;
 use crate::ids::AccountId;
 use crate::processor::client::Transaction;
+use crate::processor::outcome::ProcessorOutcome;
 use crate::processor::signature::{body_checksum, checksum_matches};
-use crate::store::charges::ProcessorEvent;
+use crate::store::charges::{ChargeAttempt, ProcessorEvent};
+use crate::store::conflicts::{Report, contradicts};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -106,46 +112,67 @@ async fn receive_processor_event(
             .store
             .charge_for_transaction(&account_id, Some(&tx.id), Some(&tx.reference))
             .await?;
-        match charge {
-            Some(charge) => match (charge.subscription_id.as_deref(), tx.is_final()) {
-                // A subscription's charge changes the subscription: its actor applies it and
-                // records the event in the same transaction.
-                (Some(sub), true) => {
-                    state
-                        .runtime
-                        .outcome(
-                            sub,
-                            &charge.id,
-                            &tx.status,
-                            tx.status_message.as_deref(),
-                            Some(&tx.id),
-                            Some(row),
-                        )
-                        .await
-                        .map_err(|err| ApiError::Internal(Box::new(err)))?;
-                    return Ok(Json(IngressOut {
-                        received: true,
-                        first_delivery: true,
-                    }));
-                }
-                // Any other charge: settled (or noted) with the event recorded alongside.
-                _ => {
-                    let settled = state.charger.apply_event(&charge, tx, Some(row)).await?;
-                    let first_delivery = settled.is_none_or(|s| s.newly);
-                    return Ok(Json(IngressOut {
-                        received: true,
-                        first_delivery,
-                    }));
-                }
-            },
-            None => {
-                tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit")
-            }
+        let Some(charge) = charge else {
+            tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit");
+            let first_delivery = state.store.record_processor_event(row).await?;
+            return Ok(Json(IngressOut {
+                received: true,
+                first_delivery,
+            }));
+        };
+        // An event that is not about this charge's money (CONTRACT §7), or that contradicts
+        // its recorded final outcome, moves nothing: it is kept, flagged for operators, and
+        // answered 200 so that the processor does not send it again and again.
+        if let Some(report) = conflict(&charge, tx, &row.checksum) {
+            let first_delivery = state
+                .store
+                .flag_processor_event(row, &charge, report)
+                .await?;
+            return Ok(Json(IngressOut {
+                received: true,
+                first_delivery,
+            }));
         }
+        let outcome = ProcessorOutcome::of_transaction(tx.clone());
+        let first_delivery = state
+            .runtime
+            .apply_processor_outcome(&charge, &outcome, Some(row))
+            .await
+            .map_err(|err| ApiError::Internal(Box::new(err)))?;
+        return Ok(Json(IngressOut {
+            received: true,
+            first_delivery,
+        }));
     }
     let first_delivery = state.store.record_processor_event(row).await?;
     Ok(Json(IngressOut {
         received: true,
         first_delivery,
     }))
+}
+
+/// Why an event must move no money: its amount, currency or transaction are not the charge's,
+/// or its final status contradicts the one recorded (a race that slips past this check is
+/// caught by `settle_charge`, which keeps the conflict too).
+fn conflict(charge: &ChargeAttempt, tx: &Transaction, checksum: &str) -> Option<Report> {
+    let (kind, detail) = match mismatch(charge, tx) {
+        Some(why) => ("mismatch", why),
+        None if tx.is_final() && contradicts(&charge.status, &tx.status) => (
+            "outcome",
+            format!(
+                "the processor reported {} for a charge recorded {}",
+                tx.status, charge.status
+            ),
+        ),
+        None => return None,
+    };
+    Some(Report {
+        kind,
+        reported_status: Some(tx.status.clone()),
+        transaction_id: Some(tx.id.clone()),
+        amount_cents: Some(tx.amount_in_cents),
+        currency: tx.currency.clone(),
+        event_checksum: Some(checksum.to_owned()),
+        detail,
+    })
 }

@@ -9,7 +9,7 @@
 //! whichever path learns it first. Approved: 200 with the summary. Declined: 422
 //! `processor_error`, the session stays open and nothing is created.
 
-use super::settle::{CHECKOUT_PURPOSE, settle};
+use super::settle::CHECKOUT_PURPOSE;
 use crate::accounts::fee_schedule;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::ApiJson;
@@ -211,23 +211,11 @@ async fn complete_checkout(
     }
     txn.commit().await?;
 
-    match state.charger.submit(&account, &charge).await {
-        Ok(Some(tx)) => {
-            state.charger.apply(&charge, &tx).await?;
-        }
-        // Unreachable processor: the charge stays pending; polls and the reconciler find out.
-        Ok(None) => {}
-        Err(err) => {
-            settle(
-                &state.store,
-                &charge.id,
-                "ERROR",
-                Some(&err.to_string()),
-                None,
-                None,
-            )
-            .await?;
-        }
+    // A final answer (or a refused post) settles the session now; a pending or unknown one
+    // leaves the charge pending, and the wait below asks the processor again.
+    let posted = state.charger.submit(&account, &charge).await;
+    if posted.settlement().is_some() {
+        state.charger.settle(&charge, &posted, None).await?;
     }
     outcome(&state, &account, &id, &charge.id).await
 }
@@ -321,8 +309,11 @@ async fn outcome(
             return Ok((StatusCode::ACCEPTED, Json(out)).into_response());
         }
         if now >= next_poll {
-            // No event yet: ask the processor; its answer settles through the same path.
-            let _ = state.charger.poll(account, &charge).await;
+            // No event yet: ask the processor (posting again under the same reference if it
+            // never saw the charge); a final answer settles through the same path.
+            if let Err(err) = state.runtime.recheck_charge(account, &charge).await {
+                tracing::warn!(charge = %charge.id, error = %err, "asking the processor about a checkout payment failed");
+            }
             next_poll = now + POLL_AFTER;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;

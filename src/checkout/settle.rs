@@ -41,7 +41,9 @@ pub async fn settle(
     let settled = match settled {
         Some(settled) if settled.newly => settled,
         other => {
-            if recorded {
+            // An outcome applied before keeps only the event's record and the conflict it
+            // raised, if it contradicted the recorded one.
+            if recorded || other.as_ref().is_some_and(|s| s.conflict) {
                 txn.commit().await?;
             }
             return Ok(other);

@@ -5,6 +5,7 @@
 pub mod checkout;
 pub mod money;
 pub mod schedule;
+pub mod recheck;
 pub mod subscription;
 pub mod text;
 pub mod time;

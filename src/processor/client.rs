@@ -1,9 +1,12 @@
 //! Our client of the processor's REST API (Wompi's protocol), with an account's credentials.
 //!
-//! Creating a transaction never double-charges: the reference is unique per ChargeAttempt, a
-//! failed call is retried only after looking the reference up, and a "reference already used"
-//! answer returns the existing transaction.
+//! Creating a transaction never double-charges: the reference is unique per ChargeAttempt and
+//! the processor refuses a second transaction under it. The client posts once and says what
+//! came of it as a `ProcessorOutcome`; an ambiguous answer is looked up by reference at once
+//! (most blips resolve there), and what is still unknown is left to the caller, who asks
+//! again later with backoff (`charges`, the reconciler). It never retries a post on its own.
 
+use super::outcome::ProcessorOutcome;
 use super::signature::integrity_signature;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -144,6 +147,10 @@ pub struct Transaction {
     pub status: String,
     pub reference: String,
     pub amount_in_cents: i64,
+    /// Wompi always sends it; an event without it is taken as COP (the amount is what the
+    /// event's checksum signs).
+    #[serde(default)]
+    pub currency: Option<String>,
     #[serde(default)]
     pub status_message: Option<String>,
 }
@@ -158,17 +165,24 @@ impl Transaction {
 #[derive(Clone)]
 pub struct ProcessorClient {
     http: reqwest::Client,
-    attempts: u32,
 }
+
+/// How long one call may take before its outcome counts as unknown.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 
 impl ProcessorClient {
     pub fn new() -> Result<Self, ProcessorError> {
+        Self::with_timeout(DEFAULT_TIMEOUT)
+    }
+
+    /// A client whose calls give up after `timeout` (`Config::processor_timeout_ms`).
+    pub fn with_timeout(timeout: Duration) -> Result<Self, ProcessorError> {
         let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(15))
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .timeout(timeout)
             .build()
             .map_err(ProcessorError::Network)?;
-        Ok(Self { http, attempts: 3 })
+        Ok(Self { http })
     }
 
     pub async fn acceptance_tokens(
@@ -232,12 +246,16 @@ impl ProcessorClient {
         payment_source(self.send(request).await?)
     }
 
-    /// Creates the transaction for `tx.reference`, or finds the one already made for it.
+    /// Posts the transaction for `tx.reference` once and says what came of it. "Reference
+    /// already used" is the transaction made before (looked up); an answer that leaves it open
+    /// whether the processor acted (a timeout, a 5xx, 408, 409, an unreadable body) is looked
+    /// up by reference at once, and stays `Unknown` when that does not settle it. A 429 is not
+    /// looked up: the processor asked us to slow down.
     pub async fn create_transaction(
         &self,
         creds: &ProcessorCredentials,
         tx: &NewTransaction,
-    ) -> Result<Transaction, ProcessorError> {
+    ) -> ProcessorOutcome {
         let body = json!({
             "amount_in_cents": tx.amount_in_cents,
             "currency": tx.currency,
@@ -248,51 +266,81 @@ impl ProcessorClient {
             "payment_source_id": tx.payment_source_id,
             "recurrent": true,
         });
-        let mut last_error = None;
-        for attempt in 0..self.attempts {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
-                // The previous call may have reached the processor: never create twice.
-                match self
-                    .find_transaction_by_reference(creds, &tx.reference)
-                    .await
-                {
-                    Ok(Some(existing)) => return Ok(existing),
-                    Ok(None) => {}
-                    Err(err) if retryable(&err) => {
-                        last_error = Some(err);
-                        continue;
-                    }
-                    Err(err) => return Err(err),
+        let request = self
+            .http
+            .post(format!("{}/transactions", creds.base_url))
+            .bearer_auth(&creds.private_key)
+            .json(&body);
+        let err = match self.send(request).await {
+            Ok(data) => {
+                return match decode::<Transaction>(data) {
+                    Ok(created) => ProcessorOutcome::of_transaction(created),
+                    Err(err) => self.look_after(creds, &tx.reference, &err).await,
+                };
+            }
+            Err(err) => err,
+        };
+        match &err {
+            ProcessorError::Rejected {
+                status: 422,
+                message,
+            } if message.contains("reference") => {
+                match self.lookup(creds, None, &tx.reference).await {
+                    ProcessorOutcome::Unseen => ProcessorOutcome::Unknown(format!(
+                        "{err}, yet a lookup of the reference found nothing"
+                    )),
+                    found => found,
                 }
             }
-            let request = self
-                .http
-                .post(format!("{}/transactions", creds.base_url))
-                .bearer_auth(&creds.private_key)
-                .json(&body);
-            match self.send(request).await {
-                Ok(data) => return decode(data),
-                Err(ProcessorError::Rejected {
-                    status: 422,
-                    message,
-                }) if message.contains("reference") => {
-                    return match self
-                        .find_transaction_by_reference(creds, &tx.reference)
-                        .await?
-                    {
-                        Some(existing) => Ok(existing),
-                        None => Err(ProcessorError::Rejected {
-                            status: 422,
-                            message,
-                        }),
-                    };
-                }
-                Err(err) if retryable(&err) => last_error = Some(err),
-                Err(err) => return Err(err),
+            ProcessorError::Rejected { status: 429, .. } => ProcessorOutcome::of_post_error(&err),
+            _ => match ProcessorOutcome::of_post_error(&err) {
+                ProcessorOutcome::Unknown(_) => self.look_after(creds, &tx.reference, &err).await,
+                refused => refused,
+            },
+        }
+    }
+
+    /// After an ambiguous answer to a post: what a lookup by reference shows, else unknown.
+    async fn look_after(
+        &self,
+        creds: &ProcessorCredentials,
+        reference: &str,
+        err: &ProcessorError,
+    ) -> ProcessorOutcome {
+        match self.lookup(creds, None, reference).await {
+            ProcessorOutcome::Unseen => {
+                ProcessorOutcome::Unknown(format!("{err}; the reference is not there yet"))
+            }
+            ProcessorOutcome::Unknown(why) => {
+                ProcessorOutcome::Unknown(format!("{err}; then the lookup failed: {why}"))
+            }
+            found => found,
+        }
+    }
+
+    /// Asks the processor about a transaction: by its id when we know it, else (or when the
+    /// processor does not know the id) by our reference. `Unseen` only when a lookup by
+    /// reference succeeded and found nothing; any failure is `Unknown`, never `Unseen`.
+    pub async fn lookup(
+        &self,
+        creds: &ProcessorCredentials,
+        transaction_id: Option<&str>,
+        reference: &str,
+    ) -> ProcessorOutcome {
+        if let Some(id) = transaction_id {
+            match self.get_transaction(creds, id).await {
+                Ok(tx) => return ProcessorOutcome::of_transaction(tx),
+                // A processor that lost the transaction (the sandbox after a restart) is asked
+                // by reference, which tells whether it never saw it.
+                Err(ProcessorError::Rejected { status: 404, .. }) => {}
+                Err(err) => return ProcessorOutcome::Unknown(format!("lookup by id: {err}")),
             }
         }
-        Err(last_error.unwrap_or_else(|| ProcessorError::Decode("no attempt made".into())))
+        match self.find_transaction_by_reference(creds, reference).await {
+            Ok(Some(tx)) => ProcessorOutcome::of_transaction(tx),
+            Ok(None) => ProcessorOutcome::Unseen,
+            Err(err) => ProcessorOutcome::Unknown(format!("lookup by reference: {err}")),
+        }
     }
 
     pub async fn get_transaction(
@@ -334,14 +382,6 @@ impl ProcessorClient {
             status: status.as_u16(),
             message: error_message(&body),
         })
-    }
-}
-
-fn retryable(err: &ProcessorError) -> bool {
-    match err {
-        ProcessorError::Network(_) => true,
-        ProcessorError::Rejected { status, .. } => *status >= 500,
-        _ => false,
     }
 }
 

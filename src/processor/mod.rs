@@ -2,6 +2,8 @@
 //!
 //! - [`signature`]: the integrity signature of a transaction and the checksum of an event.
 //! - [`client`]: our client of the processor's REST API, with each account's credentials.
+//! - [`outcome`]: `ProcessorOutcome`, what an exchange with the processor told us (approved,
+//!   declined, pending, refused, unseen or unknown).
 //! - [`sandbox`]: a processor of our own that speaks the same protocol, in-process under
 //!   `/sandbox/processor/v1` and standalone (`billing sandbox-processor`).
 //!
@@ -9,5 +11,6 @@
 //! so that the protocol's two sides are read together.
 
 pub mod client;
+pub mod outcome;
 pub mod sandbox;
 pub mod signature;

@@ -13,6 +13,7 @@
 //!    the reservation goes back to `available`. Any later report of the same outcome finds the
 //!    attempt already final and changes nothing.
 
+use super::conflicts::{Report, contradicts, insert_conflict_in};
 use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, ChargeAttemptId};
@@ -71,6 +72,9 @@ pub struct Settled {
     pub charge: ChargeAttempt,
     /// True only for the one call that applied the outcome.
     pub newly: bool,
+    /// True when the outcome contradicted the one already recorded: nothing moved, and a
+    /// conflict was written in the caller's transaction (which must then commit it).
+    pub conflict: bool,
 }
 
 impl Store {
@@ -344,12 +348,34 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         .exec_with_returning(conn)
         .await?;
     let Some(charge) = applied.into_iter().next() else {
-        let stored = charge_attempt::Entity::find_by_id(charge_id)
+        let Some(stored) = charge_attempt::Entity::find_by_id(charge_id)
             .one(conn)
-            .await?;
-        return Ok(stored.map(|charge| Settled {
-            charge,
+            .await?
+        else {
+            return Ok(None);
+        };
+        // A processor's report about the transaction (it names one) that contradicts what is
+        // recorded moves nothing, and is kept for operators: never dropped silently.
+        let conflict = transaction_id.is_some() && contradicts(&stored.status, raw_status);
+        if conflict {
+            let report = Report {
+                kind: "outcome",
+                reported_status: Some(raw_status.to_owned()),
+                transaction_id: transaction_id.map(str::to_owned),
+                amount_cents: None,
+                currency: None,
+                event_checksum: None,
+                detail: format!(
+                    "the processor reported {raw_status} for a charge recorded {}",
+                    stored.status
+                ),
+            };
+            insert_conflict_in(conn, &stored, report, now_ms).await?;
+        }
+        return Ok(Some(Settled {
+            charge: stored,
             newly: false,
+            conflict,
         }));
     };
     // Counted when applied; a transaction that then rolls back (a database error) would be
@@ -390,5 +416,6 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     Ok(Some(Settled {
         charge,
         newly: true,
+        conflict: false,
     }))
 }

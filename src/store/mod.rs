@@ -12,9 +12,11 @@ pub mod bench;
 pub mod catalog;
 pub mod charges;
 pub mod checkout;
+pub mod conflicts;
 pub mod entities;
 mod group;
 pub mod idempotency;
+pub mod rechecks;
 pub mod subscriptions;
 pub mod webhooks;
 

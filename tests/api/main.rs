@@ -17,6 +17,8 @@ mod idempotency;
 mod model;
 mod openapi;
 mod processor;
+mod processor_conflicts;
+mod processor_faults;
 mod protocol;
 mod subscriptions;
 mod webhooks;

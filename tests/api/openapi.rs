@@ -10,6 +10,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("patch", "/admin/accounts/{id}"),
     ("post", "/admin/accounts/{id}/balance/top-ups"),
     ("get", "/admin/actors"),
+    ("get", "/admin/charge-conflicts"),
     ("delete", "/admin/plans/{id}"),
     ("get", "/v1/account"),
     ("get", "/v1/balance"),

@@ -4,6 +4,8 @@ pub mod account;
 pub mod balance_transaction;
 pub mod catalog_item;
 pub mod charge_attempt;
+pub mod charge_conflict;
+pub mod charge_recheck;
 pub mod checkout_session;
 pub mod customer;
 pub mod event;

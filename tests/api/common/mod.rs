@@ -2,6 +2,7 @@
 //! PostgreSQL schema, with an account to call it as.
 
 pub mod browser;
+pub mod proxy;
 pub mod receiver;
 
 use reqwest::{Client, Method, RequestBuilder, Response};
@@ -89,11 +90,29 @@ pub async fn database_url(backend: Backend) -> Option<String> {
 
 /// Starts the service; `None` only when PostgreSQL is unavailable and not required.
 pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
-    let database_url = database_url(backend).await?;
-    Some(spawn_on(database_url).await)
+    spawn_app_with(backend, default_config).await
 }
 
+/// `spawn_app` with `configure` applied to the configuration first.
+pub async fn spawn_app_with(
+    backend: Backend,
+    configure: fn(&mut billing::config::Config),
+) -> Option<TestApp> {
+    let database_url = database_url(backend).await?;
+    Some(spawn_on_with(database_url, configure).await)
+}
+
+/// The configuration tests run with unless they say otherwise: the defaults.
+pub fn default_config(_: &mut billing::config::Config) {}
+
 pub async fn spawn_on(database_url: String) -> TestApp {
+    spawn_on_with(database_url, default_config).await
+}
+
+pub async fn spawn_on_with(
+    database_url: String,
+    configure: fn(&mut billing::config::Config),
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -104,6 +123,7 @@ pub async fn spawn_on(database_url: String) -> TestApp {
     config.actor_idle_secs = 120;
     // Purge expired Idempotency-Keys every second, so that a test sees it happen.
     config.idempotency_purge_secs = 1;
+    configure(&mut config);
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
         if let Err(err) = billing::run(config, listener, async {
@@ -278,15 +298,16 @@ where
     }
 }
 
-/// Declares each scenario `async fn name(app: TestApp)` as two tests, one per database.
+/// Declares each scenario `async fn name(app: TestApp)` as two tests, one per database;
+/// `db_tests!(config = f; …)` starts their apps with `f` applied to the configuration.
 #[macro_export]
 macro_rules! db_tests {
-    ($($name:ident),* $(,)?) => {
+    (config = $config:path; $($name:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let app = $crate::common::spawn_app($crate::common::Backend::Sqlite).await;
+                    let app = $crate::common::spawn_app_with($crate::common::Backend::Sqlite, $config).await;
                     super::$name(app.expect("sqlite always runs")).await;
                 }
             )*
@@ -295,12 +316,15 @@ macro_rules! db_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    if let Some(app) = $crate::common::spawn_app($crate::common::Backend::Postgres).await {
+                    if let Some(app) = $crate::common::spawn_app_with($crate::common::Backend::Postgres, $config).await {
                         super::$name(app).await;
                     }
                 }
             )*
         }
+    };
+    ($($name:ident),* $(,)?) => {
+        $crate::db_tests!(config = $crate::common::default_config; $($name),*);
     };
 }
 

@@ -1,0 +1,177 @@
+//! Issue 13: processor events that contradict their charge move no money and are never
+//! dropped silently (CONTRACT §7): an event whose amount, currency or transaction id are not
+//! the charge's, and a final status that contradicts the recorded outcome, are kept, flagged
+//! (`GET /admin/charge-conflicts`), counted in `charge_outcome_conflicts_total`, and answered
+//! 200.
+
+use crate::common::{TestApp, eventually, read};
+use crate::processor_faults::{APPROVED_CARD, DECLINED_CARD, FEE, PLAN_MONTHLY, Shop, TOP_UP};
+use billing::ids::AccountId;
+use billing::processor::signature::event_checksum;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+crate::db_tests!(
+    an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_counted,
+    an_event_whose_amount_currency_or_transaction_differ_moves_no_money,
+);
+
+/// Posts a `transaction.updated` event signed with the shop's events secret; its checksum.
+async fn send_event(app: &TestApp, shop: &Shop, transaction: Value, timestamp: i64) -> String {
+    let mut event = json!({
+        "event": "transaction.updated",
+        "data": {"transaction": transaction},
+        "environment": "test",
+        "signature": {"properties": ["transaction.id", "transaction.status", "transaction.amount_in_cents"]},
+        "timestamp": timestamp,
+    });
+    let checksum = event_checksum(&event, &shop.events_secret).expect("checksum");
+    event["signature"]["checksum"] = json!(checksum);
+    let (status, body) = read(
+        app.client
+            .post(app.url(&format!("/webhooks/processor/{}", shop.account_id)))
+            .json(&event)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    checksum
+}
+
+/// This shop's conflicts, newest first.
+async fn conflicts(app: &TestApp, shop: &Shop) -> Vec<Value> {
+    let (status, page) = read(
+        app.admin(Method::GET, "/admin/charge-conflicts?limit=100")
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    page["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|c| c["account_id"] == shop.account_id.as_str())
+        .cloned()
+        .collect()
+}
+
+async fn metric(app: &TestApp, line_start: &str) -> f64 {
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .expect("send")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .find(|line| line.starts_with(line_start))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_counted(app: TestApp) {
+    let shop = Shop::open(&app, DECLINED_CARD).await;
+    let id = shop.subscribe(&app).await;
+    eventually(Duration::from_secs(20), || async {
+        shop.subscription(&app, &id).await["status"] == "past_due"
+    })
+    .await;
+    let reference = shop.posted_references()[0].clone();
+    let declined = shop.charge(&reference).await;
+    assert_eq!(declined.status, "declined");
+    let account = AccountId::from_stored(shop.account_id.clone());
+    let events_before = shop
+        .store
+        .count_processor_events(&account)
+        .await
+        .expect("db");
+    let counted_before = metric(&app, "charge_outcome_conflicts_total{kind=\"outcome\"}").await;
+
+    // The processor now says APPROVED for the transaction it declined.
+    let transaction = json!({"id": declined.processor_transaction_id, "status": "APPROVED",
+        "amount_in_cents": PLAN_MONTHLY, "currency": "COP", "reference": reference});
+    let checksum = send_event(&app, &shop, transaction, 1_700_000_000).await;
+
+    assert_eq!(
+        shop.charge(&reference).await.status,
+        "declined",
+        "nothing applied"
+    );
+    assert_eq!(shop.subscription(&app, &id).await["status"], "past_due");
+    assert_eq!(shop.balance(&app).await, (TOP_UP, 0), "no fee taken");
+    assert_eq!(
+        shop.store
+            .count_processor_events(&account)
+            .await
+            .expect("db"),
+        events_before + 1,
+        "the event is kept"
+    );
+    let flagged = conflicts(&app, &shop).await;
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    let conflict = &flagged[0];
+    assert_eq!(conflict["kind"], "outcome");
+    assert_eq!(conflict["charge_id"], reference.as_str());
+    assert_eq!(conflict["recorded_status"], "declined");
+    assert_eq!(conflict["reported_status"], "APPROVED");
+    assert_eq!(conflict["event_checksum"], checksum.as_str());
+    assert!(
+        metric(&app, "charge_outcome_conflicts_total{kind=\"outcome\"}").await > counted_before,
+        "counted"
+    );
+    let types = shop.event_types(&app, &id).await;
+    assert!(!types.contains(&"charge.approved".to_owned()), "{types:?}");
+}
+
+async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app: TestApp) {
+    let shop = Shop::open(&app, APPROVED_CARD).await;
+    // Recorded, fee reserved, never posted (the reconciler waits 30 s before asking).
+    let charge = shop.unposted_charge(None).await;
+    shop.store
+        .record_processor_transaction(
+            &charge.id,
+            "7-7-7",
+            "PENDING",
+            chrono::Utc::now().timestamp_millis(),
+        )
+        .await
+        .expect("db");
+    let approved = |id: &str, amount: i64, currency: &str| {
+        json!({"id": id, "status": "APPROVED", "amount_in_cents": amount, "currency": currency,
+            "reference": charge.reference})
+    };
+    send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY - 1, "COP"), 1).await;
+    send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "USD"), 2).await;
+    send_event(&app, &shop, approved("8-8-8", PLAN_MONTHLY, "COP"), 3).await;
+    assert_eq!(
+        shop.charge(&charge.id).await.status,
+        "pending",
+        "no money moved"
+    );
+    assert_eq!(
+        shop.balance(&app).await,
+        (TOP_UP - FEE, FEE),
+        "the fee is still only reserved"
+    );
+    let flagged = conflicts(&app, &shop).await;
+    assert_eq!(flagged.len(), 3, "{flagged:?}");
+    assert!(
+        flagged
+            .iter()
+            .all(|c| c["kind"] == "mismatch" && c["recorded_status"] == "pending")
+    );
+    assert!(flagged.iter().all(|c| c["event_checksum"].is_string()));
+
+    // The event that is the charge's settles it, once.
+    send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "COP"), 4).await;
+    assert_eq!(shop.charge(&charge.id).await.status, "approved");
+    assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
+}
