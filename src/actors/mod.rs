@@ -6,7 +6,9 @@
 //! Handlers and the ingress never touch a subscription themselves: they send a message to its
 //! actor and await the reply, so every change of one subscription is serialised.
 
+mod charging;
 pub mod clock;
+mod commands;
 mod decide;
 mod endpoint;
 mod outcomes;

@@ -1,0 +1,365 @@
+//! The subscription actor's charges and their outcomes: a period's charge (renewal, first,
+//! retry, manual) and an action's one-off charge begin with their fee reserved in one unit,
+//! are posted, and settle once in the transaction that applies their effect
+//! (`decide::settle` for a period, the carried `PendingChange` for an action).
+
+use super::commands::{apply_addon, apply_plan_change};
+use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
+use super::subscription::{ChargeInfo, emit};
+use super::{ActionError, Runtime};
+use crate::accounts::fee_schedule;
+use crate::domain::subscription::{Status, parse_retry_days};
+use crate::ids::AccountId;
+use crate::store::StoreError;
+use crate::store::accounts::Account;
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
+use crate::store::subscriptions::{PeriodCharges, StoreTxn, Subscription};
+
+/// What applying a charge's outcome did, for the actor to finish after the commit.
+enum Applied {
+    /// The status is not final: nothing applied.
+    NotFinal,
+    /// Another message applied it first.
+    Already,
+    /// Applied now; the subscription when it was saved (its timer is then re-armed).
+    Settled(Option<Subscription>),
+}
+
+/// The effect of a newly settled `charge` on `sub`, inside the transaction that settled it: the
+/// charge's event and the subscription's transition with its events. True when `sub` was
+/// saved (a charge of a period, or one an action waited on); any other one-off charge changes
+/// only money and events.
+pub(super) async fn transition(
+    txn: &StoreTxn,
+    sub: &mut Subscription,
+    account: &Account,
+    charge: &ChargeAttempt,
+    raw_status: &str,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let approved = charge.status == "approved";
+    let info = || ChargeInfo { charge, raw_status };
+    if let Some(change) = charge.pending_change.as_deref() {
+        // An action that waited on its charge: all or nothing. Declined, nothing changes and
+        // nothing is emitted (CONTRACT §5: a refused action leaves no trace but the attempt).
+        if !approved {
+            return Ok(false);
+        }
+        emit(txn, sub, "charge.approved", Some(info()), now).await?;
+        match serde_json::from_str::<PendingChange>(change) {
+            Ok(PendingChange::Plan { plan_id, cycle }) => {
+                apply_plan_change(txn, sub, plan_id, cycle, now).await?;
+            }
+            Ok(PendingChange::Addon { addon_id }) => {
+                if !txn.addon_attached(&sub.id, &addon_id).await? {
+                    apply_addon(txn, sub, addon_id, now).await?;
+                }
+            }
+            Err(err) => {
+                return Err(StoreError::invariant(format!(
+                    "charge {} has an unreadable pending change: {err}",
+                    charge.id
+                )));
+            }
+        }
+        sub.updated_at = now;
+        *sub = txn.save_subscription(sub.clone()).await?;
+        return Ok(true);
+    }
+    emit(
+        txn,
+        sub,
+        if approved {
+            "charge.approved"
+        } else {
+            "charge.declined"
+        },
+        Some(info()),
+        now,
+    )
+    .await?;
+    let Some(period_start) = charge.period_start else {
+        return Ok(false);
+    };
+    let settlement = decide::settle(
+        sub,
+        approved,
+        period_start,
+        &parse_retry_days(&account.dunning_retry_days),
+        now,
+    );
+    if settlement.drop_detached_addons {
+        txn.drop_detached_addons(&sub.id).await?;
+    }
+    for event_type in settlement.events {
+        emit(txn, sub, event_type, None, now).await?;
+    }
+    sub.updated_at = now;
+    *sub = txn.save_subscription(sub.clone()).await?;
+    Ok(true)
+}
+
+impl Runtime {
+    /// Charges the subscription's unpaid period: the current one if it was never paid (a first
+    /// charge), else the next one (a renewal). A period already paid is never charged again.
+    pub(super) async fn charge_period(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        charges: &PeriodCharges,
+        now: i64,
+        purpose: &'static str,
+        pause_when_short: bool,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let period_start = if charges.paid(sub.current_period_start) {
+            sub.current_period_end
+        } else {
+            sub.current_period_start
+        };
+        if charges.paid(period_start) {
+            return Ok(None);
+        }
+        // The current period (a first charge) is priced at the cycle it is billed at; the next
+        // one at the subscription's cycle, which a pending change has already set.
+        let cycle = if period_start == sub.current_period_start {
+            period_cycle_of(sub)
+        } else {
+            cycle_of(sub)
+        };
+        let amount = self
+            .recurring_amount(sub, &sub.plan_id.clone(), cycle)
+            .await?;
+        // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
+        let slot = self.in_flight_slot().await;
+        let new = new_charge(sub, account, amount, purpose, Some(period_start), None, now);
+        let mut row = sub.clone();
+        row.due_at = None;
+        row.updated_at = now;
+        // On the writer's thread: the fee's reservation, the attempt and the subscription.
+        let began = self
+            .store()
+            .unit(move |txn| async move {
+                match txn.begin_charge(new).await {
+                    Ok(charge) => {
+                        let row = txn.save_subscription(row).await?;
+                        txn.commit().await?;
+                        Ok(Ok((charge, row)))
+                    }
+                    // Nothing was written (the unit rolls back).
+                    Err(BeginChargeError::Store(err)) => Err(err),
+                    Err(refused) => Ok(Err(refused)),
+                }
+            })
+            .await?;
+        let charge = match began {
+            Ok((charge, row)) => {
+                *sub = row;
+                charge
+            }
+            // The database's own guard: the period already has a live charge (pending or
+            // approved), which this actor's read did not see. Nothing to do.
+            Err(BeginChargeError::PeriodTaken) => return Ok(None),
+            Err(BeginChargeError::InsufficientBalance) => {
+                if !pause_when_short {
+                    return Ok(None);
+                }
+                let txn = self.store().begin().await?;
+                sub.status = Status::PausedInsufficientBalance.as_str().to_owned();
+                sub.due_at = None;
+                self.save(&txn, sub, now).await?;
+                txn.commit().await?;
+                return Ok(None);
+            }
+            Err(BeginChargeError::Store(err)) => return Err(err.into()),
+        };
+        self.arm(sub, now);
+        self.hold_until_settled(&charge.id, slot);
+        self.submit(account, &charge).await?;
+        // As it began: a caller that shows it reads it again (a renewal does not).
+        Ok(Some(charge))
+    }
+
+    /// A charge an action waits on (a proration): the fee's reservation and the attempt, which
+    /// carries the `change` to apply when it is approved, in one transaction; nothing else of
+    /// the subscription is written now. Short of balance, nothing is written at all.
+    pub(super) async fn one_off_charge(
+        &self,
+        sub: &Subscription,
+        account: &Account,
+        amount: i64,
+        purpose: &'static str,
+        change: PendingChange,
+        now: i64,
+    ) -> Result<ChargeAttempt, ActionError> {
+        let change = serde_json::to_string(&change)
+            .map_err(|err| StoreError::invariant(format!("pending change: {err}")))?;
+        let txn = self.store().begin().await?;
+        let charge = txn
+            .begin_charge(new_charge(
+                sub,
+                account,
+                amount,
+                purpose,
+                None,
+                Some(change),
+                now,
+            ))
+            .await
+            .map_err(|err| match err {
+                BeginChargeError::InsufficientBalance => ActionError::InsufficientBalance,
+                BeginChargeError::PeriodTaken => {
+                    ActionError::Conflict("A charge of this period is already live.".into())
+                }
+                BeginChargeError::Store(err) => err.into(),
+            })?;
+        txn.commit().await?;
+        self.submit(account, &charge).await?;
+        Ok(self
+            .store()
+            .charge_by_id(&charge.id)
+            .await?
+            .unwrap_or(charge))
+    }
+
+    /// Posts the transaction; a final answer (or a refusal of the post) is applied at once, in
+    /// this actor. Pending and unknown answers leave the charge pending: its event or a
+    /// recheck (scheduled by `submit` for an unknown one) brings the outcome.
+    pub(super) async fn submit(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+    ) -> Result<(), ActionError> {
+        let outcome = self.charger().submit(account, charge).await;
+        let Some(settlement) = outcome.settlement() else {
+            return Ok(());
+        };
+        self.apply_outcome(
+            charge.subscription_id.as_deref(),
+            &charge.id,
+            settlement.raw_status,
+            settlement.message,
+            settlement.transaction_id,
+            None,
+        )
+        .await
+    }
+
+    /// Applies a charge's final outcome once: the money, the subscription's transition and
+    /// the events, in one transaction, which also records the processor `event` that reported
+    /// the outcome (when it came through the ingress).
+    pub(super) async fn apply_outcome(
+        &self,
+        subscription_id: Option<&str>,
+        charge_id: &str,
+        raw_status: &str,
+        message: Option<&str>,
+        transaction_id: Option<&str>,
+        event: Option<ProcessorEvent>,
+    ) -> Result<(), ActionError> {
+        // The actor knows its subscription; only a caller that does not reads the charge.
+        let sub_id = match subscription_id {
+            Some(id) => Some(id.to_owned()),
+            None => self
+                .store()
+                .charge_by_id(charge_id)
+                .await?
+                .and_then(|charge| charge.subscription_id),
+        };
+        let Some(sub_id) = sub_id else {
+            if let Some(event) = event {
+                self.store().record_processor_event(event).await?;
+            }
+            return Ok(());
+        };
+        let (sub, account, now) = self.load(&sub_id).await?;
+        let due_at = sub.due_at;
+        let (id, raw_status) = (charge_id.to_owned(), raw_status.to_owned());
+        let message = message.map(str::to_owned);
+        let transaction_id = transaction_id.map(str::to_owned);
+        // On the writer's thread: the event's record, the money, the transition, the events.
+        let applied = self
+            .store()
+            .unit(move |txn| async move {
+                let recorded = match event {
+                    Some(event) => txn.record_processor_event(event).await?,
+                    None => false,
+                };
+                let settled = txn
+                    .settle_charge(
+                        &id,
+                        &raw_status,
+                        message.as_deref(),
+                        transaction_id.as_deref(),
+                        chrono::Utc::now().timestamp_millis(),
+                    )
+                    .await?;
+                let Some(settled) = settled else {
+                    if recorded {
+                        txn.commit().await?;
+                    }
+                    return Ok::<_, StoreError>(Applied::NotFinal);
+                };
+                if !settled.newly {
+                    // Already applied: only the event's record, if new, is kept, and the
+                    // conflict it raised, if it contradicted the recorded outcome.
+                    if recorded || settled.conflict {
+                        txn.commit().await?;
+                    }
+                    return Ok(Applied::Already);
+                }
+                if settled.charge.subscription_id.as_deref() != Some(sub.id.as_str()) {
+                    // Rolled back: the outcome reached the actor of another subscription.
+                    return Err(StoreError::invariant(format!(
+                        "charge {} is not of subscription {}",
+                        settled.charge.id, sub.id
+                    )));
+                }
+                let mut sub = sub;
+                let saved =
+                    transition(&txn, &mut sub, &account, &settled.charge, &raw_status, now).await?;
+                txn.commit().await?;
+                Ok(Applied::Settled(saved.then_some(sub)))
+            })
+            .await?;
+        match applied {
+            Applied::NotFinal => {}
+            Applied::Already => self.release_slot(charge_id),
+            Applied::Settled(None) => {
+                // A timer skipped while this charge was pending runs now.
+                self.release_slot(charge_id);
+                if let Some(due) = due_at {
+                    self.arm_at(&sub_id, due, now);
+                }
+            }
+            Applied::Settled(Some(sub)) => {
+                self.release_slot(charge_id);
+                self.arm(&sub, now);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A charge of `amount` on the subscription's card, with the account's fee reserved for it.
+pub(super) fn new_charge(
+    sub: &Subscription,
+    account: &Account,
+    amount: i64,
+    purpose: &'static str,
+    period_start: Option<i64>,
+    pending_change: Option<String>,
+    now: i64,
+) -> NewCharge {
+    NewCharge {
+        account: AccountId::from_stored(sub.account_id.clone()),
+        subscription_id: Some(sub.id.clone()),
+        customer_id: sub.customer_id.clone(),
+        payment_method_id: sub.default_payment_method_id.clone(),
+        amount_cents: amount,
+        fee_cents: fee_schedule(account).fee_for(amount),
+        purpose,
+        period_start,
+        pending_change,
+        now_ms: now,
+    }
+}

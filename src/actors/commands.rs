@@ -1,0 +1,332 @@
+//! The subscription actor's commands (the API's actions): each validated against the row, then
+//! committed in one transaction with its events, or, for an upgrade or a prorated add-on,
+//! recorded as a charge that carries the change and applies it when approved
+//! (`charging.rs`). A refused command writes nothing.
+
+use super::decide::{
+    self, PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due,
+};
+use super::subscription::{emit, price};
+use super::{ActionError, ActionOutcome, Command, Runtime};
+use crate::domain::subscription::{Status, prorate};
+use crate::domain::time::Cycle;
+use crate::ids::AccountId;
+use crate::store::StoreError;
+use crate::store::catalog::CatalogKind;
+use crate::store::subscriptions::{StoreTxn, Subscription, SubscriptionAddon};
+
+/// Applies a change-plan (now, or when its proration is approved) with its event.
+pub(super) async fn apply_plan_change(
+    txn: &StoreTxn,
+    sub: &mut Subscription,
+    plan_id: String,
+    cycle: Option<Cycle>,
+    now: i64,
+) -> Result<(), StoreError> {
+    sub.plan_id = plan_id;
+    if let Some(cycle) = cycle {
+        // The current period keeps its end and its cycle; the new cycle starts at its end.
+        reschedule(sub, |schedule| schedule.change_cycle(cycle));
+    }
+    emit(txn, sub, "subscription.plan_changed", None, now).await
+}
+
+/// Attaches an add-on (now, or when its proration is approved), unless it already is.
+pub(super) async fn apply_addon(
+    txn: &StoreTxn,
+    sub: &Subscription,
+    addon_id: String,
+    now: i64,
+) -> Result<(), StoreError> {
+    txn.attach_addon(SubscriptionAddon {
+        subscription_id: sub.id.clone(),
+        addon_id,
+        account_id: sub.account_id.clone(),
+        attached_at: now,
+        detach_at_period_end: false,
+    })
+    .await
+}
+
+impl Runtime {
+    pub(super) async fn apply_command(
+        &self,
+        id: &str,
+        command: Command,
+    ) -> Result<ActionOutcome, ActionError> {
+        let (mut sub, account, now) = self.load(id).await?;
+        let status = status_of(&sub);
+        let mut charge = None;
+        match command {
+            Command::Cancel { at_period_end } => {
+                if status == Status::Canceled
+                    || (at_period_end && !status.can_cancel_at_period_end())
+                {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be canceled{}.",
+                        sub.status,
+                        if at_period_end { " at period end" } else { "" }
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                if at_period_end {
+                    sub.cancel_at_period_end = true;
+                    sub.due_at = Some(sub.current_period_end);
+                } else {
+                    sub.status = Status::Canceled.as_str().to_owned();
+                    sub.due_at = None;
+                    emit(&txn, &sub, "subscription.canceled", None, now).await?;
+                }
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::Pause => {
+                if !status.can_pause() {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be paused.",
+                        sub.status
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                sub.status = Status::Paused.as_str().to_owned();
+                // No charge and no renewal while paused; a cancellation at the period's end
+                // still happens at that end (CONTRACT §5).
+                sub.due_at = stopped_due(&sub);
+                emit(&txn, &sub, "subscription.paused", None, now).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::Resume => {
+                if status != Status::Paused {
+                    return Err(ActionError::Conflict(format!(
+                        "Only a paused subscription can be resumed; this one is {}.",
+                        sub.status
+                    )));
+                }
+                if sub.cancel_at_period_end && now >= sub.current_period_end {
+                    // Its cancellation fell due while paused and its timer has not run yet:
+                    // it is canceled, as it would have been at that instant.
+                    self.cancel_at_end(&mut sub, now).await?;
+                    return Err(ActionError::Conflict(
+                        "The subscription was canceled at the end of its period.".into(),
+                    ));
+                }
+                let txn = self.store().begin().await?;
+                decide::resume(&mut sub, now);
+                emit(&txn, &sub, "subscription.resumed", None, now).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+                if sub.due_at.is_some_and(|due| due <= now) {
+                    charge = self.run_due(&mut sub, &account, now).await?;
+                }
+            }
+            Command::ChargeNow => {
+                if !status.can_charge_now() {
+                    return Err(ActionError::Conflict(format!(
+                        "A {} subscription cannot be charged now.",
+                        sub.status
+                    )));
+                }
+                if self.store().pending_charge_of(&sub.id).await?.is_some() {
+                    return Err(ActionError::Conflict(
+                        "A charge of this subscription is already pending.".into(),
+                    ));
+                }
+                if status != Status::PastDue {
+                    // The period restarts now (a pending cycle change takes effect with it).
+                    sub.status = Status::Active.as_str().to_owned();
+                    reschedule(&mut sub, |schedule| schedule.restart(now));
+                    sub.next_charge_date = now;
+                }
+                sub.due_at = Some(now);
+                let charges = self
+                    .store()
+                    .period_charges(&sub.id, sub.current_period_start)
+                    .await?;
+                let started = self
+                    .charge_period(&mut sub, &account, &charges, now, "manual", false)
+                    .await?
+                    .ok_or(ActionError::InsufficientBalance)?;
+                // Re-read: the processor may have answered at once.
+                charge = Some(
+                    self.store()
+                        .charge_by_id(&started.id)
+                        .await?
+                        .unwrap_or(started),
+                );
+            }
+            Command::ChangePlan {
+                plan_id,
+                cycle,
+                prorate: with_proration,
+            } => {
+                let preview = self.prorated_change(&sub, &plan_id, cycle, now).await?;
+                self.refuse_while_change_pending(&sub).await?;
+                // Only a real change of cycle is recorded as one.
+                let cycle = cycle.filter(|c| *c != cycle_of(&sub));
+                if with_proration && preview > 0 {
+                    // An upgrade takes effect when its prorated charge is approved: the
+                    // charge carries the change, and nothing else is written now.
+                    let change = PendingChange::Plan { plan_id, cycle };
+                    charge = Some(
+                        self.one_off_charge(&sub, &account, preview, "proration", change, now)
+                            .await?,
+                    );
+                } else {
+                    let txn = self.store().begin().await?;
+                    apply_plan_change(&txn, &mut sub, plan_id, cycle, now).await?;
+                    self.save(&txn, &mut sub, now).await?;
+                    txn.commit().await?;
+                }
+            }
+            Command::AttachAddon {
+                addon_id,
+                prorate: with_proration,
+            } => {
+                if status == Status::Canceled {
+                    return Err(ActionError::Conflict(
+                        "A canceled subscription accepts no add-ons.".into(),
+                    ));
+                }
+                let account_id = AccountId::from_stored(sub.account_id.clone());
+                let addon = self
+                    .store()
+                    .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
+                    .await?
+                    .ok_or_else(|| {
+                        ActionError::NotFound(format!("No add-on with id `{addon_id}`."))
+                    })?;
+                if !addon.active {
+                    return Err(ActionError::Unprocessable(format!(
+                        "Add-on `{addon_id}` is deactivated."
+                    )));
+                }
+                if self
+                    .store()
+                    .subscription_addons(&sub.id)
+                    .await?
+                    .iter()
+                    .any(|a| a.addon_id == addon_id)
+                {
+                    return Err(ActionError::Conflict(format!(
+                        "Add-on `{addon_id}` is already attached."
+                    )));
+                }
+                self.refuse_while_change_pending(&sub).await?;
+                // The rest of the current period, at the cycle the period was billed at.
+                let amount = prorate(
+                    0,
+                    price(&addon, period_cycle_of(&sub)),
+                    sub.current_period_start,
+                    sub.current_period_end,
+                    now,
+                );
+                if with_proration && status == Status::Active && amount > 0 {
+                    let change = PendingChange::Addon { addon_id };
+                    charge = Some(
+                        self.one_off_charge(&sub, &account, amount, "addon_proration", change, now)
+                            .await?,
+                    );
+                } else {
+                    let txn = self.store().begin().await?;
+                    apply_addon(&txn, &sub, addon_id, now).await?;
+                    self.save(&txn, &mut sub, now).await?;
+                    txn.commit().await?;
+                }
+            }
+            Command::DetachAddon { addon_id } => {
+                let attached = self.store().subscription_addons(&sub.id).await?;
+                if !attached
+                    .iter()
+                    .any(|a| a.addon_id == addon_id && !a.detach_at_period_end)
+                {
+                    return Err(ActionError::NotFound(format!(
+                        "Add-on `{addon_id}` is not attached to this subscription."
+                    )));
+                }
+                let txn = self.store().begin().await?;
+                txn.mark_addon_detached(&sub.id, &addon_id).await?;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+            Command::SetPaymentMethod { payment_method_id } => {
+                let txn = self.store().begin().await?;
+                sub.default_payment_method_id = payment_method_id;
+                self.save(&txn, &mut sub, now).await?;
+                txn.commit().await?;
+            }
+        }
+        let subscription = self.store().subscription_by_id(id).await?.unwrap_or(sub);
+        Ok(ActionOutcome {
+            subscription,
+            charge,
+        })
+    }
+
+    /// 409 while an action's charge is out (an upgrade or add-on waiting for approval): the
+    /// second change would be decided on a subscription that is about to change.
+    pub(super) async fn refuse_while_change_pending(
+        &self,
+        sub: &Subscription,
+    ) -> Result<(), ActionError> {
+        if self.store().pending_change_of(&sub.id).await?.is_some() {
+            return Err(ActionError::Conflict(
+                "A change of this subscription is waiting for its charge; try again once it settles."
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing).
+    pub(super) async fn prorated_change(
+        &self,
+        sub: &Subscription,
+        plan_id: &str,
+        cycle: Option<Cycle>,
+        now: i64,
+    ) -> Result<i64, ActionError> {
+        let status = status_of(sub);
+        let account = AccountId::from_stored(sub.account_id.clone());
+        let plan = self
+            .store()
+            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
+        if !status.can_change_plan() {
+            return Err(ActionError::Conflict(format!(
+                "A {} subscription cannot change plan.",
+                sub.status
+            )));
+        }
+        if !plan.active {
+            return Err(ActionError::Invalid(format!(
+                "Plan `{plan_id}` is inactive."
+            )));
+        }
+        let current_cycle = cycle_of(sub);
+        if plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
+            return Err(ActionError::Invalid(
+                "The subscription is already on this plan and cycle.".into(),
+            ));
+        }
+        if status == Status::Trialing {
+            return Ok(0);
+        }
+        // Both amounts at the cycle the current period was billed at: after a cycle change
+        // the period keeps its length and its prices until it ends (CONTRACT §5).
+        let billed = period_cycle_of(sub);
+        let old = self
+            .store()
+            .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
+            .await?
+            .map_or(0, |p| price(&p, billed));
+        Ok(prorate(
+            old,
+            price(&plan, billed),
+            sub.current_period_start,
+            sub.current_period_end,
+            now,
+        ))
+    }
+}
