@@ -7,12 +7,12 @@
 //! settles a charge; an unknown outcome leaves it pending with its fee reserved, and schedules
 //! the next question about its reference (`Store::schedule_recheck`, with backoff). Every
 //! settlement ends in `settle_charge`, whose conditional update lets exactly one report apply
-//! the money. A subscription's charge is settled by its actor (`actors::outcomes` routes it);
-//! `settle` here serves the others, a checkout's through `checkout::settle`, which also
-//! completes or reopens its session.
+//! the money. `actors::outcomes` routes every outcome to the charge's owner: a subscription's
+//! actor, `checkout::settle` (which also completes or reopens the session), or `settle` here
+//! for any other charge. This module does not know checkouts or actors.
 
 use crate::accounts::{fee_schedule, processor_base_url};
-use crate::checkout::{CHECKOUT_PURPOSE, settle as settle_checkout};
+use crate::domain::checkout::CHECKOUT_PURPOSE;
 use crate::domain::money::CURRENCY;
 use crate::ids::AccountId;
 use crate::processor::client::{
@@ -311,10 +311,11 @@ impl Charger {
         }
     }
 
-    /// Applies `outcome` to a charge that belongs to no subscription (a subscription's goes
-    /// through its actor), recording the processor `event` that reported it, when there is
-    /// one, in the same transaction: a final outcome settles the charge once; a pending one
-    /// notes its transaction.
+    /// Applies `outcome` to a charge that belongs to neither a subscription nor a checkout
+    /// (those have owners that move more than money: `actors::outcomes` routes to them),
+    /// recording the processor `event` that reported it, when there is one, in the same
+    /// transaction: a final outcome settles the charge once; a pending one notes its
+    /// transaction (for any charge).
     pub async fn settle(
         &self,
         charge: &ChargeAttempt,
@@ -333,18 +334,10 @@ impl Charger {
             }
             return Ok(None);
         };
-        if charge.purpose == CHECKOUT_PURPOSE {
-            // Settling a checkout's charge also completes (or reopens) its session.
-            return settle_checkout(
-                &self.store,
-                &charge.id,
-                settlement.raw_status,
-                settlement.message,
-                settlement.transaction_id,
-                event,
-            )
-            .await;
-        }
+        debug_assert!(
+            charge.purpose != CHECKOUT_PURPOSE,
+            "a checkout's outcome is settled through actors::outcomes"
+        );
         let txn = self.store.begin().await?;
         let recorded = match event {
             Some(event) => txn.record_processor_event(event).await?,

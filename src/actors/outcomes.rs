@@ -1,8 +1,9 @@
 //! The router of charge outcomes. Whoever learns what the processor said about a charge (the
 //! ingress, the reconciler, the checkout page's wait) hands the `ProcessorOutcome` here, and
 //! it goes to the charge's owner: a subscription's charge to that subscription's actor (which
-//! settles the money, moves the subscription and emits `charge.*` in one transaction), any
-//! other to `Charger::settle` (a checkout's also completes or reopens its session). The
+//! settles the money, moves the subscription and emits `charge.*` in one transaction), a
+//! checkout's to `checkout::settle` (which also completes or reopens its session), any other
+//! to `Charger::settle`. Only this router knows all three, so `charges` needs neither. The
 //! subscription actor's own create answer is the one outcome applied in place, inside the
 //! actor, through the same `apply_outcome`.
 //!
@@ -10,6 +11,8 @@
 //! noted (an event's row is still kept) and the charge stays pending.
 
 use super::{ActionError, Runtime};
+use crate::checkout::settle as settle_checkout;
+use crate::domain::checkout::CHECKOUT_PURPOSE;
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
@@ -24,21 +27,32 @@ impl Runtime {
         outcome: &ProcessorOutcome,
         event: Option<ProcessorEvent>,
     ) -> Result<bool, ActionError> {
-        if let (Some(subscription), Some(settlement)) =
-            (charge.subscription_id.as_deref(), outcome.settlement())
-        {
-            self.outcome(
-                subscription,
-                &charge.id,
-                settlement.raw_status,
-                settlement.message,
-                settlement.transaction_id,
-                event,
-            )
-            .await?;
-            return Ok(true);
-        }
-        let settled = self.charger().settle(charge, outcome, event).await?;
+        let settled = match (charge.subscription_id.as_deref(), outcome.settlement()) {
+            (Some(subscription), Some(settlement)) => {
+                self.outcome(
+                    subscription,
+                    &charge.id,
+                    settlement.raw_status,
+                    settlement.message,
+                    settlement.transaction_id,
+                    event,
+                )
+                .await?;
+                return Ok(true);
+            }
+            (None, Some(settlement)) if charge.purpose == CHECKOUT_PURPOSE => {
+                settle_checkout(
+                    self.store(),
+                    &charge.id,
+                    settlement.raw_status,
+                    settlement.message,
+                    settlement.transaction_id,
+                    event,
+                )
+                .await?
+            }
+            _ => self.charger().settle(charge, outcome, event).await?,
+        };
         Ok(settled.is_none_or(|s| s.newly))
     }
 

@@ -7,7 +7,6 @@ pub mod admin;
 pub mod auth;
 pub mod balance;
 pub mod catalog;
-pub mod charge_conflicts;
 pub mod checkout_sessions;
 pub mod dashboard;
 pub mod error;
@@ -118,7 +117,6 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     let admin = OpenApiRouter::new()
         .merge(accounts::admin_router())
         .merge(admin::admin_router())
-        .merge(charge_conflicts::admin_router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_admin,

@@ -215,7 +215,11 @@ async fn complete_checkout(
     // leaves the charge pending, and the wait below asks the processor again.
     let posted = state.charger.submit(&account, &charge).await;
     if posted.settlement().is_some() {
-        state.charger.settle(&charge, &posted, None).await?;
+        state
+            .runtime
+            .apply_processor_outcome(&charge, &posted, None)
+            .await
+            .map_err(|err| ApiError::Internal(Box::new(err)))?;
     }
     outcome(&state, &account, &id, &charge.id).await
 }

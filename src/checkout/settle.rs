@@ -16,8 +16,7 @@ use crate::store::subscriptions::StoreTxn;
 use crate::store::{Store, StoreResult};
 use crate::subscribe::{self, NewSubscription, Start};
 
-/// The `purpose` of a checkout's charge attempt.
-pub const CHECKOUT_PURPOSE: &str = "checkout";
+pub use crate::domain::checkout::CHECKOUT_PURPOSE;
 
 /// Applies a checkout charge's final outcome once (see the module doc), recording the
 /// processor `event` that reported it in the same transaction.

@@ -1,16 +1,13 @@
-//! Our client of the processor's REST API (Wompi's protocol), with an account's credentials.
-//!
-//! Creating a transaction never double-charges: the reference is unique per ChargeAttempt and
-//! the processor refuses a second transaction under it. The client posts once and says what
-//! came of it as a `ProcessorOutcome`; an ambiguous answer is looked up by reference at once
-//! (most blips resolve there), and what is still unknown is left to the caller, who asks
-//! again later with backoff (`charges`, the reconciler). It never retries a post on its own.
+//! Our client of the processor's REST API (Wompi's protocol), with an account's credentials:
+//! acceptance tokens, card tokens and payment sources here; transactions, and what their
+//! answers mean, in `transactions`.
 
-use super::outcome::ProcessorOutcome;
-use super::signature::integrity_signature;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
+
+// Transactions live in `transactions`; their types are named from here too.
+pub use super::transactions::{NewTransaction, Transaction};
 
 /// The processor environment, told by the key prefixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +42,8 @@ impl Environment {
 pub struct ProcessorCredentials {
     pub base_url: String,
     pub public_key: String,
-    private_key: String,
-    integrity_secret: String,
+    pub(super) private_key: String,
+    pub(super) integrity_secret: String,
     pub environment: Environment,
 }
 
@@ -131,40 +128,10 @@ pub struct PaymentSource {
     pub last_four: Option<String>,
 }
 
-#[derive(Clone, Debug)]
-pub struct NewTransaction {
-    pub amount_in_cents: i64,
-    pub currency: String,
-    pub reference: String,
-    pub payment_source_id: i64,
-    pub customer_email: String,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct Transaction {
-    pub id: String,
-    /// PENDING, APPROVED, DECLINED, VOIDED or ERROR.
-    pub status: String,
-    pub reference: String,
-    pub amount_in_cents: i64,
-    /// Wompi always sends it; an event without it is taken as COP (the amount is what the
-    /// event's checksum signs).
-    #[serde(default)]
-    pub currency: Option<String>,
-    #[serde(default)]
-    pub status_message: Option<String>,
-}
-
-impl Transaction {
-    pub fn is_final(&self) -> bool {
-        self.status != "PENDING"
-    }
-}
-
 /// One HTTP client for every account's calls (cheap to clone).
 #[derive(Clone)]
 pub struct ProcessorClient {
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
 }
 
 /// How long one call may take before its outcome counts as unknown.
@@ -246,132 +213,11 @@ impl ProcessorClient {
         payment_source(self.send(request).await?)
     }
 
-    /// Posts the transaction for `tx.reference` once and says what came of it. "Reference
-    /// already used" is the transaction made before (looked up); an answer that leaves it open
-    /// whether the processor acted (a timeout, a 5xx, 408, 409, an unreadable body) is looked
-    /// up by reference at once, and stays `Unknown` when that does not settle it. A 429 is not
-    /// looked up: the processor asked us to slow down.
-    pub async fn create_transaction(
-        &self,
-        creds: &ProcessorCredentials,
-        tx: &NewTransaction,
-    ) -> ProcessorOutcome {
-        let body = json!({
-            "amount_in_cents": tx.amount_in_cents,
-            "currency": tx.currency,
-            "signature": integrity_signature(&tx.reference, tx.amount_in_cents, &tx.currency, &creds.integrity_secret),
-            "customer_email": tx.customer_email,
-            "payment_method": {"installments": 1},
-            "reference": tx.reference,
-            "payment_source_id": tx.payment_source_id,
-            "recurrent": true,
-        });
-        let request = self
-            .http
-            .post(format!("{}/transactions", creds.base_url))
-            .bearer_auth(&creds.private_key)
-            .json(&body);
-        let err = match self.send(request).await {
-            Ok(data) => {
-                return match decode::<Transaction>(data) {
-                    Ok(created) => ProcessorOutcome::of_transaction(created),
-                    Err(err) => self.look_after(creds, &tx.reference, &err).await,
-                };
-            }
-            Err(err) => err,
-        };
-        match &err {
-            ProcessorError::Rejected {
-                status: 422,
-                message,
-            } if message.contains("reference") => {
-                match self.lookup(creds, None, &tx.reference).await {
-                    ProcessorOutcome::Unseen => ProcessorOutcome::Unknown(format!(
-                        "{err}, yet a lookup of the reference found nothing"
-                    )),
-                    found => found,
-                }
-            }
-            ProcessorError::Rejected { status: 429, .. } => ProcessorOutcome::of_post_error(&err),
-            _ => match ProcessorOutcome::of_post_error(&err) {
-                ProcessorOutcome::Unknown(_) => self.look_after(creds, &tx.reference, &err).await,
-                refused => refused,
-            },
-        }
-    }
-
-    /// After an ambiguous answer to a post: what a lookup by reference shows, else unknown.
-    async fn look_after(
-        &self,
-        creds: &ProcessorCredentials,
-        reference: &str,
-        err: &ProcessorError,
-    ) -> ProcessorOutcome {
-        match self.lookup(creds, None, reference).await {
-            ProcessorOutcome::Unseen => {
-                ProcessorOutcome::Unknown(format!("{err}; the reference is not there yet"))
-            }
-            ProcessorOutcome::Unknown(why) => {
-                ProcessorOutcome::Unknown(format!("{err}; then the lookup failed: {why}"))
-            }
-            found => found,
-        }
-    }
-
-    /// Asks the processor about a transaction: by its id when we know it, else (or when the
-    /// processor does not know the id) by our reference. `Unseen` only when a lookup by
-    /// reference succeeded and found nothing; any failure is `Unknown`, never `Unseen`.
-    pub async fn lookup(
-        &self,
-        creds: &ProcessorCredentials,
-        transaction_id: Option<&str>,
-        reference: &str,
-    ) -> ProcessorOutcome {
-        if let Some(id) = transaction_id {
-            match self.get_transaction(creds, id).await {
-                Ok(tx) => return ProcessorOutcome::of_transaction(tx),
-                // A processor that lost the transaction (the sandbox after a restart) is asked
-                // by reference, which tells whether it never saw it.
-                Err(ProcessorError::Rejected { status: 404, .. }) => {}
-                Err(err) => return ProcessorOutcome::Unknown(format!("lookup by id: {err}")),
-            }
-        }
-        match self.find_transaction_by_reference(creds, reference).await {
-            Ok(Some(tx)) => ProcessorOutcome::of_transaction(tx),
-            Ok(None) => ProcessorOutcome::Unseen,
-            Err(err) => ProcessorOutcome::Unknown(format!("lookup by reference: {err}")),
-        }
-    }
-
-    pub async fn get_transaction(
-        &self,
-        creds: &ProcessorCredentials,
-        id: &str,
-    ) -> Result<Transaction, ProcessorError> {
-        let request = self
-            .http
-            .get(format!("{}/transactions/{id}", creds.base_url))
-            .bearer_auth(&creds.private_key);
-        decode(self.send(request).await?)
-    }
-
-    pub async fn find_transaction_by_reference(
-        &self,
-        creds: &ProcessorCredentials,
-        reference: &str,
-    ) -> Result<Option<Transaction>, ProcessorError> {
-        let request = self
-            .http
-            .get(format!("{}/transactions", creds.base_url))
-            .query(&[("reference", reference)])
-            .bearer_auth(&creds.private_key);
-        let data = self.send(request).await?;
-        let list: Vec<Transaction> = decode(data)?;
-        Ok(list.into_iter().find(|tx| tx.reference == reference))
-    }
-
     /// Sends a request and returns its `data`, or the processor's own error message.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<Value, ProcessorError> {
+    pub(super) async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, ProcessorError> {
         let response = request.send().await.map_err(ProcessorError::Network)?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
@@ -409,7 +255,7 @@ fn error_message(body: &Value) -> String {
         .map_or_else(|| "no error message".to_owned(), str::to_owned)
 }
 
-fn decode<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, ProcessorError> {
+pub(super) fn decode<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, ProcessorError> {
     serde_json::from_value(data).map_err(|err| ProcessorError::Decode(err.to_string()))
 }
 

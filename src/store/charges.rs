@@ -18,8 +18,7 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, ChargeAttemptId};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -197,22 +196,6 @@ impl Store {
         Ok(scoped()
             .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
             .one(self.conn())
-            .await?)
-    }
-
-    /// Attempts still pending that were last touched before `before_ms`, oldest first: the
-    /// ones whose outcome should be asked of the processor.
-    pub async fn stale_pending_charges(
-        &self,
-        before_ms: i64,
-        limit: u64,
-    ) -> StoreResult<Vec<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::Status.eq("pending"))
-            .filter(charge_attempt::Column::UpdatedAt.lt(before_ms))
-            .order_by_asc(charge_attempt::Column::UpdatedAt)
-            .limit(limit)
-            .all(self.conn())
             .await?)
     }
 

@@ -60,6 +60,22 @@ impl Store {
         Ok(attempt)
     }
 
+    /// Attempts still pending that were last touched before `before_ms`, oldest first: the
+    /// ones whose outcome should be asked of the processor.
+    pub async fn stale_pending_charges(
+        &self,
+        before_ms: i64,
+        limit: u64,
+    ) -> StoreResult<Vec<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::UpdatedAt.lt(before_ms))
+            .order_by_asc(charge_attempt::Column::UpdatedAt)
+            .limit(limit)
+            .all(self.conn())
+            .await?)
+    }
+
     /// The recheck row of a charge, if it has one.
     pub async fn charge_recheck(
         &self,

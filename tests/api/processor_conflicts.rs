@@ -4,8 +4,8 @@
 //! (`GET /admin/charge-conflicts`), counted in `charge_outcome_conflicts_total`, and answered
 //! 200.
 
+use crate::common::proxied_shop::{APPROVED_CARD, DECLINED_CARD, FEE, PLAN_MONTHLY, Shop, TOP_UP};
 use crate::common::{TestApp, eventually, read};
-use crate::processor_faults::{APPROVED_CARD, DECLINED_CARD, FEE, PLAN_MONTHLY, Shop, TOP_UP};
 use billing::ids::AccountId;
 use billing::processor::signature::event_checksum;
 use reqwest::Method;

@@ -2,6 +2,7 @@
 //! PostgreSQL schema, with an account to call it as.
 
 pub mod browser;
+pub mod proxied_shop;
 pub mod proxy;
 pub mod receiver;
 
@@ -299,7 +300,8 @@ where
 }
 
 /// Declares each scenario `async fn name(app: TestApp)` as two tests, one per database;
-/// `db_tests!(config = f; …)` starts their apps with `f` applied to the configuration.
+/// `db_tests!(config = f; …)` starts their apps with `f` applied to the configuration (`f`
+/// is a path from the crate root, e.g. `crate::common::proxied_shop::fast_reconciler`).
 #[macro_export]
 macro_rules! db_tests {
     (config = $config:path; $($name:ident),* $(,)?) => {
