@@ -8,7 +8,7 @@
 //! the next question about its reference (`Store::schedule_recheck`, with backoff). Every
 //! settlement ends in `settle_charge`, whose conditional update lets exactly one report apply
 //! the money. `actors::outcomes` routes every outcome to the charge's owner: a subscription's
-//! actor, `checkout::settle` (which also completes or reopens the session), or `settle` here
+//! actor, `checkout_settlement::settle` (which also completes or reopens the session), or `settle` here
 //! for any other charge. This module does not know checkouts or actors.
 
 use crate::accounts::{fee_schedule, processor_base_url};

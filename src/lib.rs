@@ -23,6 +23,7 @@ pub mod bench;
 pub mod bootstrap;
 pub mod charges;
 pub mod checkout;
+pub mod checkout_settlement;
 pub mod config;
 pub mod domain;
 pub mod ids;

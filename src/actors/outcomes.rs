@@ -2,7 +2,7 @@
 //! ingress, the reconciler, the checkout page's wait) hands the `ProcessorOutcome` here, and
 //! it goes to the charge's owner: a subscription's charge to that subscription's actor (which
 //! settles the money, moves the subscription and emits `charge.*` in one transaction), a
-//! checkout's to `checkout::settle` (which also completes or reopens its session), any other
+//! checkout's to `checkout_settlement::settle` (which also completes or reopens its session), any other
 //! to `Charger::settle`. Only this router knows all three, so `charges` needs neither. The
 //! subscription actor's own create answer is the one outcome applied in place, inside the
 //! actor, through the same `apply_outcome`.
@@ -11,7 +11,7 @@
 //! noted (an event's row is still kept) and the charge stays pending.
 
 use super::{ActionError, Runtime};
-use crate::checkout::settle as settle_checkout;
+use crate::checkout_settlement::settle as settle_checkout;
 use crate::domain::checkout::CHECKOUT_PURPOSE;
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;

@@ -1,6 +1,8 @@
 //! The hosted checkout (CONTRACT §8): the page where customers pay (`page`), the internal
 //! `POST /checkout/{id}/complete` it calls (`payment`), and the settlement that turns an
-//! approved payment into a Customer, PaymentMethod and Subscription (`settle`).
+//! approved payment into a Customer, PaymentMethod and Subscription (re-exported from
+//! `crate::checkout_settlement`, which the outcome router reaches without this module's HTTP
+//! side).
 //!
 //! The session API that integrators call lives in `api::checkout_sessions`; this module owns
 //! what the customer's browser talks to, which carries no API key: the session's unguessable
@@ -10,7 +12,6 @@
 pub mod i18n;
 mod page;
 mod payment;
-mod settle;
 
 use crate::api::state::AppState;
 use crate::domain::checkout::SessionStatus;
@@ -18,8 +19,8 @@ use crate::store::checkout::CheckoutSession;
 use crate::store::{Store, StoreResult};
 use utoipa_axum::router::OpenApiRouter;
 
+pub use crate::checkout_settlement::{CHECKOUT_PURPOSE, settle};
 pub use payment::{CompleteIn, CompleteOut, SummaryOut};
-pub use settle::{CHECKOUT_PURPOSE, settle};
 
 /// The page, its assets and the complete endpoint (documented in the OpenAPI document).
 pub fn router() -> OpenApiRouter<AppState> {

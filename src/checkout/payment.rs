@@ -9,12 +9,12 @@
 //! whichever path learns it first. Approved: 200 with the summary. Declined: 422
 //! `processor_error`, the session stays open and nothing is created.
 
-use super::settle::CHECKOUT_PURPOSE;
 use crate::accounts::fee_schedule;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::ApiJson;
 use crate::api::payment_methods::processor_error;
 use crate::api::state::AppState;
+use crate::checkout_settlement::CHECKOUT_PURPOSE;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
