@@ -517,11 +517,13 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                             .begin_charge(new)
                             .await
                             .map_err(|e| anyhow::anyhow!("{e}"))?;
-                        txn.save_subscription(row).await?;
+                        let row = txn.save_subscription(row).await?;
                         txn.commit().await?;
-                        Ok::<_, anyhow::Error>(charge)
+                        Ok::<_, anyhow::Error>((charge, row))
                     })
                     .await?;
+                // Written at the next version: the settling unit's save is conditional on it.
+                let (charge, mut sub) = charge;
                 let posted = client
                     .create_transaction(
                         &creds,
