@@ -21,6 +21,7 @@ pub mod api;
 pub mod audit;
 pub mod bench;
 pub mod bootstrap;
+pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod config;

@@ -18,8 +18,8 @@ mod m20261123_000006_ops;
 mod m20261123_000007_account_due;
 mod m20261123_000008_due_claims;
 mod m20261124_000009_money_invariants;
-mod m20261124_000011_idempotency_purge;
 mod m20261124_000010_processor_outcomes;
+mod m20261124_000011_idempotency_purge;
 
 pub struct Migrator;
 

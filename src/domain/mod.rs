@@ -4,8 +4,8 @@
 
 pub mod checkout;
 pub mod money;
-pub mod schedule;
 pub mod recheck;
+pub mod schedule;
 pub mod subscription;
 pub mod text;
 pub mod time;

@@ -4,8 +4,8 @@
 //! sandbox, whose events still reach the ingress directly. The reconciler runs every 100 ms
 //! and rechecks unknown outcomes from 300 ms on, so its passes are awaited, not slept through.
 
-use crate::common::proxy::{Fault, Proxy};
 use crate::common::{ADMIN_TOKEN, TestApp, eventually, read};
+use billing::chaos::proxy::{Fault, Proxy};
 use billing::ids::AccountId;
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
@@ -56,7 +56,7 @@ pub(crate) struct Shop {
 impl Shop {
     pub(crate) async fn open(app: &TestApp, card: &str) -> Self {
         let sandbox = app.url("/sandbox/processor/v1");
-        let proxy = Proxy::start(&sandbox).await;
+        let proxy = Proxy::start(&sandbox).await.expect("proxy");
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let keys = json!({"public_key": format!("pub_test_{unique}"), "private_key": format!("prv_test_{unique}"),
             "events_secret": format!("test_events_{unique}"), "integrity_secret": format!("test_integrity_{unique}")});

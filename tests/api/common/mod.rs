@@ -2,7 +2,6 @@
 //! PostgreSQL schema, with an account to call it as.
 
 pub mod browser;
-pub mod proxy;
 pub mod receiver;
 
 use reqwest::{Client, Method, RequestBuilder, Response};
