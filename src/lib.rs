@@ -193,6 +193,7 @@ pub async fn run(
         Arc::clone(&state.ready),
         arms,
         reconcile_every,
+        Duration::from_millis(state.config.timer_lease_ms),
     );
     tracing::info!(address = %local, "billing listening");
     let served = axum::serve(listener, app)
