@@ -81,6 +81,9 @@ pub struct RunReport {
     pub event_faults: usize,
     /// Renewal charges recorded when the server was killed.
     pub killed_after: u64,
+    /// Charges pending (outcome not yet applied) when it was killed.
+    pub pending_at_kill: u64,
+    /// Clients that hung up before their answer came.
     pub hang_ups: usize,
     pub breaches: Vec<Breach>,
     pub elapsed: Duration,
@@ -98,8 +101,8 @@ impl std::fmt::Display for RunReport {
         write!(
             f,
             "seed {:#018x}: {} subscriptions, {} charges ({} approved, {} declined), \
-             {} processor faults ({}), {} event faults, killed after {} renewals, {} hang-ups: \
-             {} violations in {:.1} s",
+             {} processor faults ({}), {} event faults, killed at {} renewals ({} pending), \
+             {} hang-ups: {} violations in {:.1} s",
             self.seed,
             self.subscriptions,
             self.tally.charges,
@@ -109,6 +112,7 @@ impl std::fmt::Display for RunReport {
             faults.join(", "),
             self.event_faults,
             self.killed_after,
+            self.pending_at_kill,
             self.hang_ups,
             self.breaches.len(),
             self.elapsed.as_secs_f64()

@@ -166,14 +166,15 @@ impl Shop {
 
     /// Creates a subscription of `holder` under `key` with a client that hangs up after
     /// `hang_up`, then retries under the same key (a new client each time) until the answer
-    /// is not 409 (the first request still running), within `bound`; the answered id.
+    /// is not 409 (the first request still running), within `bound`: the answered id, and
+    /// whether the first client really hung up (its answer had not come yet).
     pub async fn create_hanging_up(
         &self,
         holder: &Holder,
         key: &str,
         hang_up: Duration,
         bound: Duration,
-    ) -> anyhow::Result<String> {
+    ) -> anyhow::Result<(String, bool)> {
         let body = json!({"customer_id": holder.customer, "plan_id": self.plan,
             "cycle": "monthly", "payment_method_id": holder.method});
         let request = |client: reqwest::Client| {
@@ -185,7 +186,9 @@ impl Shop {
                 .send()
         };
         // Dropping the future mid-flight closes its connection: the server sees a hang-up.
-        let _ = tokio::time::timeout(hang_up, request(reqwest::Client::new())).await;
+        let hung_up = tokio::time::timeout(hang_up, request(reqwest::Client::new()))
+            .await
+            .is_err();
         let deadline = tokio::time::Instant::now() + bound;
         loop {
             let response = request(reqwest::Client::new()).await?;
@@ -196,7 +199,7 @@ impl Shop {
                     status == 201,
                     "retry under {key} answered {status}: {answer}"
                 );
-                return text(&answer["id"]);
+                return Ok((text(&answer["id"])?, hung_up));
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < deadline,
