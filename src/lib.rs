@@ -12,6 +12,8 @@
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
 //! - [`operator`]: commands that talk to a running server (`billing actors`).
 //! - [`bench`]: the renewal-burst benchmark (`billing bench renewals`).
+//! - [`audit`], [`chaos`]: the invariant checker, and the fault-injection harness that runs the
+//!   real server through processor, network, client and crash faults (`billing chaos`).
 //!
 //! [`run`] is the entry point: tests call it with a listener on port 0.
 
