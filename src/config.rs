@@ -80,6 +80,17 @@ pub struct Config {
         hide = true
     )]
     pub processor_recheck_base_ms: u64,
+    /// Milliseconds a due row loaded by the scheduler stays claimed by this process
+    /// (PostgreSQL): rows claimed by a process that died wait this long for another, or for
+    /// its restart.
+    #[arg(
+        long,
+        env = "BILLING_TIMER_LEASE_MS",
+        default_value_t = 300_000,
+        global = true,
+        hide = true
+    )]
+    pub timer_lease_ms: u64,
 }
 
 impl Config {
@@ -96,6 +107,7 @@ impl Config {
             processor_timeout_ms: 15_000,
             reconcile_interval_ms: 5_000,
             processor_recheck_base_ms: 5_000,
+            timer_lease_ms: 300_000,
         }
     }
 

@@ -12,6 +12,8 @@
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
 //! - [`operator`]: commands that talk to a running server (`billing actors`).
 //! - [`bench`]: the renewal-burst benchmark (`billing bench renewals`).
+//! - [`audit`], [`chaos`]: the invariant checker, and the fault-injection harness that runs the
+//!   real server through processor, network, client and crash faults (`billing chaos`).
 //!
 //! [`run`] is the entry point: tests call it with a listener on port 0.
 
@@ -21,6 +23,7 @@ pub mod api;
 pub mod audit;
 pub mod bench;
 pub mod bootstrap;
+pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod checkout_settlement;
@@ -193,6 +196,7 @@ pub async fn run(
         Arc::clone(&state.ready),
         arms,
         reconcile_every,
+        Duration::from_millis(state.config.timer_lease_ms),
     );
     tracing::info!(address = %local, "billing listening");
     let served = axum::serve(listener, app)

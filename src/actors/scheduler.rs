@@ -31,10 +31,6 @@ const LOAD_EVERY: Duration = Duration::from_secs(2);
 const LOAD_BATCH: u64 = 10_000;
 const FULL_RESCAN: Duration = Duration::from_secs(30);
 const CONCURRENCY: usize = 64;
-/// How long a loaded due row stays claimed by this process (PostgreSQL; see
-/// `Store::due_timers_page`). A row still in the window when its claim ends is claimed again by
-/// the next full rescan; a row of a process that died is loaded by another after this.
-const CLAIM: Duration = Duration::from_secs(300);
 /// Charges asked about at once in a reconciler pass: each is one or two processor calls that
 /// may each take the client's whole timeout while the processor is down.
 const RECONCILE_CONCURRENCY: usize = 16;
@@ -48,14 +44,24 @@ pub struct Arm {
 }
 
 /// Starts both loops; `ready` is set once the first load has armed every due timer. The
-/// reconciler runs a pass every `reconcile_every` (`Config::reconcile_interval_ms`).
+/// reconciler runs a pass every `reconcile_every` (`Config::reconcile_interval_ms`). A loaded
+/// due row stays claimed by this process for `timer_lease` (`Config::timer_lease_ms`;
+/// PostgreSQL, see `Store::due_timers_page`): a row still in the window when its claim ends is
+/// claimed again by the next full rescan; a row of a process that died is loaded by another
+/// (or by its own restart) only after this.
 pub fn spawn_background(
     runtime: Runtime,
     ready: Arc<AtomicBool>,
     arms: mpsc::UnboundedReceiver<Arm>,
     reconcile_every: Duration,
+    timer_lease: Duration,
 ) {
-    runtime.track(tokio::spawn(schedule(runtime.clone(), ready, arms)));
+    runtime.track(tokio::spawn(schedule(
+        runtime.clone(),
+        ready,
+        arms,
+        timer_lease,
+    )));
     let reconciler = runtime.clone();
     runtime.track(tokio::spawn(async move {
         let runtime = reconciler;
@@ -116,6 +122,7 @@ async fn schedule(
     runtime: Runtime,
     ready: Arc<AtomicBool>,
     mut arms: mpsc::UnboundedReceiver<Arm>,
+    lease: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(CONCURRENCY));
     let mut window = Window {
@@ -149,7 +156,7 @@ async fn schedule(
                 }
             }
             _ = load.tick() => {
-                if let Err(err) = load_window(&runtime, &mut window).await {
+                if let Err(err) = load_window(&runtime, &mut window, lease).await {
                     tracing::warn!(error = %err, "loading due timers failed");
                 }
                 ready.store(true, Ordering::Release);
@@ -161,7 +168,11 @@ async fn schedule(
 /// Arms every timer due within the window, per account in the account's clock, walking the
 /// due rows in pages of `LOAD_BATCH` by (due_at, id) so that any number due at one instant is
 /// loaded in one pass.
-async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<()> {
+async fn load_window(
+    runtime: &Runtime,
+    window: &mut Window,
+    lease: Duration,
+) -> anyhow::Result<()> {
     if window.last_full.elapsed() >= FULL_RESCAN {
         window.marks.clear();
         window.last_full = tokio::time::Instant::now();
@@ -173,7 +184,7 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
         let wall = chrono::Utc::now().timestamp_millis();
         let claim = DueClaim {
             now_ms: wall,
-            until_ms: wall + CLAIM.as_millis() as i64,
+            until_ms: wall + lease.as_millis() as i64,
         };
         let mut after = window.marks.get(&account.id).cloned();
         loop {

@@ -13,6 +13,10 @@ pub struct Breach {
     pub detail: String,
 }
 
+/// The invariant a subscription breaks while its due renewal is not done: a fault run waits
+/// for it to clear before judging.
+pub const DUE_RENEWAL_NOT_DONE: &str = "a due renewal not done";
+
 /// A charge as the auditor compares it with the processor.
 #[derive(Clone, Debug)]
 pub struct AuditedCharge {
@@ -61,7 +65,7 @@ impl Store {
                 "SELECT id FROM accounts WHERE available_cents < 0 OR reserved_cents < 0".into(),
             ),
             (
-                "a due renewal not done",
+                DUE_RENEWAL_NOT_DONE,
                 format!(
                     "SELECT s.id || ' due ' || CAST(s.due_at AS TEXT) FROM subscriptions s \
                      JOIN accounts a ON a.id = s.account_id \

@@ -10,6 +10,7 @@ pub mod audit;
 pub mod balance;
 pub mod bench;
 pub mod catalog;
+pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod conflicts;

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod balance;
 mod catalog;
+mod chaos;
 mod checkout;
 mod checkout_browser;
 mod checkout_payment;

@@ -1,11 +1,11 @@
 //! Issue 13, items 1, 2 and 7: a processor that fails after acting, rate-limits, times out or
 //! refuses never makes the service charge a period twice or lose a charge (CONTRACT §7). The
-//! account's processor is a fault-injection proxy (`common::proxy`) in front of the in-process
+//! account's processor is a fault-injection proxy (`billing::chaos::proxy`) in front of the in-process
 //! sandbox, whose events still reach the ingress directly. The reconciler runs every 100 ms
 //! and rechecks unknown outcomes from 300 ms on, so its passes are awaited, not slept through.
 
 use crate::common::proxied_shop::{APPROVED_CARD, FEE, Shop, TOP_UP};
-use crate::common::proxy::Fault;
+use billing::chaos::proxy::Fault;
 use crate::common::{TestApp, eventually, read};
 use billing::ids::AccountId;
 use billing::processor::client::ProcessorClient;

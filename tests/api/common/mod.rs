@@ -3,7 +3,6 @@
 
 pub mod browser;
 pub mod proxied_shop;
-pub mod proxy;
 pub mod receiver;
 
 use reqwest::{Client, Method, RequestBuilder, Response};
@@ -44,7 +43,9 @@ fn postgres_base() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned())
 }
 
-async fn fresh_postgres_url() -> Option<String> {
+/// The PostgreSQL database tests make their schemas in (created if missing); `None` only when
+/// the server is unreachable and not required.
+pub async fn postgres_database() -> Option<String> {
     use sea_orm::{ConnectionTrait, Database};
     let base = postgres_base();
     let required = std::env::var("BILLING_REQUIRE_POSTGRES").is_ok_and(|v| v == "1");
@@ -60,16 +61,20 @@ async fn fresh_postgres_url() -> Option<String> {
     let _ = admin
         .execute_unprepared("CREATE DATABASE billing_test")
         .await;
+    Some(format!("{base}/billing_test"))
+}
+
+async fn fresh_postgres_url() -> Option<String> {
+    use sea_orm::{ConnectionTrait, Database};
+    let database = postgres_database().await?;
     let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
-    let db = Database::connect(format!("{base}/billing_test"))
+    let db = Database::connect(&database)
         .await
         .expect("connect billing_test");
     db.execute_unprepared(&format!("CREATE SCHEMA {schema}"))
         .await
         .expect("create schema");
-    Some(format!(
-        "{base}/billing_test?options=-c%20search_path%3D{schema}"
-    ))
+    Some(format!("{database}?options=-c%20search_path%3D{schema}"))
 }
 
 fn fresh_sqlite_url() -> String {

@@ -3,7 +3,7 @@
 //! sandbox with our ingress as its events URL, with a funded balance, a customer with a card,
 //! and a plan; and the fast reconciler timing the fault tests run with.
 
-use super::proxy::Proxy;
+use billing::chaos::proxy::Proxy;
 use super::{ADMIN_TOKEN, TestApp, read};
 use billing::ids::AccountId;
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
@@ -42,7 +42,7 @@ pub struct Shop {
 impl Shop {
     pub async fn open(app: &TestApp, card: &str) -> Self {
         let sandbox = app.url("/sandbox/processor/v1");
-        let proxy = Proxy::start(&sandbox).await;
+        let proxy = Proxy::start(&sandbox).await.expect("proxy");
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let keys = json!({"public_key": format!("pub_test_{unique}"), "private_key": format!("prv_test_{unique}"),
             "events_secret": format!("test_events_{unique}"), "integrity_secret": format!("test_integrity_{unique}")});
