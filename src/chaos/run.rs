@@ -69,6 +69,8 @@ pub(super) async fn run_once(options: &Options, index: usize) -> anyhow::Result<
     let seed = options.seed.wrapping_add(index as u64);
     let started = Instant::now();
     let database = options.databases().fresh(seed).await?;
+    // The server's log goes here whatever the database is (a PostgreSQL run has no files).
+    std::fs::create_dir_all(&options.dir)?;
     let log = options.dir.join(format!("chaos-{seed:016x}.log"));
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY).await?;
     let outcome = with_processes(options, seed, &database, &sandbox, &log).await;
