@@ -182,6 +182,7 @@ impl Shop {
                 .post(format!("{}/v1/subscriptions", self.base))
                 .bearer_auth(&self.key)
                 .header("Idempotency-Key", key)
+                .timeout(Duration::from_secs(30))
                 .json(&body)
                 .send()
         };
