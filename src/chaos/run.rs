@@ -6,7 +6,7 @@
 use super::checks::{Expected, check};
 use super::processes::{FreshDatabase, Sandbox, Server, ServerSpec, free_port};
 use super::proxy::{Fault, Proxy};
-use super::shop::{APPROVING_CARD, DECLINING_CARD, Holder, Shop};
+use super::shop::{APPROVING_CARD, DECLINING_CARD, Holder, Retried, Shop};
 use super::{Options, RunReport};
 use crate::store::Store;
 use crate::store::audit::{Breach, DUE_RENEWAL_NOT_DONE};
@@ -174,13 +174,15 @@ async fn with_processes(
     }
 
     // Clients that hang up and retry under the same key, faults still on.
-    let hung_up = hang_ups(&shop, &hang_up_holders, seed, &mut rng, &mut expected).await?;
+    let (hung_up, locked) =
+        hang_ups(&shop, &hang_up_holders, seed, &mut rng, &mut expected).await?;
 
     // Faults off; everything must settle on its own within the bound.
     processor_proxy.clear();
     events_proxy.clear();
     let settled = wait_settled(&store, &shop, options.settle_bound).await;
     let (mut breaches, tally) = check(&store, &shop, &processor_proxy, &expected).await?;
+    breaches.extend(locked);
     if let Err(err) = settled {
         breaches.push(Breach {
             invariant: "work left undone after the faults stopped",
@@ -262,26 +264,41 @@ async fn setup(
 }
 
 /// Creates under an Idempotency-Key whose first client hangs up, then retries: how many really
-/// left before their answer. A create takes tens of milliseconds (its first charge's outcome),
-/// longer when that charge meets a fault, so most of them do.
+/// left before their answer, and a breach for each key that stayed locked. A create takes tens
+/// of milliseconds (its first charge's outcome), longer when that charge meets a fault, so most
+/// of them do leave.
 async fn hang_ups(
     shop: &Shop,
     holders: &[Holder],
     seed: u64,
     rng: &mut StdRng,
     expected: &mut Expected,
-) -> anyhow::Result<usize> {
-    let mut hung_up = 0;
+) -> anyhow::Result<(usize, Vec<Breach>)> {
+    let (mut hung_up, mut breaches) = (0, Vec::new());
     for (n, holder) in holders.iter().enumerate() {
         let key = format!("chaos-{seed:016x}-{n}");
         let hang_up = Duration::from_millis(rng.random_range(0..60));
-        let (id, left) = shop
+        match shop
             .create_hanging_up(holder, &key, hang_up, RETRY_BOUND)
-            .await?;
-        hung_up += usize::from(left);
-        expected.idempotent.push((holder.customer.clone(), id));
+            .await?
+        {
+            Retried::Answered { id, hung_up: left } => {
+                hung_up += usize::from(left);
+                expected.idempotent.push((holder.customer.clone(), id));
+            }
+            Retried::Locked { hung_up: left } => {
+                hung_up += usize::from(left);
+                breaches.push(Breach {
+                    invariant: "an Idempotency-Key stayed locked after its client hung up",
+                    detail: format!(
+                        "retries under {key} (customer {}) answered 409 for {RETRY_BOUND:?}",
+                        holder.customer
+                    ),
+                });
+            }
+        }
     }
-    Ok(hung_up)
+    Ok((hung_up, breaches))
 }
 
 /// Waits until no charge of the shop is pending and no due renewal is left undone.
