@@ -2,10 +2,11 @@
 //! is kept and replayed for 24 hours; another body under the same key is refused (400); a
 //! duplicate that arrives while the first still runs is answered 409 at once.
 //!
-//! The request runs in a task of its own: axum drops a handler's future when its client hangs
-//! up, and a request cut off half-way (its subscription written, its charge posted, its
-//! response never stored) would leave its key locked and tempt the client to use a new one.
-//! The task runs the handler to its end and keeps its response, whoever still listens.
+//! The request runs in a task of its own from its key's claim on: axum drops a handler's future
+//! when its client hangs up, and a request cut off half-way (its key claimed, its subscription
+//! written, its charge posted, its response never stored) would leave its key locked and tempt
+//! the client to use a new one. The task runs the handler to its end and keeps its response,
+//! whoever still listens.
 //!
 //! Which responses are kept: every 2xx and 4xx (a 4xx commits nothing and would be answered the
 //! same again), and every 5xx except those marked `NothingCommitted`. A 5xx may come after some
@@ -82,11 +83,19 @@ pub async fn idempotent_posts(
         account: caller.account_id(),
         key,
     };
-    if let Some(kept) = held.claim(&fingerprint).await? {
-        return Ok(kept);
-    }
-    let request = Request::from_parts(parts, Body::from(bytes));
-    Ok(held.run(next.run(request)).await)
+    let work = next.run(Request::from_parts(parts, Body::from(bytes)));
+    // The claim too runs in the request's own task: a client that hangs up while the claim is
+    // being written would drop this future after the claim committed and before `run` took
+    // over, leaving the key `running` (409 to every retry for a day) with nothing under it.
+    let task = async move {
+        if let Some(kept) = held.claim(&fingerprint).await? {
+            return Ok(kept);
+        }
+        Ok(held.run(work).await)
+    };
+    tokio::spawn(task.in_current_span())
+        .await
+        .unwrap_or_else(|_| Err(ApiError::Internal("request task failed".into())))
 }
 
 /// A key this request holds once `claim` succeeded.

@@ -6,10 +6,11 @@
 use super::checks::{Expected, check};
 use super::processes::{FreshDatabase, Sandbox, Server, ServerSpec, free_port};
 use super::proxy::{Fault, Proxy};
-use super::shop::{APPROVING_CARD, DECLINING_CARD, Holder, Shop};
+use super::shop::{APPROVING_CARD, DECLINING_CARD, Holder, Retried, Shop};
 use super::{Options, RunReport};
 use crate::store::Store;
 use crate::store::audit::{Breach, DUE_RENEWAL_NOT_DONE};
+use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -75,7 +76,13 @@ pub(super) async fn run_once(options: &Options, index: usize) -> anyhow::Result<
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY).await?;
     let outcome = with_processes(options, seed, &database, &sandbox, &log).await;
     sandbox.stop().await;
-    let mut report = outcome?;
+    let mut report = outcome.with_context(|| {
+        format!(
+            "seed {seed:#018x}; kept {}; server log {}",
+            database.location,
+            log.display()
+        )
+    })?;
     report.elapsed = started.elapsed();
     if report.breaches.is_empty() {
         database.remove().await?;
@@ -90,6 +97,8 @@ pub(super) async fn run_once(options: &Options, index: usize) -> anyhow::Result<
     Ok(report)
 }
 
+/// The run proper, once its database and sandbox exist: the server, the proxies, setup, the
+/// burst and its kill, the hang-ups, the settling and the checks.
 async fn with_processes(
     options: &Options,
     seed: u64,
@@ -128,44 +137,7 @@ async fn with_processes(
     );
     let store = Store::connect(&database.url).await?;
 
-    // Setup, without faults: M subscriptions charged for their first period, one in
-    // DECLINE_ONE_IN moved to a card that declines; customers for the hang-ups.
-    let mut expected = Expected::default();
-    let customer = shop.customer(0).await?;
-    let approving = shop.card(&customer, APPROVING_CARD).await?;
-    let declining = shop.card(&customer, DECLINING_CARD).await?;
-    expected.approving.insert(approving.method.clone());
-    expected.declining.insert(declining.method.clone());
-    let declines: Vec<bool> = (0..options.subscriptions)
-        .map(|_| rng.random_ratio(1, DECLINE_ONE_IN))
-        .collect();
-    for chunk in declines.chunks(SETUP_CONCURRENCY) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for &decline in chunk {
-            let (shop, approving, declining) = (
-                Arc::clone(&shop),
-                approving.clone(),
-                declining.method.clone(),
-            );
-            tasks.spawn(async move {
-                let id = shop.subscribe(&approving).await?;
-                if decline {
-                    shop.switch_card(&id, &declining).await?;
-                }
-                anyhow::Ok(())
-            });
-        }
-        while let Some(done) = tasks.join_next().await {
-            done??;
-        }
-    }
-    let mut hang_up_holders: Vec<Holder> = Vec::new();
-    for n in 0..options.hang_ups {
-        let customer = shop.customer(n + 1).await?;
-        let holder = shop.card(&customer, APPROVING_CARD).await?;
-        expected.approving.insert(holder.method.clone());
-        hang_up_holders.push(holder);
-    }
+    let (mut expected, hang_up_holders) = setup(&shop, options, &mut rng).await?;
     wait_settled(&store, &shop, SETUP_BOUND).await?;
 
     // The burst: a month passes with faults on. The server is killed at a seeded point of the
@@ -204,24 +176,15 @@ async fn with_processes(
     }
 
     // Clients that hang up and retry under the same key, faults still on.
-    // A create takes tens of milliseconds (its first charge's outcome), longer when that
-    // charge meets a fault: most of these clients leave before their answer.
-    let mut hung_up = 0;
-    for (n, holder) in hang_up_holders.iter().enumerate() {
-        let key = format!("chaos-{seed:016x}-{n}");
-        let hang_up = Duration::from_millis(rng.random_range(0..60));
-        let (id, left) = shop
-            .create_hanging_up(holder, &key, hang_up, RETRY_BOUND)
-            .await?;
-        hung_up += usize::from(left);
-        expected.idempotent.push((holder.customer.clone(), id));
-    }
+    let (hung_up, locked) =
+        hang_ups(&shop, &hang_up_holders, seed, &mut rng, &mut expected).await?;
 
     // Faults off; everything must settle on its own within the bound.
     processor_proxy.clear();
     events_proxy.clear();
     let settled = wait_settled(&store, &shop, options.settle_bound).await;
     let (mut breaches, tally) = check(&store, &shop, &processor_proxy, &expected).await?;
+    breaches.extend(locked);
     if let Err(err) = settled {
         breaches.push(Breach {
             invariant: "work left undone after the faults stopped",
@@ -253,6 +216,91 @@ async fn with_processes(
         elapsed: Duration::ZERO,
         kept: None,
     })
+}
+
+/// Setup, without faults: M subscriptions charged for their first period, one in
+/// `DECLINE_ONE_IN` then moved to a card that declines, and customers (with approving cards)
+/// for the hang-ups; what the checks expect of them.
+async fn setup(
+    shop: &Arc<Shop>,
+    options: &Options,
+    rng: &mut StdRng,
+) -> anyhow::Result<(Expected, Vec<Holder>)> {
+    let mut expected = Expected::default();
+    let customer = shop.customer(0).await?;
+    let approving = shop.card(&customer, APPROVING_CARD).await?;
+    let declining = shop.card(&customer, DECLINING_CARD).await?;
+    expected.approving.insert(approving.method.clone());
+    expected.declining.insert(declining.method.clone());
+    let declines: Vec<bool> = (0..options.subscriptions)
+        .map(|_| rng.random_ratio(1, DECLINE_ONE_IN))
+        .collect();
+    for chunk in declines.chunks(SETUP_CONCURRENCY) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for &decline in chunk {
+            let (shop, approving, declining) = (
+                Arc::clone(shop),
+                approving.clone(),
+                declining.method.clone(),
+            );
+            tasks.spawn(async move {
+                let id = shop.subscribe(&approving).await?;
+                if decline {
+                    shop.switch_card(&id, &declining).await?;
+                }
+                anyhow::Ok(())
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+    }
+    let mut hang_up_holders: Vec<Holder> = Vec::new();
+    for n in 0..options.hang_ups {
+        let customer = shop.customer(n + 1).await?;
+        let holder = shop.card(&customer, APPROVING_CARD).await?;
+        expected.approving.insert(holder.method.clone());
+        hang_up_holders.push(holder);
+    }
+    Ok((expected, hang_up_holders))
+}
+
+/// Creates under an Idempotency-Key whose first client hangs up, then retries: how many really
+/// left before their answer, and a breach for each key that stayed locked. A create takes tens
+/// of milliseconds (its first charge's outcome), longer when that charge meets a fault, so most
+/// of them do leave.
+async fn hang_ups(
+    shop: &Shop,
+    holders: &[Holder],
+    seed: u64,
+    rng: &mut StdRng,
+    expected: &mut Expected,
+) -> anyhow::Result<(usize, Vec<Breach>)> {
+    let (mut hung_up, mut breaches) = (0, Vec::new());
+    for (n, holder) in holders.iter().enumerate() {
+        let key = format!("chaos-{seed:016x}-{n}");
+        let hang_up = Duration::from_millis(rng.random_range(0..60));
+        match shop
+            .create_hanging_up(holder, &key, hang_up, RETRY_BOUND)
+            .await?
+        {
+            Retried::Answered { id, hung_up: left } => {
+                hung_up += usize::from(left);
+                expected.idempotent.push((holder.customer.clone(), id));
+            }
+            Retried::Locked { hung_up: left } => {
+                hung_up += usize::from(left);
+                breaches.push(Breach {
+                    invariant: "an Idempotency-Key stayed locked after its client hung up",
+                    detail: format!(
+                        "retries under {key} (customer {}) answered 409 for {RETRY_BOUND:?}",
+                        holder.customer
+                    ),
+                });
+            }
+        }
+    }
+    Ok((hung_up, breaches))
 }
 
 /// Waits until no charge of the shop is pending and no due renewal is left undone.

@@ -166,15 +166,14 @@ impl Shop {
 
     /// Creates a subscription of `holder` under `key` with a client that hangs up after
     /// `hang_up`, then retries under the same key (a new client each time) until the answer
-    /// is not 409 (the first request still running), within `bound`: the answered id, and
-    /// whether the first client really hung up (its answer had not come yet).
+    /// is not 409 (the first request still running), within `bound`.
     pub async fn create_hanging_up(
         &self,
         holder: &Holder,
         key: &str,
         hang_up: Duration,
         bound: Duration,
-    ) -> anyhow::Result<(String, bool)> {
+    ) -> anyhow::Result<Retried> {
         let body = json!({"customer_id": holder.customer, "plan_id": self.plan,
             "cycle": "monthly", "payment_method_id": holder.method});
         let request = |client: reqwest::Client| {
@@ -182,6 +181,7 @@ impl Shop {
                 .post(format!("{}/v1/subscriptions", self.base))
                 .bearer_auth(&self.key)
                 .header("Idempotency-Key", key)
+                .timeout(Duration::from_secs(30))
                 .json(&body)
                 .send()
         };
@@ -199,12 +199,12 @@ impl Shop {
                     status == 201,
                     "retry under {key} answered {status}: {answer}"
                 );
-                return Ok((text(&answer["id"])?, hung_up));
+                let id = text(&answer["id"])?;
+                return Ok(Retried::Answered { id, hung_up });
             }
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "retries under {key} still answered 409 after {bound:?}: {answer}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(Retried::Locked { hung_up });
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -217,6 +217,15 @@ impl Shop {
             .json(&body);
         send(request).await
     }
+}
+
+/// How a create under an Idempotency-Key whose first client hung up ended.
+#[derive(Debug)]
+pub enum Retried {
+    /// A retry got the request's answer: the subscription it made.
+    Answered { id: String, hung_up: bool },
+    /// Every retry within the bound answered 409: the key stayed locked.
+    Locked { hung_up: bool },
 }
 
 /// Sends `request`; any answer but 2xx is an error naming the status and body.

@@ -11,7 +11,7 @@ use crate::common::{TestApp, eventually, read};
 use crate::subscriptions::{events, get, shop, subscribe};
 use billing::processor::sandbox::{MerchantKeys, SandboxConfig, SandboxProcessor};
 use reqwest::{Method, Response};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ crate::db_tests!(
     a_client_that_hangs_up_during_charge_now_finds_its_charge_under_the_key,
     a_client_that_hangs_up_during_a_create_finds_one_subscription_under_the_key,
     a_direct_create_answers_the_subscription_after_its_first_charge,
+    a_client_that_hangs_up_while_its_key_is_claimed_does_not_lock_the_key,
     keys_older_than_a_day_are_purged_in_batches,
 );
 
@@ -208,6 +209,62 @@ async fn a_direct_create_answers_the_subscription_after_its_first_charge(app: Te
     // The answer is the subscription as GET shows it: its first period is paid.
     assert_eq!(get(&app, id).await, sub);
     assert_eq!(count(&events(&app, id).await, "charge.approved"), 1);
+}
+
+/// Found by `billing chaos` (seed 0x7d1 on PostgreSQL): a client that hangs up while its key's
+/// claim is being written dropped the request after the claim committed and before its work
+/// was handed to a task of its own, so the key stayed `running` (409 to every retry) for a day
+/// with nothing running under it. Here the claim's insert is held up by another transaction
+/// writing the same key, the client gives up, that transaction rolls back (so the claim
+/// commits), and a retry must get the request's own answer.
+async fn a_client_that_hangs_up_while_its_key_is_claimed_does_not_lock_the_key(app: TestApp) {
+    app.lift_rate_limit().await;
+    let db = database(&app).await;
+    // The same key, written in a transaction left open: the claim's insert waits for it (on
+    // SQLite, for the database's one writer; on PostgreSQL, for the row's unique index entry).
+    let lock = db.begin().await.expect("begin");
+    lock.execute_unprepared(&format!(
+        "INSERT INTO idempotency_keys (account_id, key, request_hash, state, created_at) \
+         VALUES ('{}', 'held-1', 'hash', 'done', 0)",
+        app.account_id
+    ))
+    .await
+    .expect("lock");
+    let body = json!({"email": "held@example.co", "name": "Held"});
+    // The client's own timeout: it gives up while the claim waits for the lock.
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let first = impatient
+        .post(app.url("/v1/customers"))
+        .bearer_auth(&app.api_key)
+        .header("Idempotency-Key", "held-1")
+        .json(&body)
+        .send()
+        .await;
+    assert!(first.is_err(), "the first client was to give up: {first:?}");
+    lock.rollback().await.expect("unlock");
+
+    // Retries answer 409 while the request runs, then its kept answer.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let (status, answer) = loop {
+        let (status, answer) =
+            read(retry(&app, "/v1/customers", "held-1", Some(body.clone())).await).await;
+        if status != 409 || tokio::time::Instant::now() >= deadline {
+            break (status, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status, 201, "{answer}");
+    let (_, list) = read(app.get("/v1/customers?limit=100").await).await;
+    let made = list["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter(|c| c["email"] == "held@example.co")
+        .count();
+    assert_eq!(made, 1, "one customer for the key: {list}");
 }
 
 /// Records of `count` keys created `age_ms` ago, written straight into the table.
