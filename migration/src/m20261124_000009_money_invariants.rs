@@ -14,6 +14,7 @@
 //! - `charge_attempts.pending_change`: what an action waits on its charge for (an upgrade's new
 //!   plan and cycle, an add-on to attach), applied only when the charge is approved, so a
 //!   declined or unaffordable upgrade leaves nothing behind.
+//!
 //! The balance's own `CHECK (available_cents >= 0)` exists since the first migration.
 
 use sea_orm_migration::prelude::*;

@@ -22,7 +22,7 @@ enum Applied {
     /// Another message applied it first.
     Already,
     /// Applied now; the subscription when it was saved (its timer is then re-armed).
-    Settled(Option<Subscription>),
+    Settled(Option<Box<Subscription>>),
 }
 
 /// The effect of a newly settled `charge` on `sub`, inside the transaction that settled it: the
@@ -318,7 +318,7 @@ impl Runtime {
                 let saved =
                     transition(&txn, &mut sub, &account, &settled.charge, &raw_status, now).await?;
                 txn.commit().await?;
-                Ok(Applied::Settled(saved.then_some(sub)))
+                Ok(Applied::Settled(saved.then(|| Box::new(sub))))
             })
             .await?;
         match applied {

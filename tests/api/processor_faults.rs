@@ -5,8 +5,8 @@
 //! and rechecks unknown outcomes from 300 ms on, so its passes are awaited, not slept through.
 
 use crate::common::proxied_shop::{APPROVED_CARD, FEE, Shop, TOP_UP};
-use billing::chaos::proxy::Fault;
 use crate::common::{TestApp, eventually, read};
+use billing::chaos::proxy::Fault;
 use billing::ids::AccountId;
 use billing::processor::client::ProcessorClient;
 use reqwest::Method;

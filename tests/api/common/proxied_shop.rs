@@ -3,8 +3,8 @@
 //! sandbox with our ingress as its events URL, with a funded balance, a customer with a card,
 //! and a plan; and the fast reconciler timing the fault tests run with.
 
-use billing::chaos::proxy::Proxy;
 use super::{ADMIN_TOKEN, TestApp, read};
+use billing::chaos::proxy::Proxy;
 use billing::ids::AccountId;
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
