@@ -241,19 +241,6 @@ impl Store {
         Ok(page)
     }
 
-    /// Subscriptions of `account` in `status` (used to resume after a top-up).
-    pub async fn subscriptions_in_status(
-        &self,
-        account: &AccountId,
-        status: &str,
-    ) -> StoreResult<Vec<Subscription>> {
-        Ok(subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
-            .filter(subscription::Column::Status.eq(status))
-            .all(self.conn())
-            .await?)
-    }
-
     pub async fn subscription_addons(
         &self,
         subscription_id: &str,
