@@ -458,14 +458,19 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
         settle_delay: Duration::from_millis(0),
         ..Default::default()
     };
+    // A sandbox of its own, administered with a token only this function knows.
+    let admin_token = crate::secrets::random_token("sandbox_admin_", 32);
     let sandbox = tokio::spawn(crate::processor::sandbox::serve_standalone(
-        listener, config,
+        listener,
+        config,
+        crate::processor::sandbox::AdminAuth::from_token(&admin_token),
     ));
     let account = store.account(&shop.account).await?.context("account")?;
     let http = reqwest::Client::new();
     call(
         &http,
         http.post(format!("{sandbox_base}/_sandbox/merchants"))
+            .bearer_auth(&admin_token)
             .json(&json!({
                 "public_key": account.processor_public_key,
                 "private_key": account.processor_private_key,
@@ -474,8 +479,7 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
             })),
         201,
     )
-    .await
-    .or_else(|_| Ok::<Value, anyhow::Error>(Value::Null))?;
+    .await?;
     let creds = ProcessorCredentials::new(
         sandbox_base,
         account.processor_public_key.clone(),

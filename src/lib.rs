@@ -43,7 +43,7 @@ use charges::Charger;
 use config::Config;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use processor::client::ProcessorClient;
-use processor::sandbox::{SandboxConfig, SandboxProcessor};
+use processor::sandbox::{AdminAuth, SandboxConfig, SandboxProcessor};
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -163,6 +163,11 @@ pub async fn run(
         Duration::from_secs(config.actor_idle_secs),
     )
     .await?;
+    // The in-process sandbox's administration takes the server's own admin token.
+    let sandbox = SandboxProcessor::new(
+        SandboxConfig::default(),
+        AdminAuth::from_hash(admin_token_hash.clone()),
+    )?;
     let state = AppState::new(Shared {
         charger,
         runtime: runtime.clone(),
@@ -172,7 +177,7 @@ pub async fn run(
         limiter: Arc::new(RateLimiter::default()),
         metrics: metrics_handle(),
         ready: Arc::new(AtomicBool::new(false)),
-        sandbox: SandboxProcessor::new(SandboxConfig::default(), reqwest::Client::new()),
+        sandbox,
         processor,
         dashboard: Arc::default(),
         keys: Arc::default(),

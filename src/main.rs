@@ -29,6 +29,12 @@ enum Command {
         /// Milliseconds a transaction stays PENDING.
         #[arg(long, default_value_t = 100)]
         settle_delay_ms: u64,
+        /// The token its administration (`/v1/_sandbox/…`) requires; generated and printed
+        /// once when absent. It shares the id of the global `--admin-token`, so that clap
+        /// lets this one stand in for it here, and takes `BILLING_ADMIN_TOKEN` only when
+        /// neither the flag nor `BILLING_SANDBOX_ADMIN_TOKEN` is given.
+        #[arg(long, env = "BILLING_SANDBOX_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
     },
     /// Print the running server's supervision tree (GET /admin/actors).
     Actors {
@@ -128,14 +134,22 @@ async fn main() -> anyhow::Result<()> {
         Command::SandboxProcessor {
             bind,
             settle_delay_ms,
+            admin_token,
         } => {
             let listener = tokio::net::TcpListener::bind(&bind).await?;
+            // The address comes first: `billing chaos` reads it from the first line.
             println!("sandbox processor at http://{}/v1", listener.local_addr()?);
+            let token = admin_token.unwrap_or_else(|| {
+                let token = billing::secrets::random_token("sandbox_admin_", 32);
+                println!("  Admin token (shown once): {token}");
+                token
+            });
             let config = billing::processor::sandbox::SandboxConfig {
                 settle_delay: std::time::Duration::from_millis(settle_delay_ms),
                 ..Default::default()
             };
-            billing::processor::sandbox::serve_standalone(listener, config).await
+            let admin = billing::processor::sandbox::AdminAuth::from_token(&token);
+            billing::processor::sandbox::serve_standalone(listener, config, admin).await
         }
         Command::Actors { url, kind, limit } => {
             // `--admin-token` / BILLING_ADMIN_TOKEN is the global configuration flag.

@@ -21,11 +21,18 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Starts it on a port of its choosing and reads the address it prints.
-    pub async fn start(binary: &Path, settle_delay: Duration) -> anyhow::Result<Self> {
+    /// Starts it on a port of its choosing, administered with `admin_token`, and reads the
+    /// address it prints.
+    pub async fn start(
+        binary: &Path,
+        settle_delay: Duration,
+        admin_token: &str,
+    ) -> anyhow::Result<Self> {
         let mut child = Command::new(binary)
             .args(["sandbox-processor", "--bind", "127.0.0.1:0"])
             .args(["--settle-delay-ms", &settle_delay.as_millis().to_string()])
+            // In the environment, not the arguments, where `ps` would show it.
+            .env("BILLING_SANDBOX_ADMIN_TOKEN", admin_token)
             .env("RUST_LOG", "error")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -73,7 +73,8 @@ pub(super) async fn run_once(options: &Options, index: usize) -> anyhow::Result<
     // The server's log goes here whatever the database is (a PostgreSQL run has no files).
     std::fs::create_dir_all(&options.dir)?;
     let log = options.dir.join(format!("chaos-{seed:016x}.log"));
-    let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY).await?;
+    // The shop registers its merchant with the server's admin token (`Shop::open`).
+    let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
     let outcome = with_processes(options, seed, &database, &sandbox, &log).await;
     sandbox.stop().await;
     let mut report = outcome.with_context(|| {

@@ -9,7 +9,7 @@
 
 use crate::common::{TestApp, eventually, read};
 use crate::subscriptions::{events, get, shop, subscribe};
-use billing::processor::sandbox::{MerchantKeys, SandboxConfig, SandboxProcessor};
+use billing::processor::sandbox::{AdminAuth, MerchantKeys, SandboxConfig, SandboxProcessor};
 use reqwest::{Method, Response};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
 use serde_json::{Value, json};
@@ -39,8 +39,11 @@ async fn use_slow_processor(app: &mut TestApp) {
     let config = SandboxConfig {
         settle_delay: SETTLE,
         event_retry_delays: vec![Duration::from_millis(200); 5],
+        ..SandboxConfig::default()
     };
-    let sandbox = SandboxProcessor::new(config, reqwest::Client::new());
+    // Administered in-process only: no token reaches HTTP.
+    let admin = AdminAuth::from_token(&uuid::Uuid::new_v4().to_string());
+    let sandbox = SandboxProcessor::new(config, admin).expect("sandbox");
     sandbox.register_merchant(keys.clone(), None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

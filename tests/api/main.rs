@@ -21,6 +21,7 @@ mod processor;
 mod processor_conflicts;
 mod processor_faults;
 mod protocol;
+mod sandbox_admin;
 mod subscriptions;
 mod webhooks;
 mod webhooks_restart;

@@ -5,12 +5,13 @@ use crate::common::eventually;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use billing::processor::client::Transaction;
 use billing::processor::client::{
     CardDetails, NewPaymentSource, NewTransaction, ProcessorClient, ProcessorCredentials,
     ProcessorError,
 };
 use billing::processor::outcome::ProcessorOutcome;
-use billing::processor::sandbox::{SandboxConfig, serve_standalone};
+use billing::processor::sandbox::{AdminAuth, SandboxConfig, serve_standalone};
 use billing::processor::signature::checksum_matches;
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,16 +42,31 @@ async fn receive(
     StatusCode::OK
 }
 
-async fn start(receiver: Receiver) -> (String, String) {
+/// The token the standalone sandboxes of these tests are administered with.
+pub(crate) const SANDBOX_ADMIN_TOKEN: &str = "sandbox-admin-token-for-tests";
+
+/// The tests' sandbox configuration: quick to settle, quick to retry.
+pub(crate) fn quick() -> SandboxConfig {
+    SandboxConfig {
+        settle_delay: Duration::from_millis(50),
+        event_retry_delays: vec![Duration::from_millis(200); 3],
+        ..SandboxConfig::default()
+    }
+}
+
+/// A standalone sandbox (`serve_standalone`) on a port of its own: its base URL.
+pub(crate) async fn standalone(config: SandboxConfig) -> String {
     let sandbox = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let sandbox_base = format!("http://{}/v1", sandbox.local_addr().expect("addr"));
-    let config = SandboxConfig {
-        settle_delay: Duration::from_millis(50),
-        event_retry_delays: vec![Duration::from_millis(200); 3],
-    };
-    tokio::spawn(serve_standalone(sandbox, config));
+    let admin = AdminAuth::from_token(SANDBOX_ADMIN_TOKEN);
+    tokio::spawn(serve_standalone(sandbox, config, admin));
+    sandbox_base
+}
+
+async fn start(receiver: Receiver) -> (String, String) {
+    let sandbox_base = standalone(quick()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -62,16 +78,18 @@ async fn start(receiver: Receiver) -> (String, String) {
     (sandbox_base, receiver_url)
 }
 
-async fn merchant(base: &str, events_url: &str) -> (ProcessorCredentials, String) {
-    let keys: Value = reqwest::Client::new()
+/// A new merchant at the sandbox at `base`, made with the admin token: its credentials and
+/// events secret.
+pub(crate) async fn merchant(base: &str, events_url: &str) -> (ProcessorCredentials, String) {
+    let response = reqwest::Client::new()
         .post(format!("{base}/_sandbox/merchants"))
+        .bearer_auth(SANDBOX_ADMIN_TOKEN)
         .json(&json!({"events_url": events_url}))
         .send()
         .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json");
+        .expect("send");
+    assert_eq!(response.status(), 201);
+    let keys: Value = response.json().await.expect("json");
     let field = |name: &str| keys[name].as_str().expect(name).to_owned();
     let creds = ProcessorCredentials::new(
         base,
@@ -83,12 +101,13 @@ async fn merchant(base: &str, events_url: &str) -> (ProcessorCredentials, String
     (creds, field("events_secret"))
 }
 
-async fn charge(
+/// A transaction posted as our service posts one (card `number`), still PENDING.
+pub(crate) async fn post_transaction(
     client: &ProcessorClient,
     creds: &ProcessorCredentials,
     number: &str,
     reference: &str,
-) -> String {
+) -> Transaction {
     let acceptance = client.acceptance_tokens(creds).await.expect("acceptance");
     let card = CardDetails {
         number: number.into(),
@@ -125,6 +144,17 @@ async fn charge(
     let ProcessorOutcome::Pending(tx) = tx else {
         panic!("expected a pending transaction, got {tx:?}");
     };
+    tx
+}
+
+/// A transaction posted and waited for: its final status.
+async fn charge(
+    client: &ProcessorClient,
+    creds: &ProcessorCredentials,
+    number: &str,
+    reference: &str,
+) -> String {
+    let tx = post_transaction(client, creds, number, reference).await;
     let status = || async {
         client
             .get_transaction(creds, &tx.id)
