@@ -22,5 +22,6 @@ mod processor_conflicts;
 mod processor_faults;
 mod protocol;
 mod subscriptions;
+mod webhook_targets;
 mod webhooks;
 mod webhooks_restart;
