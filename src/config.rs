@@ -1,6 +1,8 @@
 //! One `Config`, read from flags or `BILLING_*` / `DATABASE_URL` environment (CONTRACT §1).
 
+use crate::egress::{AddressPolicy, HostResolver};
 use clap::Args;
+use std::sync::Arc;
 
 #[derive(Args, Clone)]
 pub struct Config {
@@ -31,8 +33,9 @@ pub struct Config {
         hide_env_values = true
     )]
     pub admin_token: Option<String>,
-    /// Whether webhook URLs may point to loopback or private addresses (default: only when
-    /// binding to a loopback address, the development setup).
+    /// Whether webhook URLs may point to loopback or private addresses: `true` for every
+    /// account, `false` for none; unset, sandbox accounts may while the server binds to a
+    /// loopback address (the development setup) and live accounts never may.
     #[arg(long, env = "BILLING_ALLOW_PRIVATE_WEBHOOK_URLS", global = true)]
     pub allow_private_webhook_urls: Option<bool>,
     /// Seconds a subscription actor stays live after its last message (the next message
@@ -91,6 +94,10 @@ pub struct Config {
         hide = true
     )]
     pub timer_lease_ms: u64,
+    /// How tenants' host names are resolved (webhook registration and delivery); `None`, the
+    /// system's resolver. Tests set one they control (DNS rebinding).
+    #[arg(skip)]
+    pub resolver: Option<Arc<dyn HostResolver>>,
 }
 
 impl Config {
@@ -108,16 +115,32 @@ impl Config {
             reconcile_interval_ms: 5_000,
             processor_recheck_base_ms: 5_000,
             timer_lease_ms: 300_000,
+            resolver: None,
         }
     }
 
-    /// Whether webhook URLs may point to loopback or private addresses.
-    pub fn private_webhook_urls_allowed(&self) -> bool {
-        self.allow_private_webhook_urls.unwrap_or_else(|| {
-            self.bind
-                .parse::<std::net::SocketAddr>()
-                .is_ok_and(|addr| addr.ip().is_loopback())
-        })
+    /// Which addresses the webhook URLs of a sandbox (or live) account may reach (CONTRACT
+    /// §9), at registration and at every delivery.
+    pub fn webhook_policy(&self, sandbox: bool) -> AddressPolicy {
+        let allowed = self.allow_private_webhook_urls.unwrap_or_else(|| {
+            sandbox
+                && self
+                    .bind
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|addr| addr.ip().is_loopback())
+        });
+        if allowed {
+            AddressPolicy::AllowPrivate
+        } else {
+            AddressPolicy::PublicOnly
+        }
+    }
+
+    /// The resolver of tenants' host names.
+    pub fn host_resolver(&self) -> Arc<dyn HostResolver> {
+        self.resolver
+            .clone()
+            .unwrap_or_else(crate::egress::system_resolver)
     }
 
     /// The public base URL, without a trailing slash.
@@ -125,6 +148,38 @@ impl Config {
         match &self.public_url {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => format!("http://{}", self.bind),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use AddressPolicy::{AllowPrivate, PublicOnly};
+
+    #[test]
+    fn private_webhook_targets_follow_the_flag_then_the_account_and_the_bind() {
+        // (flag, bind, sandbox account's policy, live account's policy)
+        let table = [
+            (Some(true), "0.0.0.0:8080", AllowPrivate, AllowPrivate),
+            (Some(true), "127.0.0.1:8080", AllowPrivate, AllowPrivate),
+            (Some(false), "127.0.0.1:8080", PublicOnly, PublicOnly),
+            (Some(false), "0.0.0.0:8080", PublicOnly, PublicOnly),
+            (None, "127.0.0.1:8080", AllowPrivate, PublicOnly),
+            (None, "[::1]:8080", AllowPrivate, PublicOnly),
+            (None, "0.0.0.0:8080", PublicOnly, PublicOnly),
+            (None, "10.0.0.5:8080", PublicOnly, PublicOnly),
+        ];
+        for (flag, bind, sandbox, live) in table {
+            let mut config = Config::new("sqlite::memory:");
+            config.allow_private_webhook_urls = flag;
+            config.bind = bind.to_owned();
+            assert_eq!(
+                config.webhook_policy(true),
+                sandbox,
+                "{flag:?} {bind} sandbox"
+            );
+            assert_eq!(config.webhook_policy(false), live, "{flag:?} {bind} live");
         }
     }
 }

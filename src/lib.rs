@@ -8,6 +8,7 @@
 //! - [`subscribe`]: starting a subscription (direct creation and checkout share it).
 //! - [`api`]: the HTTP API, its shared layers and its OpenAPI document.
 //! - [`webhooks`]: signing, retry schedule and sending of outgoing webhooks.
+//! - [`egress`]: the guarded HTTP client for every URL a tenant gives us.
 //! - [`checkout`]: the hosted checkout page and the payment flow behind it.
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
 //! - [`operator`]: commands that talk to a running server (`billing actors`).
@@ -29,6 +30,7 @@ pub mod checkout;
 pub mod checkout_settlement;
 pub mod config;
 pub mod domain;
+pub mod egress;
 pub mod ids;
 pub mod operator;
 pub mod processor;
@@ -161,6 +163,7 @@ pub async fn run(
         store.clone(),
         charger.clone(),
         Duration::from_secs(config.actor_idle_secs),
+        webhooks::send::Clients::new(&config)?,
     )
     .await?;
     // The in-process sandbox's administration takes the server's own admin token.

@@ -125,6 +125,17 @@ impl EndpointActor {
         };
         let account = AccountId::from_stored(endpoint.account_id.clone());
         let now = self.runtime.clock().now_ms(&account).await?;
+        // The account's mode decides which addresses its endpoints may reach (CONTRACT §9).
+        let Some(owner) = self.runtime.account(&account).await? else {
+            // No account, nothing to send for (accounts are not deleted today).
+            state.waiters.drain(..).for_each(|w| drop(w.send(())));
+            return Ok(());
+        };
+        let client = self
+            .runtime
+            .webhook_clients()
+            .for_account(owner.sandbox)
+            .clone();
         let room = CONCURRENCY.saturating_sub(state.in_flight.len());
         if room > 0 {
             let due = store
@@ -140,8 +151,8 @@ impl EndpointActor {
                     continue;
                 };
                 state.in_flight.insert(delivery.id.clone());
-                let client = self.runtime.webhook_client().clone();
-                let (url, secret, me) = (
+                let (client, url, secret, me) = (
+                    client.clone(),
                     endpoint.url.clone(),
                     endpoint.secret.clone(),
                     myself.clone(),
@@ -243,8 +254,8 @@ pub fn spawn_webhooks(runtime: Runtime) {
 }
 
 impl Runtime {
-    pub(crate) fn webhook_client(&self) -> &reqwest::Client {
-        &self.inner.webhook_client
+    pub(crate) fn webhook_clients(&self) -> &crate::webhooks::send::Clients {
+        &self.inner.webhook_clients
     }
 
     fn forget_endpoint(&self, id: &str, actor: ractor::ActorId) {

@@ -131,8 +131,9 @@ struct Inner {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// The slot of each charge out at the processor, released when its outcome is applied.
     in_flight_slots: dashmap::DashMap<String, (tokio::sync::OwnedSemaphorePermit, Instant)>,
-    /// The HTTP client of webhook deliveries (15 s timeout, no redirects).
-    webhook_client: reqwest::Client,
+    /// The guarded HTTP clients of webhook deliveries, per account mode (15 s timeout, no
+    /// redirects, addresses checked when connecting).
+    webhook_clients: crate::webhooks::send::Clients,
     /// Accounts as actors read them (see `Runtime::account`).
     accounts: dashmap::DashMap<String, (Arc<crate::store::accounts::Account>, Instant)>,
     /// A subscription actor that has handled nothing for this long stops (the next message
@@ -270,6 +271,7 @@ impl Runtime {
         store: Store,
         charger: Charger,
         idle: Duration,
+        webhook_clients: crate::webhooks::send::Clients,
     ) -> anyhow::Result<(Self, tokio::sync::mpsc::UnboundedReceiver<Arm>)> {
         let tree = Tree::start().await?;
         let subscriptions = tree.register::<SubscriptionMsg>("subscription");
@@ -286,7 +288,7 @@ impl Runtime {
             endpoint_wakes: dashmap::DashMap::new(),
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             in_flight_slots: dashmap::DashMap::new(),
-            webhook_client: crate::webhooks::send::client()?,
+            webhook_clients,
             accounts: dashmap::DashMap::new(),
             idle,
             loops: std::sync::Mutex::new(Vec::new()),

@@ -122,8 +122,10 @@ pub fn delivery_out(delivery: WebhookDelivery, attempts: &[WebhookAttempt]) -> D
     }
 }
 
-async fn checked_url(state: &AppState, raw: &str) -> ApiResult<String> {
-    target::check(raw, state.config.private_webhook_urls_allowed())
+/// The URL, if the caller's account may register it (its mode's address policy, CONTRACT §9).
+async fn checked_url(state: &AppState, caller: &Caller, raw: &str) -> ApiResult<String> {
+    let policy = state.config.webhook_policy(caller.0.sandbox);
+    target::check(raw, policy, state.config.host_resolver().as_ref())
         .await
         .map(|url| url.to_string())
         .map_err(|err| ApiError::bad_request(format!("{err}.")).param("url"))
@@ -169,7 +171,7 @@ async fn create_endpoint(
     caller: Caller,
     ApiJson(body): ApiJson<EndpointIn>,
 ) -> ApiResult<(StatusCode, Json<EndpointOut>)> {
-    let url = checked_url(&state, &body.url).await?;
+    let url = checked_url(&state, &caller, &body.url).await?;
     let events = checked_events(body.events)?;
     let now = chrono::Utc::now().timestamp_millis();
     let row = WebhookEndpoint {
@@ -230,7 +232,7 @@ async fn update_endpoint(
 ) -> ApiResult<Json<EndpointOut>> {
     find(&state, &caller, &id).await?;
     let url = match &body.url {
-        Some(raw) => Some(checked_url(&state, raw).await?),
+        Some(raw) => Some(checked_url(&state, &caller, raw).await?),
         None => None,
     };
     let events = body.events.map(checked_events).transpose()?;

@@ -1,9 +1,14 @@
 //! One delivery attempt over HTTP: POST the event body exactly as stored, signed at the real
 //! current time (CONTRACT §9: receivers compare `t` with their own clock, whatever the
-//! account's test clock says). Redirects are not followed: a 3xx is a failed attempt.
+//! account's test clock says), through the guarded client of the endpoint's account
+//! (`egress`): redirects are not followed (a 3xx is a failed attempt), and an address the
+//! account may not reach is an attempt whose error is exactly `refused`, nothing more (the
+//! log is the tenant's: it must not tell which internal addresses or ports answer).
 
 use super::schedule::ATTEMPT_TIMEOUT;
 use super::signing;
+use crate::config::Config;
+use crate::egress::{GuardedClient, SendError};
 use std::time::Instant;
 
 /// What one attempt saw.
@@ -23,19 +28,40 @@ impl AttemptResult {
     }
 }
 
-/// The client every endpoint actor shares.
-pub fn client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .timeout(ATTEMPT_TIMEOUT)
-        .connect_timeout(ATTEMPT_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("billing-webhooks/", env!("CARGO_PKG_VERSION")))
-        .build()
+/// The delivery clients the endpoint actors share: one for sandbox accounts, one for live
+/// ones, each under the address policy the configuration gives its mode.
+#[derive(Clone)]
+pub struct Clients {
+    sandbox: GuardedClient,
+    live: GuardedClient,
+}
+
+impl Clients {
+    pub fn new(config: &Config) -> reqwest::Result<Self> {
+        let resolver = config.host_resolver();
+        let client = |sandbox: bool| {
+            GuardedClient::new(
+                config.webhook_policy(sandbox),
+                std::sync::Arc::clone(&resolver),
+                ATTEMPT_TIMEOUT,
+                concat!("billing-webhooks/", env!("CARGO_PKG_VERSION")),
+            )
+        };
+        Ok(Self {
+            sandbox: client(true)?,
+            live: client(false)?,
+        })
+    }
+
+    /// The client of a sandbox (or live) account's endpoints.
+    pub fn for_account(&self, sandbox: bool) -> &GuardedClient {
+        if sandbox { &self.sandbox } else { &self.live }
+    }
 }
 
 /// POSTs `body` to `url`, signed with `secret`.
 pub async fn attempt(
-    client: &reqwest::Client,
+    client: &GuardedClient,
     url: &str,
     secret: &str,
     body: String,
@@ -43,13 +69,16 @@ pub async fn attempt(
     let now = chrono::Utc::now();
     let signature = signing::header(secret, now.timestamp(), body.as_bytes());
     let started = Instant::now();
-    let sent = client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header("Service-Signature", signature)
-        .body(body)
-        .send()
-        .await;
+    let sent = match client.post(url) {
+        Ok(request) => {
+            let request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("Service-Signature", signature)
+                .body(body);
+            client.send(request).await
+        }
+        Err(err) => Err(err),
+    };
     let latency_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
     let (status_code, error) = match sent {
         Ok(response) => {
@@ -57,8 +86,13 @@ pub async fn attempt(
             let error = (status != 200).then(|| format!("the endpoint answered {status}"));
             (Some(status), error)
         }
-        Err(err) if err.is_timeout() => (None, Some("timed out after 15 s".to_owned())),
-        Err(err) if err.is_connect() => (None, Some("could not connect".to_owned())),
+        Err(SendError::Refused(_)) => (None, Some("refused".to_owned())),
+        Err(SendError::Http(err)) if err.is_timeout() => {
+            (None, Some("timed out after 15 s".to_owned()))
+        }
+        Err(SendError::Http(err)) if err.is_connect() => {
+            (None, Some("could not connect".to_owned()))
+        }
         Err(_) => (None, Some("the request failed".to_owned())),
     };
     AttemptResult {

@@ -23,5 +23,6 @@ mod processor_faults;
 mod protocol;
 mod sandbox_admin;
 mod subscriptions;
+mod webhook_targets;
 mod webhooks;
 mod webhooks_restart;
