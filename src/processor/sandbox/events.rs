@@ -3,13 +3,15 @@
 //! `event_retry_delays` until one answers 200.
 //!
 //! The URL is trusted (the service's own ingress, or one the operator set with the admin
-//! token), yet the client that posts follows no redirect, uses no proxy and gives up after a
-//! timeout: a redirect would carry a signed event, and a request from our server, wherever the
-//! answering host chose.
+//! token), so it may be private (CONTRACT §7); yet it is posted through the same guarded
+//! client as webhooks (`egress`), which follows no redirect, uses no proxy and gives up after
+//! a timeout: a redirect would carry a signed event, and a request from our server, wherever
+//! the answering host chose.
 
 use super::SandboxProcessor;
 use super::protocol::Outcome;
 use super::state::Merchant;
+use crate::egress::{AddressPolicy, GuardedClient};
 use crate::processor::signature::event_checksum;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -19,14 +21,14 @@ use std::time::Duration;
 /// How long one delivery attempt may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The one place the events' HTTP client is built.
-pub(super) fn events_client() -> Result<reqwest::Client, reqwest::Error> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(ATTEMPT_TIMEOUT)
-        .build()
+/// The one place the events' HTTP client is built: guarded, private addresses permitted.
+pub(super) fn events_client() -> Result<GuardedClient, reqwest::Error> {
+    GuardedClient::new(
+        AddressPolicy::AllowPrivate,
+        crate::egress::system_resolver(),
+        ATTEMPT_TIMEOUT,
+        concat!("billing-sandbox-processor/", env!("CARGO_PKG_VERSION")),
+    )
 }
 
 impl SandboxProcessor {
@@ -81,12 +83,13 @@ impl SandboxProcessor {
         loop {
             let sent = {
                 let _slot = self.event_slots.acquire().await;
-                self.http
-                    .post(&url)
-                    .header("X-Event-Checksum", &checksum)
-                    .json(&event)
-                    .send()
-                    .await
+                match self.http.post(&url) {
+                    Ok(request) => {
+                        let request = request.header("X-Event-Checksum", &checksum).json(&event);
+                        self.http.send(request).await
+                    }
+                    Err(err) => Err(err),
+                }
             };
             if sent.is_ok_and(|r| r.status() == StatusCode::OK) {
                 return;

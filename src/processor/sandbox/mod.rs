@@ -63,7 +63,7 @@ pub struct MerchantKeys {
 pub struct SandboxProcessor {
     config: SandboxConfig,
     admin: AdminAuth,
-    http: reqwest::Client,
+    http: crate::egress::GuardedClient,
     merchants: Merchants,
     transactions: Transactions,
     counter: AtomicU64,
