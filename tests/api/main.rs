@@ -15,6 +15,7 @@ mod conventions;
 mod crash;
 
 mod idempotency;
+mod isolation;
 mod model;
 mod openapi;
 mod processor;
@@ -22,5 +23,6 @@ mod processor_conflicts;
 mod processor_faults;
 mod protocol;
 mod subscriptions;
+mod webhook_limit;
 mod webhooks;
 mod webhooks_restart;
