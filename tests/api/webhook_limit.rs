@@ -105,6 +105,7 @@ async fn a_burst_of_concurrent_creates_stops_at_the_limit(app: TestApp) {
     for (status, body) in answers.iter().filter(|(status, _)| *status != 201) {
         assert_limit_error(*status, body);
     }
-    assert_eq!(created, LIMIT, "{answers:?}");
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(created, LIMIT, "{statuses:?}");
     assert_eq!(endpoint_ids(&app).await.len(), LIMIT);
 }
