@@ -81,19 +81,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
-        let deserializer =
-            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-        serde_path_to_error::deserialize(deserializer)
-            .map(ApiQuery)
-            .map_err(|err| {
-                let path = err.path().to_string();
-                let message = err.into_inner().to_string();
-                let param = field_of(&message).map(str::to_owned).unwrap_or(path);
-                ApiError::bad_request(format!("Invalid query parameter `{param}`: {message}"))
-                    .param(param)
-            })
+        parse_query(parts.uri.query().unwrap_or_default()).map(ApiQuery)
     }
+}
+
+/// Parses a query string (without `?`) as `T`, naming the offending parameter in the error.
+/// Fuzzed by the target `list_query`.
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let deserializer =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.into_inner().to_string();
+        let param = field_of(&message).map(str::to_owned).unwrap_or(path);
+        ApiError::bad_request(format!("Invalid query parameter `{param}`: {message}")).param(param)
+    })
 }
 
 /// The contract's metadata limit: 60 KB = 61,440 bytes serialised.

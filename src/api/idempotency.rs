@@ -39,6 +39,33 @@ const KEEP_ATTEMPTS: u32 = 5;
 /// held long, large enough that a day's backlog goes in few statements.
 pub const PURGE_BATCH: u64 = 1_000;
 
+/// Why an `Idempotency-Key` header is refused (400, param `Idempotency-Key`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("Idempotency-Key must be 1 to {MAX_KEY_LEN} characters")]
+    Length,
+    #[error("Idempotency-Key must be printable ASCII")]
+    Characters,
+}
+
+/// The longest key: a UUID or a client's own composite key fits many times over.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// Validates a raw `Idempotency-Key` header value: 1 to 255 printable ASCII characters
+/// (0x20–0x7E). Before, a value with other bytes (UTF-8,
+/// a tab, obs-text) was not readable as text and the request then ran without idempotency, so
+/// a client's retry could create twice; it is refused now instead of ignored. Fuzzed by the
+/// target `idempotency_key`.
+pub fn parse_key(raw: &[u8]) -> Result<&str, KeyError> {
+    if raw.is_empty() || raw.len() > MAX_KEY_LEN {
+        return Err(KeyError::Length);
+    }
+    if !raw.iter().all(|b| (0x20..=0x7e).contains(b)) {
+        return Err(KeyError::Characters);
+    }
+    std::str::from_utf8(raw).map_err(|_| KeyError::Characters)
+}
+
 /// A response extension saying that its request committed nothing: a 5xx that carries it
 /// releases its Idempotency-Key instead of being kept. `ApiError::Uncommitted` sets it.
 #[derive(Clone, Copy, Debug)]
@@ -52,20 +79,12 @@ pub async fn idempotent_posts(
     if request.method() != Method::POST {
         return Ok(next.run(request).await);
     }
-    let Some(key) = request
-        .headers()
-        .get(HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-    else {
+    let Some(raw) = request.headers().get(HEADER) else {
         return Ok(next.run(request).await);
     };
-    if key.is_empty() || key.len() > 255 {
-        return Err(
-            ApiError::bad_request("Idempotency-Key must be 1 to 255 characters.")
-                .param("Idempotency-Key"),
-        );
-    }
+    let key = parse_key(raw.as_bytes())
+        .map_err(|err| ApiError::bad_request(format!("{err}.")).param("Idempotency-Key"))?
+        .to_owned();
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return Ok(next.run(request).await);
     };
@@ -319,5 +338,40 @@ mod tests {
         let retry = send(&store, &runs, || StatusCode::CREATED.into_response()).await;
         assert_eq!(retry.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(replayed(&retry));
+    }
+
+    #[test]
+    fn keys_are_one_to_255_printable_ascii_characters() {
+        assert_eq!(parse_key(b"order-1 retry"), Ok("order-1 retry"));
+        assert_eq!(parse_key(&[b'k'; 255]).map(str::len), Ok(255));
+        assert_eq!(parse_key(&[b'k'; 256]), Err(KeyError::Length));
+        assert_eq!(parse_key(b""), Err(KeyError::Length));
+        assert_eq!(parse_key("pedido-ñ".as_bytes()), Err(KeyError::Characters));
+        assert_eq!(parse_key(b"a\tb"), Err(KeyError::Characters));
+        assert_eq!(parse_key(b"a\x7fb"), Err(KeyError::Characters));
+    }
+
+    mod properties {
+        use super::super::{MAX_KEY_LEN, parse_key};
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// The fuzz target `idempotency_key`'s property, bounded.
+            #[test]
+            fn a_key_is_accepted_exactly_when_printable_and_short_enough(
+                raw in proptest::collection::vec(
+                    prop_oneof![3 => 0x20u8..=0x7e, 1 => any::<u8>()], 0..300),
+            ) {
+                let expected = !raw.is_empty()
+                    && raw.len() <= MAX_KEY_LEN
+                    && raw.iter().all(|b| (0x20..=0x7e).contains(b));
+                match parse_key(&raw) {
+                    Ok(key) => prop_assert!(expected && key.as_bytes() == raw.as_slice()),
+                    Err(_) => prop_assert!(!expected),
+                }
+            }
+        }
     }
 }

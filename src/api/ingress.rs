@@ -14,7 +14,7 @@ use crate::charges::mismatch;
 use crate::ids::AccountId;
 use crate::processor::client::Transaction;
 use crate::processor::outcome::ProcessorOutcome;
-use crate::processor::signature::{body_checksum, checksum_matches};
+use crate::processor::signature::{SignedEvent, authenticate_event, parse_event};
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::conflicts::{Report, contradicts};
 use axum::Json;
@@ -23,7 +23,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::HeaderMap;
 use serde::Serialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -58,8 +57,8 @@ async fn receive_processor_event(
     let body = body.map_err(|rejection| {
         ApiError::invalid(rejection.status(), "Event body too large or unreadable.")
     })?;
-    let event: Value = serde_json::from_slice(&body)
-        .map_err(|_| ApiError::bad_request("The event is not valid JSON."))?;
+    let event =
+        parse_event(&body).ok_or_else(|| ApiError::bad_request("The event is not valid JSON."))?;
     // The events secret is fixed when the account is created: the actors' short-lived copy
     // serves (one read fewer for every event of a burst).
     let account = state
@@ -67,24 +66,15 @@ async fn receive_processor_event(
         .account(&AccountId::from_stored(developer_id.clone()))
         .await?
         .ok_or(ApiError::Authentication)?;
-    let secret = &account.processor_events_secret;
-    let Some(checksum) = body_checksum(&event).map(str::to_ascii_lowercase) else {
-        return Err(ApiError::Authentication);
-    };
-    let header_ok = match headers
+    let header = headers
         .get("x-event-checksum")
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(header) => checksum_matches(&event, header, secret),
-        None => true,
-    };
-    if !checksum_matches(&event, &checksum, secret) || !header_ok {
-        return Err(ApiError::Authentication);
-    }
-
-    let event_type = event["event"].as_str().unwrap_or_default().to_owned();
-    let transaction: Option<Transaction> =
-        serde_json::from_value(event["data"]["transaction"].clone()).ok();
+        .and_then(|v| v.to_str().ok());
+    let SignedEvent {
+        checksum,
+        event_type,
+        transaction,
+    } = authenticate_event(&event, header, &account.processor_events_secret)
+        .ok_or(ApiError::Authentication)?;
     let now_ms = chrono::Utc::now().timestamp_millis();
     metrics::counter!("ingress_events_total", "type" => event_type.clone()).increment(1);
     // The event's row is written in the transaction that applies it (see `store::charges`):

@@ -66,3 +66,45 @@ impl<T> ListOut<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::extract::parse_query;
+    use proptest::prelude::*;
+
+    #[test]
+    fn limits_out_of_range_or_not_numbers_are_refused() {
+        for query in [
+            "limit=0",
+            "limit=101",
+            "limit=-1",
+            "limit=1e2",
+            "limit=",
+            "limit=18446744073709551616",
+            "cursor=a&cursor=b",
+            "other=1",
+        ] {
+            let page = parse_query::<ListQuery>(query).and_then(|q| q.page());
+            assert!(page.is_err(), "{query}");
+        }
+        let page = parse_query::<ListQuery>("limit=100&cursor=").and_then(|q| q.page());
+        let page = page.expect("valid");
+        assert_eq!((page.limit, page.cursor), (100, None));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The fuzz target `list_query`'s property, bounded.
+        #[test]
+        fn any_query_string_gives_a_page_in_bounds_or_an_error(
+            query in "((limit|cursor|x|%6C%69mit)=(-?[0-9]{0,22}|[a-z_0-9%+&=]{0,12})&?){0,4}",
+        ) {
+            if let Ok(Ok(page)) = parse_query::<ListQuery>(&query).map(|q| q.page()) {
+                prop_assert!((1..=MAX_LIMIT).contains(&page.limit));
+                prop_assert!(page.cursor.as_ref().is_none_or(|c| !c.is_empty()));
+            }
+        }
+    }
+}

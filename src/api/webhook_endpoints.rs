@@ -1,6 +1,8 @@
 //! Webhook endpoints and their deliveries log (spec: Webhook endpoints; CONTRACT §9).
 //!
-//! The signing secret is in the creation response only. A disabled endpoint receives nothing
+//! At most [`MAX_ENDPOINTS_PER_ACCOUNT`] per account, disabled ones included (the 17th create
+//! answers 400 and writes nothing; the store counts inside the insert's transaction, so
+//! concurrent creates cannot overshoot). The signing secret is in the creation response only. A disabled endpoint receives nothing
 //! more; deliveries it had pending wait and resume if it is enabled again. A deleted endpoint
 //! goes with its deliveries and attempts.
 
@@ -11,7 +13,9 @@ use super::list::{ListOut, ListQuery};
 use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::ids::WebhookEndpointId;
-use crate::store::webhooks::{EndpointPatch, WebhookAttempt, WebhookDelivery, WebhookEndpoint};
+use crate::store::webhooks::{
+    EndpointPatch, InsertEndpointError, WebhookAttempt, WebhookDelivery, WebhookEndpoint,
+};
 use crate::webhooks::{is_event_type, signing, target};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -19,6 +23,10 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
+
+/// Endpoints one account may have (issue 14: no tenant grows without bound). Each is an actor
+/// and a fan-out row per event, so the bound also bounds one event's write amplification.
+pub const MAX_ENDPOINTS_PER_ACCOUNT: u64 = 16;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -163,7 +171,8 @@ async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookE
         })
 }
 
-/// Register an endpoint. The answer carries the signing secret, shown only here.
+/// Register an endpoint (at most 16 per account, disabled ones included; 400 beyond). The
+/// answer carries the signing secret, shown only here.
 #[utoipa::path(post, path = "/v1/webhook-endpoints", tag = "webhooks", request_body = EndpointIn,
     responses((status = 201, body = EndpointOut), (status = 400, body = ErrorBody)))]
 async fn create_endpoint(
@@ -184,7 +193,17 @@ async fn create_endpoint(
         created_at: now,
         updated_at: now,
     };
-    state.store.insert_webhook_endpoint(row.clone()).await?;
+    state
+        .store
+        .insert_webhook_endpoint(row.clone(), MAX_ENDPOINTS_PER_ACCOUNT)
+        .await
+        .map_err(|err| match err {
+            InsertEndpointError::LimitReached { limit } => ApiError::bad_request(format!(
+                "An account may have at most {limit} webhook endpoints (disabled ones count); \
+                 delete one first."
+            )),
+            InsertEndpointError::Store(err) => err.into(),
+        })?;
     let secret = row.secret.clone();
     let mut out = EndpointOut::from(row);
     out.secret = Some(secret);

@@ -6,8 +6,8 @@
 //! their actors. The signal is only a shortcut: an actor that misses it still finds its due
 //! rows by `next_attempt_at` on its next sweep.
 
-use super::entities::{event, webhook_attempt, webhook_delivery, webhook_endpoint};
-use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use super::entities::{account, event, webhook_attempt, webhook_delivery, webhook_endpoint};
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, DeliveryId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -40,6 +40,16 @@ pub struct EndpointPatch {
     pub url: Option<String>,
     pub events: Option<Vec<String>>,
     pub active: Option<bool>,
+}
+
+/// Why an endpoint was not inserted.
+#[derive(Debug, thiserror::Error)]
+pub enum InsertEndpointError {
+    /// The account has `limit` endpoints already; nothing was written.
+    #[error("the account already has {limit} webhook endpoints")]
+    LimitReached { limit: u64 },
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// What an attempt ended in, decided by the caller (the endpoint's actor).
@@ -134,11 +144,50 @@ impl Store {
         let _ = self.signal.0.set(sender);
     }
 
-    pub async fn insert_webhook_endpoint(&self, row: WebhookEndpoint) -> StoreResult<()> {
+    /// Inserts an endpoint unless its account already has `limit` of them (active or
+    /// disabled: a disabled endpoint keeps its deliveries and can be enabled again, so it
+    /// still counts; a deleted one is gone and does not).
+    ///
+    /// The count and the insert are one transaction that concurrent creates of the same
+    /// account cannot interleave: on PostgreSQL it first locks the account's row (`FOR NO KEY
+    /// UPDATE`, which, unlike `FOR UPDATE`, leaves the account's other rows free to reference
+    /// it), so a second create waits and then counts the first one's committed row; on SQLite
+    /// every unit holds the single writer from `begin` to its savepoint's release. The row is
+    /// inserted before counting, so that SQLite's transaction starts as a write.
+    pub async fn insert_webhook_endpoint(
+        &self,
+        row: WebhookEndpoint,
+        limit: u64,
+    ) -> Result<(), InsertEndpointError> {
+        use sea_orm::sea_query::LockType;
+        use sea_orm::{DbBackend, PaginatorTrait};
+        let account_id = row.account_id.clone();
+        let txn = self.begin().await?;
+        if txn.conn().get_database_backend() == DbBackend::Postgres {
+            account::Entity::find_by_id(account_id.as_str())
+                .select_only()
+                .column(account::Column::Id)
+                .lock(LockType::NoKeyUpdate)
+                .into_tuple::<String>()
+                .one(txn.conn())
+                .await
+                .map_err(StoreError::from)?;
+        }
         row.into_active_model()
             .reset_all()
-            .insert(self.writer())
-            .await?;
+            .insert(txn.conn())
+            .await
+            .map_err(StoreError::from)?;
+        let count = webhook_endpoint::Entity::find()
+            .filter(webhook_endpoint::Column::AccountId.eq(account_id.as_str()))
+            .count(txn.conn())
+            .await
+            .map_err(StoreError::from)?;
+        if count > limit {
+            // Dropping the transaction rolls the insert back.
+            return Err(InsertEndpointError::LimitReached { limit });
+        }
+        txn.commit().await?;
         Ok(())
     }
 

@@ -21,6 +21,7 @@ crate::db_tests!(
     a_direct_create_answers_the_subscription_after_its_first_charge,
     a_client_that_hangs_up_while_its_key_is_claimed_does_not_lock_the_key,
     keys_older_than_a_day_are_purged_in_batches,
+    a_key_that_is_not_printable_ascii_is_refused_not_ignored,
 );
 
 /// How long the slow processor keeps a transaction PENDING.
@@ -318,4 +319,33 @@ async fn keys_older_than_a_day_are_purged_in_batches(app: TestApp) {
     })
     .await;
     assert_eq!(count_keys(&db, "recent").await, 10);
+}
+
+/// Issue 14 (found writing the `idempotency_key` fuzz target): a key with bytes that are not
+/// printable ASCII (here UTF-8) used to be unreadable as text and so silently ignored: the
+/// request ran without idempotency and a retry created a second customer. It is refused now.
+async fn a_key_that_is_not_printable_ascii_is_refused_not_ignored(app: TestApp) {
+    let customer = json!({"email": "ana@example.co", "name": "Ana"});
+    let send = |key: reqwest::header::HeaderValue| {
+        app.request(Method::POST, "/v1/customers")
+            .header("idempotency-key", key)
+            .json(&customer)
+            .send()
+    };
+    let utf8 = reqwest::header::HeaderValue::from_bytes("pedido-ñ-1".as_bytes()).expect("value");
+    for _ in 0..2 {
+        let (status, error) = read(send(utf8.clone()).await.expect("send")).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["param"], "Idempotency-Key", "{error}");
+    }
+    let too_long = reqwest::header::HeaderValue::from_str(&"k".repeat(256)).expect("value");
+    let (status, _) = read(send(too_long).await.expect("send")).await;
+    assert_eq!(status, 400);
+    let longest = reqwest::header::HeaderValue::from_str(&"k".repeat(255)).expect("value");
+    let first = read(send(longest.clone()).await.expect("send")).await;
+    let again = read(send(longest).await.expect("send")).await;
+    assert_eq!(first.0, 201, "{}", first.1);
+    assert_eq!(first, again, "the replay answers the first response");
+    let (_, page) = read(app.get("/v1/customers").await).await;
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
 }

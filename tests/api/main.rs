@@ -15,6 +15,7 @@ mod conventions;
 mod crash;
 
 mod idempotency;
+mod isolation;
 mod model;
 mod openapi;
 mod processor;
@@ -23,6 +24,7 @@ mod processor_faults;
 mod protocol;
 mod sandbox_admin;
 mod subscriptions;
+mod webhook_limit;
 mod webhook_targets;
 mod webhooks;
 mod webhooks_restart;

@@ -207,6 +207,19 @@ impl TestApp {
         response.json().await.expect("json")
     }
 
+    /// The same server, called as another account (`account` as `create_account` returns
+    /// it). Dropping it stops nothing.
+    pub fn as_account(&self, account: &Value) -> TestApp {
+        TestApp {
+            base: self.base.clone(),
+            client: self.client.clone(),
+            api_key: account["api_key"].as_str().expect("api_key").to_owned(),
+            account_id: account["id"].as_str().expect("id").to_owned(),
+            database_url: self.database_url.clone(),
+            shutdown: None,
+        }
+    }
+
     /// Adds `cents` to this account's prepaid balance, as an operator.
     pub async fn top_up(&self, cents: i64) {
         let response = self

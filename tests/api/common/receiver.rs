@@ -112,7 +112,9 @@ pub fn hmac_sha256_hex(key: &[u8], message: &[u8]) -> String {
 }
 
 /// Checks a `Service-Signature` header over the raw body: `t` within five minutes of real
-/// time and `v1` equal to HMAC-SHA256(secret, "t.body").
+/// time and `v1` equal to HMAC-SHA256(secret, "t.body"). The answer is the independent
+/// check's; the service's own `signing::verify` (what the README tells receivers to do) must
+/// agree with it on every delivery the tests see.
 pub fn signature_is_valid(secret: &str, received: &Received) -> bool {
     let Some(header) = received
         .headers
@@ -121,6 +123,17 @@ pub fn signature_is_valid(secret: &str, received: &Received) -> bool {
     else {
         return false;
     };
+    let now = chrono::Utc::now().timestamp();
+    let independent = independent_check(secret, header, &received.body, now);
+    let ours = billing::webhooks::signing::verify(secret, header, &received.body, now, 300).is_ok();
+    assert_eq!(
+        independent, ours,
+        "signing::verify disagrees with the independent check on {header}"
+    );
+    independent
+}
+
+fn independent_check(secret: &str, header: &str, body: &[u8], now: i64) -> bool {
     let (Some(t), Some(v1)) = (
         header.strip_prefix("t=").and_then(|r| r.split(',').next()),
         header.split(",v1=").nth(1),
@@ -130,11 +143,11 @@ pub fn signature_is_valid(secret: &str, received: &Received) -> bool {
     let Ok(t_secs) = t.parse::<i64>() else {
         return false;
     };
-    if (chrono::Utc::now().timestamp() - t_secs).abs() > 300 {
+    if (now - t_secs).abs() > 300 {
         return false;
     }
     let mut message = format!("{t}.").into_bytes();
-    message.extend_from_slice(&received.body);
+    message.extend_from_slice(body);
     hmac_sha256_hex(secret.as_bytes(), &message) == v1
 }
 
