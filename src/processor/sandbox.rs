@@ -599,3 +599,12 @@ pub async fn serve_standalone(
     axum::serve(listener, app).await?;
     Ok(())
 }
+
+/// Only the public key: the other three are the merchant's secrets.
+impl std::fmt::Debug for MerchantKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MerchantKeys")
+            .field("public_key", &self.public_key)
+            .finish_non_exhaustive()
+    }
+}
