@@ -473,9 +473,9 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
             .bearer_auth(&admin_token)
             .json(&json!({
                 "public_key": account.processor_public_key,
-                "private_key": account.processor_private_key,
-                "events_secret": account.processor_events_secret,
-                "integrity_secret": account.processor_integrity_secret,
+                "private_key": account.processor_private_key.expose(),
+                "events_secret": account.processor_events_secret.expose(),
+                "integrity_secret": account.processor_integrity_secret.expose(),
             })),
         201,
     )

@@ -38,6 +38,19 @@ pub struct Config {
     /// loopback address (the development setup) and live accounts never may.
     #[arg(long, env = "BILLING_ALLOW_PRIVATE_WEBHOOK_URLS", global = true)]
     pub allow_private_webhook_urls: Option<bool>,
+    /// Whether, for a request from a loopback peer (a reverse proxy on this host), the client's
+    /// address is the rightmost `X-Forwarded-For` entry; used to limit failed authentications
+    /// per client. Leave it off unless such a proxy sets that header on every request.
+    #[arg(
+        long,
+        env = "BILLING_TRUST_FORWARDED_FOR",
+        global = true,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub trust_forwarded_for: bool,
     /// Seconds a subscription actor stays live after its last message (the next message
     /// respawns it from the database).
     #[arg(
@@ -109,6 +122,7 @@ impl Config {
             public_url: None,
             admin_token: None,
             allow_private_webhook_urls: None,
+            trust_forwarded_for: false,
             actor_idle_secs: 5,
             idempotency_purge_secs: 600,
             processor_timeout_ms: 15_000,
@@ -149,6 +163,38 @@ impl Config {
             Some(url) => url.trim_end_matches('/').to_owned(),
             None => format!("http://{}", self.bind),
         }
+    }
+}
+
+/// The admin token never shows, nor a password in the database URL.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("bind", &self.bind)
+            .field("database_url", &without_password(&self.database_url))
+            .field("public_url", &self.public_url)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
+                "allow_private_webhook_urls",
+                &self.allow_private_webhook_urls,
+            )
+            .field("trust_forwarded_for", &self.trust_forwarded_for)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` with its password, if any, replaced.
+fn without_password(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("redacted"));
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => "<unparsed>".to_owned(),
     }
 }
 

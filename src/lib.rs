@@ -127,6 +127,10 @@ fn describe_metrics() {
         "timers_fired_total",
         "Timers that expired in the scheduler's window."
     );
+    describe_counter!(
+        "api_key_lookups_total",
+        "Database lookups of an API key (a key not in the 5-second cache); a key that is not well formed is refused without one."
+    );
     describe_histogram!(
         "db_transaction_seconds",
         "Time from begin to commit of the actors' write transactions."
@@ -135,6 +139,7 @@ fn describe_metrics() {
         metrics::counter!("webhook_deliveries_total", "outcome" => outcome).increment(0);
     }
     metrics::counter!("renewals_due_total").increment(0);
+    metrics::counter!("api_key_lookups_total").increment(0);
     metrics::counter!("processor_unknown_outcomes_total").increment(0);
     for kind in ["outcome", "mismatch"] {
         metrics::counter!("charge_outcome_conflicts_total", "kind" => kind).increment(0);
@@ -178,6 +183,7 @@ pub async fn run(
         config: Arc::new(config),
         admin_token_hash,
         limiter: Arc::new(RateLimiter::default()),
+        auth_failures: Arc::default(),
         metrics: metrics_handle(),
         ready: Arc::new(AtomicBool::new(false)),
         sandbox,
@@ -207,9 +213,14 @@ pub async fn run(
         Duration::from_millis(state.config.timer_lease_ms),
     );
     tracing::info!(address = %local, "billing listening");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    // The peer's address reaches the handlers (`ConnectInfo`), for the limit of failed
+    // authentications per client address.
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await;
     drop(stop_purge);
     runtime.stop().await;
     served?;

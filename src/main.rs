@@ -119,12 +119,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into()),
-        )
-        .init();
+    init_tracing();
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
@@ -236,6 +231,34 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Targets whose detail-level output can carry credentials, and the most they may log
+/// whatever `RUST_LOG` asks: sea-orm's trace spans record its `ConnectOptions`, whose URL holds
+/// the database password (and, were its `debug-print` feature ever on, its statements with
+/// their bound values: keys, secrets); sqlx's statement and connection logging the same. A
+/// filter on top of `RUST_LOG` rather than a default of it, because `RUST_LOG=trace` (or
+/// `sqlx=trace`) must not undo it.
+const CAPPED_TARGETS: [(&str, tracing::Level); 2] = [
+    ("sea_orm", tracing::Level::INFO),
+    ("sqlx", tracing::Level::WARN),
+];
+
+/// Log lines to stdout, filtered by `RUST_LOG` (default `info`) and capped by `CAPPED_TARGETS`.
+fn init_tracing() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let requested = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into());
+    let caps = CAPPED_TARGETS.into_iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |targets, (target, level)| targets.with_target(target, level),
+    );
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_filter(requested.and(caps)))
+        .init();
 }
 
 async fn shutdown_signal() {

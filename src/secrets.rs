@@ -50,4 +50,108 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
     }
+
+    /// Debug of every type outside the store that holds a credential shows none of it (the
+    /// store's rows: `store::secret`).
+    mod debug_is_redacted {
+        const SECRET: &str = "SECRETsecretSECRETsecret0123456789";
+
+        fn shows_no_secret(debug: String) {
+            assert!(!debug.contains(SECRET), "{debug}");
+            assert!(!debug.contains("4242424242424242"), "{debug}");
+        }
+
+        #[test]
+        fn config_hides_the_admin_token_and_the_database_password() {
+            let mut config = crate::config::Config::new(format!(
+                "postgres://billing:{SECRET}@db.internal/billing"
+            ));
+            config.admin_token = Some(SECRET.to_owned());
+            let debug = format!("{config:?}");
+            shows_no_secret(debug.clone());
+            assert!(debug.contains("db.internal"), "{debug}");
+        }
+
+        #[test]
+        fn processor_keys_show_only_the_public_key() {
+            let keys = crate::processor::sandbox::MerchantKeys {
+                public_key: "pub_test_visible".into(),
+                private_key: format!("prv_test_{SECRET}"),
+                events_secret: format!("test_events_{SECRET}"),
+                integrity_secret: format!("test_integrity_{SECRET}"),
+            };
+            let debug = format!("{keys:?}");
+            shows_no_secret(debug.clone());
+            assert!(debug.contains("pub_test_visible"));
+            let credentials = crate::processor::client::ProcessorCredentials::new(
+                "http://processor",
+                "pub_test_visible",
+                format!("prv_test_{SECRET}"),
+                SECRET,
+            )
+            .expect("credentials");
+            shows_no_secret(format!("{credentials:?}"));
+            let given: crate::api::accounts::ProcessorIn =
+                serde_json::from_value(serde_json::json!({
+                "public_key": "pub_test_visible", "private_key": format!("prv_test_{SECRET}"),
+                "events_secret": SECRET, "integrity_secret": SECRET}))
+                .expect("processor in");
+            shows_no_secret(format!("{given:?}"));
+            let account: crate::api::accounts::AccountIn =
+                serde_json::from_value(serde_json::json!({
+                "name": "Shop", "processor": {"public_key": "pub_test_visible",
+                "private_key": SECRET, "events_secret": SECRET, "integrity_secret": SECRET}}))
+                .expect("account in");
+            shows_no_secret(format!("{account:?}"));
+        }
+
+        #[test]
+        fn an_api_key_and_a_webhook_secret_in_a_response_do_not_show() {
+            let account = crate::api::accounts::AccountOut {
+                id: "acct_1".into(),
+                name: "Shop".into(),
+                sandbox: true,
+                api_key: Some(format!("sk_test_{SECRET}")),
+                processor: crate::api::accounts::ProcessorOut {
+                    base_url: "http://processor".into(),
+                    public_key: "pub_test_visible".into(),
+                },
+                fee: crate::api::accounts::FeeOut {
+                    percent_bps: 0,
+                    fixed_cents: 0,
+                },
+                rate_limit_per_minute: 100,
+                status_rate_limit_per_minute: 20,
+                created_at: "2026-01-01T00:00:00Z".into(),
+            };
+            shows_no_secret(format!("{account:?}"));
+            let endpoint = crate::api::webhook_endpoints::EndpointOut {
+                id: "we_1".into(),
+                url: "https://example.com/hooks".into(),
+                events: vec![],
+                active: true,
+                secret: Some(format!("whsec_{SECRET}")),
+                created_at: "2026-01-01T00:00:00Z".into(),
+            };
+            shows_no_secret(format!("{endpoint:?}"));
+        }
+
+        #[test]
+        fn a_card_shows_its_last_four_digits_only() {
+            let card = crate::processor::client::CardDetails {
+                number: "4242 4242 4242 4242".into(),
+                cvc: "987".into(),
+                exp_month: "08".into(),
+                exp_year: "30".into(),
+                card_holder: "Ana".into(),
+            };
+            let debug = format!("{card:?}");
+            shows_no_secret(debug.clone());
+            assert!(
+                !debug.contains("4242 4242") && !debug.contains("987"),
+                "{debug}"
+            );
+            assert!(debug.contains("\"4242\""), "{debug}");
+        }
+    }
 }

@@ -30,7 +30,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_account))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+/// `Debug` leaves the private key and both secrets out (see the impl below).
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessorIn {
     /// Omit for the in-process sandbox processor (sandbox accounts only).
@@ -75,7 +76,8 @@ pub struct ProcessorOut {
     pub public_key: String,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+/// `Debug` leaves the API key out (see the impl below).
+#[derive(Serialize, ToSchema)]
 pub struct AccountOut {
     pub id: String,
     pub name: String,
@@ -241,4 +243,24 @@ async fn top_up(
     responses((status = 200, body = AccountOut), (status = 401, body = ErrorBody)))]
 async fn get_account(State(state): State<AppState>, caller: Caller) -> Json<AccountOut> {
     Json(AccountOut::new(&caller.0, None, &state.config.public_url()))
+}
+
+impl std::fmt::Debug for ProcessorIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessorIn")
+            .field("base_url", &self.base_url)
+            .field("public_key", &self.public_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for AccountOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountOut")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("sandbox", &self.sandbox)
+            .field("processor", &self.processor)
+            .finish_non_exhaustive()
+    }
 }

@@ -1,5 +1,6 @@
 //! Authentication layers: API keys for `/v1`, the admin token for `/admin`.
 
+use super::auth_failures::ClientAddr;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::ids::AccountId;
@@ -77,47 +78,110 @@ fn bearer(parts: &axum::http::HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Resolves the Bearer API key to its account, or answers 401 `authentication_error`.
+/// Whether `key` has the shape `secrets::new_api_key` gives every key: `sk_test_` or
+/// `sk_live_`, then exactly 32 ASCII letters and digits. Anything else cannot be a key and is
+/// refused without a database read.
+pub fn well_formed_api_key(key: &str) -> bool {
+    key.strip_prefix("sk_test_")
+        .or_else(|| key.strip_prefix("sk_live_"))
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// Resolves the Bearer API key to its account, or answers 401 `authentication_error`; a
+/// client address with too many failures is answered 429 before its key is looked at
+/// (`api::auth_failures`).
 pub async fn require_api_key(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
+    let client = ClientAddr::of(
+        request.extensions(),
+        request.headers(),
+        state.config.trust_forwarded_for,
+    );
+    state.auth_failures.admit(client)?;
     let Some(key) = bearer(request.headers()) else {
         return Err(ApiError::Authentication);
     };
-    if !(key.starts_with("sk_test_") || key.starts_with("sk_live_")) {
-        return Err(ApiError::Authentication);
-    }
     // Looking up by the hash means the comparison happens inside the index on a value the
     // caller cannot steer byte by byte.
-    let hash = sha256_hex(key);
-    let account = match state.keys.get(&hash) {
+    let hash = well_formed_api_key(key).then(|| sha256_hex(key));
+    let cached = hash.as_deref().and_then(|hash| state.keys.get(hash));
+    let account = match cached {
         Some(account) => account,
         None => {
-            let Some(account) = state.store.account_by_key_hash(&hash).await? else {
-                return Err(ApiError::Authentication);
-            };
-            let account = Arc::new(account);
-            state.keys.put(hash, Arc::clone(&account));
-            account
+            state
+                .auth_failures
+                .examine(client, lookup(&state, hash))
+                .await?
         }
     };
     request.extensions_mut().insert(Caller(account));
     Ok(next.run(request).await)
 }
 
-/// Lets only the operator's admin token through.
+/// The account of a well-formed key's hash (`None`: not well formed, or no such key), from
+/// the cache if another request of this client put it there meanwhile, else from the database.
+async fn lookup(state: &AppState, hash: Option<String>) -> Result<Option<Arc<Account>>, ApiError> {
+    let Some(hash) = hash else {
+        return Ok(None);
+    };
+    if let Some(account) = state.keys.get(&hash) {
+        return Ok(Some(account));
+    }
+    metrics::counter!("api_key_lookups_total").increment(1);
+    let Some(account) = state.store.account_by_key_hash(&hash).await? else {
+        return Ok(None);
+    };
+    let account = Arc::new(account);
+    state.keys.put(hash, Arc::clone(&account));
+    Ok(Some(account))
+}
+
+/// Lets only the operator's admin token through; a client address with too many failures is
+/// answered 429 before its token is looked at.
 pub async fn require_admin(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let presented = bearer(request.headers()).map(sha256_hex);
-    match presented {
-        Some(hash) if constant_time_eq(&hash, &state.admin_token_hash) => {
-            Ok(next.run(request).await)
+    let client = ClientAddr::of(
+        request.extensions(),
+        request.headers(),
+        state.config.trust_forwarded_for,
+    );
+    state.auth_failures.admit(client)?;
+    let Some(presented) = bearer(request.headers()).map(sha256_hex) else {
+        return Err(ApiError::Authentication);
+    };
+    let admin = async { Ok(constant_time_eq(&presented, &state.admin_token_hash).then_some(())) };
+    state.auth_failures.examine(client, admin).await?;
+    Ok(next.run(request).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_new_api_key_makes_is_well_formed() {
+        assert!(well_formed_api_key(&crate::secrets::new_api_key(true)));
+        assert!(well_formed_api_key(&crate::secrets::new_api_key(false)));
+        let body = "A".repeat(32);
+        assert!(well_formed_api_key(&format!("sk_test_{body}")));
+        for bad in [
+            "sk_test_nope".to_owned(),
+            format!("sk_test_{}", "A".repeat(31)),
+            format!("sk_test_{}", "A".repeat(33)),
+            format!("sk_test_{}-", "A".repeat(31)),
+            format!("sk_test_{}é", "A".repeat(30)),
+            format!("sk_prod_{body}"),
+            format!("SK_TEST_{body}"),
+            body,
+            String::new(),
+        ] {
+            assert!(!well_formed_api_key(&bad), "{bad:?}");
         }
-        _ => Err(ApiError::Authentication),
     }
 }

@@ -9,6 +9,7 @@
 //! as `DELETE /admin/plans/{id}`.
 
 use super::admin::plan_deletion;
+use super::auth_failures::ClientAddr;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
@@ -145,22 +146,34 @@ struct LoginForm {
     token: String,
 }
 
+/// The admin token posted once; failures count against the client's address like the admin
+/// API's, and a limited address is answered 429 before the token is looked at.
 async fn login(
     State(state): State<AppState>,
+    client: ClientAddr,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    if let Err(limited) = state.auth_failures.admit(client) {
+        return limited.into_response();
+    }
     if !same_origin(&headers) {
         return html(
             StatusCode::FORBIDDEN,
             login_page(Some("Cross-origin login refused.")),
         );
     }
-    if !constant_time_eq(&sha256_hex(form.token.trim()), &state.admin_token_hash) {
-        return html(
-            StatusCode::UNAUTHORIZED,
-            login_page(Some("That is not the admin token.")),
-        );
+    let presented = sha256_hex(form.token.trim());
+    let admin = async { Ok(constant_time_eq(&presented, &state.admin_token_hash).then_some(())) };
+    match state.auth_failures.examine(client, admin).await {
+        Ok(()) => {}
+        Err(ApiError::Authentication) => {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                login_page(Some("That is not the admin token.")),
+            );
+        }
+        Err(other) => return other.into_response(),
     }
     let id = state.dashboard.create();
     let secure = if state.config.public_url().starts_with("https://") {

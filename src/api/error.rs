@@ -45,6 +45,10 @@ pub enum ApiError {
     /// 429 `rate_limit` with `Retry-After`.
     #[error("too many requests")]
     RateLimited { retry_after_secs: u64 },
+    /// 429 `rate_limit` with `Retry-After`: this client address failed to authenticate too
+    /// often (`api::auth_failures`); its credentials are not examined until then.
+    #[error("too many failed authentications")]
+    TooManyFailedAuthentications { retry_after_secs: u64 },
     /// 400 (or 409 while the first request runs) `idempotency_error`.
     #[error("{message}")]
     Idempotency { status: StatusCode, message: String },
@@ -117,7 +121,9 @@ impl ApiError {
             Self::InvalidRequest { status, .. } | Self::Idempotency { status, .. } => *status,
             Self::Authentication => StatusCode::UNAUTHORIZED,
             Self::InsufficientBalance(_) | Self::Processor(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::TooManyFailedAuthentications { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Self::Internal(_) | Self::Uncommitted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -137,6 +143,13 @@ impl ApiError {
             Self::RateLimited { retry_after_secs } => (
                 "rate_limit",
                 format!("Too many requests; retry after {retry_after_secs} s."),
+                None,
+            ),
+            Self::TooManyFailedAuthentications { retry_after_secs } => (
+                "rate_limit",
+                format!(
+                    "Too many failed authentications from this address; retry after {retry_after_secs} s."
+                ),
                 None,
             ),
             Self::Idempotency { message, .. } => ("idempotency_error", message.clone(), None),
@@ -182,10 +195,11 @@ impl IntoResponse for ApiError {
         if nothing_committed {
             response.extensions_mut().insert(NothingCommitted);
         }
-        if let Self::RateLimited { retry_after_secs } = self {
-            if let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
+        if let Self::RateLimited { retry_after_secs }
+        | Self::TooManyFailedAuthentications { retry_after_secs } = self
+            && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
     }

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod auth;
+pub mod auth_failures;
 pub mod balance;
 pub mod catalog;
 pub mod checkout_sessions;

@@ -44,20 +44,45 @@ impl RateLimiter {
             });
         }
         let mut window = self.windows.entry(key.to_owned()).or_default();
-        while window
-            .front()
-            .is_some_and(|&at| now.duration_since(at) >= WINDOW)
-        {
-            window.pop_front();
-        }
+        forget_older_than_window(&mut window, now);
         if (window.len() as u64) < limit {
             window.push_back(now);
             return Ok(());
         }
-        let oldest = window.front().copied().unwrap_or(now);
-        let wait = WINDOW.saturating_sub(now.duration_since(oldest));
-        Err(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+        Err(retry_after(&window, now))
     }
+
+    /// Whether `key` is at its limit now, without counting anything and without keeping
+    /// anything for a key never counted: `Err` holds the whole seconds until a slot frees.
+    pub fn at_limit(&self, key: &str, limit: u64, now: Instant) -> Result<(), u64> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let Some(mut window) = self.windows.get_mut(key) else {
+            return Ok(());
+        };
+        forget_older_than_window(&mut window, now);
+        if (window.len() as u64) < limit {
+            return Ok(());
+        }
+        Err(retry_after(&window, now))
+    }
+}
+
+fn forget_older_than_window(window: &mut VecDeque<Instant>, now: Instant) {
+    while window
+        .front()
+        .is_some_and(|&at| now.saturating_duration_since(at) >= WINDOW)
+    {
+        window.pop_front();
+    }
+}
+
+/// Whole seconds (rounded up) until the oldest instant of a full window leaves it.
+fn retry_after(window: &VecDeque<Instant>, now: Instant) -> u64 {
+    let oldest = window.front().copied().unwrap_or(now);
+    let wait = WINDOW.saturating_sub(now.saturating_duration_since(oldest));
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
 /// The global limit over the whole `/v1` API.

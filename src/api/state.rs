@@ -35,6 +35,8 @@ pub struct Shared {
     /// SHA-256 of the operator's admin token.
     pub admin_token_hash: String,
     pub limiter: Arc<RateLimiter>,
+    /// Failed authentications per client address (`api::auth_failures`).
+    pub auth_failures: Arc<super::auth_failures::AuthFailures>,
     pub metrics: PrometheusHandle,
     /// Set once every actor has been recovered after start.
     pub ready: Arc<AtomicBool>,
@@ -59,9 +61,9 @@ impl Shared {
         self.sandbox.register_merchant(
             crate::processor::sandbox::MerchantKeys {
                 public_key: account.processor_public_key.clone(),
-                private_key: account.processor_private_key.clone(),
-                events_secret: account.processor_events_secret.clone(),
-                integrity_secret: account.processor_integrity_secret.clone(),
+                private_key: account.processor_private_key.clone().into(),
+                events_secret: account.processor_events_secret.clone().into(),
+                integrity_secret: account.processor_integrity_secret.clone().into(),
             },
             Some(format!(
                 "{}/webhooks/processor/{}",

@@ -52,7 +52,8 @@ pub struct EndpointPatchIn {
     pub active: Option<bool>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+/// `Debug` leaves the secret out (see the impl at the end of the file).
+#[derive(Serialize, ToSchema)]
 pub struct EndpointOut {
     pub id: String,
     pub url: String,
@@ -187,7 +188,7 @@ async fn create_endpoint(
         id: WebhookEndpointId::generate().into_string(),
         account_id: caller.account_id().into_string(),
         url,
-        secret: signing::new_secret(),
+        secret: signing::new_secret().into(),
         events: serde_json::Value::from(events).to_string(),
         active: true,
         created_at: now,
@@ -206,7 +207,7 @@ async fn create_endpoint(
         })?;
     let secret = row.secret.clone();
     let mut out = EndpointOut::from(row);
-    out.secret = Some(secret);
+    out.secret = Some(secret.into());
     Ok((StatusCode::CREATED, Json(out)))
 }
 
@@ -322,4 +323,15 @@ async fn list_deliveries(
         |d| d.id.clone(),
         |d| delivery_out(d, &attempts),
     )))
+}
+
+impl std::fmt::Debug for EndpointOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EndpointOut")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
 }

@@ -96,13 +96,24 @@ pub struct AcceptanceTokens {
     pub personal_auth_permalink: Option<String>,
 }
 
-#[derive(Clone, Debug)]
+/// A card as typed. `Debug` shows its last four digits only, never the number or the CVC.
+#[derive(Clone)]
 pub struct CardDetails {
     pub number: String,
     pub cvc: String,
     pub exp_month: String,
     pub exp_year: String,
     pub card_holder: String,
+}
+
+impl std::fmt::Debug for CardDetails {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let digits: Vec<char> = self.number.chars().filter(char::is_ascii_digit).collect();
+        let last_four: String = digits[digits.len().saturating_sub(4)..].iter().collect();
+        f.debug_struct("CardDetails")
+            .field("last_four", &last_four)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

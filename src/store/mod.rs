@@ -18,6 +18,7 @@ pub mod entities;
 mod group;
 pub mod idempotency;
 pub mod rechecks;
+mod secret;
 pub mod subscriptions;
 pub mod webhooks;
 
@@ -54,6 +55,8 @@ impl StoreError {
         }
     }
 }
+
+pub use secret::Secret;
 
 pub type StoreResult<T> = Result<T, StoreError>;
 

@@ -51,7 +51,7 @@ impl Default for SandboxConfig {
     }
 }
 
-/// A merchant's four keys. Deliberately not `Debug`: they are secrets.
+/// A merchant's four keys. Its `Debug` (below) prints the public key only.
 #[derive(Clone)]
 pub struct MerchantKeys {
     pub public_key: String,
@@ -150,4 +150,13 @@ pub async fn serve_standalone(
     let app = Router::new().nest("/v1", sandbox.router());
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+/// Only the public key: the other three are the merchant's secrets.
+impl std::fmt::Debug for MerchantKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MerchantKeys")
+            .field("public_key", &self.public_key)
+            .finish_non_exhaustive()
+    }
 }

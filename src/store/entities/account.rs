@@ -1,3 +1,4 @@
+use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
@@ -10,9 +11,9 @@ pub struct Model {
     pub api_key_hash: String,
     pub processor_base_url: Option<String>,
     pub processor_public_key: String,
-    pub processor_private_key: String,
-    pub processor_events_secret: String,
-    pub processor_integrity_secret: String,
+    pub processor_private_key: Secret,
+    pub processor_events_secret: Secret,
+    pub processor_integrity_secret: Secret,
     pub fee_percent_bps: i64,
     pub fee_fixed_cents: i64,
     pub rate_limit_per_minute: i64,

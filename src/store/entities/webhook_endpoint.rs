@@ -1,3 +1,4 @@
+use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ pub struct Model {
     pub id: String,
     pub account_id: String,
     pub url: String,
-    pub secret: String,
+    pub secret: Secret,
     /// JSON array of subscribed event types.
     pub events: String,
     pub active: bool,

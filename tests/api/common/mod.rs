@@ -2,6 +2,7 @@
 //! PostgreSQL schema, with an account to call it as.
 
 pub mod browser;
+pub mod process;
 pub mod proxied_shop;
 pub mod receiver;
 
@@ -167,6 +168,22 @@ pub async fn spawn_on_with(
 }
 
 impl TestApp {
+    /// A `TestApp` for a server running elsewhere (a child process), with no account yet:
+    /// set `api_key` and `account_id` once one is made.
+    pub fn attached(base: String, database_url: String) -> Self {
+        Self {
+            base,
+            client: Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            api_key: String::new(),
+            account_id: String::new(),
+            database_url,
+            shutdown: None,
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
