@@ -160,6 +160,27 @@ pub async fn require_admin(
     Ok(next.run(request).await)
 }
 
+/// The in-process sandbox's administration (`_sandbox/…`, behind the admin token, checked by
+/// the sandbox itself) counts its refusals against the client's address like `require_admin`.
+pub async fn limit_sandbox_admin(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    if !request.uri().path().starts_with("/_sandbox") {
+        return Ok(next.run(request).await);
+    }
+    let client = ClientAddr::of(
+        request.extensions(),
+        request.headers(),
+        state.config.trust_forwarded_for,
+    );
+    state
+        .auth_failures
+        .examine_response(client, next.run(request))
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,8 @@ use super::rate_limit::RateLimiter;
 use super::state::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderMap};
+use axum::http::{Extensions, HeaderMap, StatusCode};
+use axum::response::Response;
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -163,6 +164,23 @@ impl AuthFailures {
                 Err(ApiError::Authentication)
             }
         }
+    }
+
+    /// Runs a request whose credential another layer checks (the in-process sandbox's
+    /// administration, which answers in the processor's own error shape), in `client`'s turn
+    /// after checking that it is not limited; a 401 from it counts as a failure.
+    pub async fn examine_response(
+        &self,
+        client: ClientAddr,
+        request: impl Future<Output = Response>,
+    ) -> Result<Response, ApiError> {
+        let _turn = self.turn(client).lock().await;
+        self.admit(client)?;
+        let response = request.await;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            self.failed_at(client, Instant::now());
+        }
+        Ok(response)
     }
 
     fn failed_at(&self, client: ClientAddr, now: Instant) {

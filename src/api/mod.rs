@@ -76,7 +76,15 @@ pub fn app(state: AppState) -> Router {
         // The processor's protocol, not our API: outside the OpenAPI document.
         .nest(
             "/sandbox/processor/v1",
-            state.sandbox.clone().router().with_state(()),
+            state
+                .sandbox
+                .clone()
+                .router()
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    auth::limit_sandbox_admin,
+                ))
+                .with_state(()),
         )
         .route_layer(middleware::from_fn(record_metrics))
         .fallback(unknown_path)

@@ -12,6 +12,7 @@ crate::db_tests!(
     after_twenty_bad_keys_even_a_valid_key_is_answered_429,
     after_twenty_wrong_admin_tokens_even_the_right_one_is_answered_429,
     failed_dashboard_logins_count_against_the_same_address,
+    wrong_tokens_at_the_sandbox_administration_count_too,
     successful_authentications_do_not_count,
 );
 
@@ -114,6 +115,35 @@ async fn after_twenty_wrong_admin_tokens_even_the_right_one_is_answered_429(app:
     assert_limited(create, "right token, POST").await;
     assert_limited(dashboard_login(&app, ADMIN_TOKEN).await, "dashboard login").await;
     assert_limited(with_key(&app, &app.api_key).await, "valid key").await;
+}
+
+async fn sandbox_admin(app: &TestApp, token: &str) -> Response {
+    app.client
+        .post(app.url("/sandbox/processor/v1/_sandbox/merchants"))
+        .bearer_auth(token)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("send")
+}
+
+/// The in-process sandbox's administration takes the admin token: guessing it there is
+/// limited like anywhere else, or it would be the way around the limit.
+async fn wrong_tokens_at_the_sandbox_administration_count_too(app: TestApp) {
+    for i in 0..20 {
+        let response = sandbox_admin(&app, &format!("wrong-{i}")).await;
+        assert_eq!(response.status(), 401, "attempt {i}");
+    }
+    assert_limited(
+        sandbox_admin(&app, ADMIN_TOKEN).await,
+        "right token, sandbox",
+    )
+    .await;
+    assert_limited(
+        with_admin_token(&app, ADMIN_TOKEN).await,
+        "right token, admin",
+    )
+    .await;
 }
 
 async fn failed_dashboard_logins_count_against_the_same_address(app: TestApp) {
