@@ -148,3 +148,47 @@ async fn sandbox_account_adopts_given_processor_keys(app: TestApp) {
     assert_eq!(status, 400);
     assert_eq!(body["error"]["param"], "processor.public_key");
 }
+
+/// API keys and the admin token are stored only as their SHA-256: nothing in the database's
+/// files (SQLite's main file and its write-ahead log) holds either in the clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_keys_and_the_admin_token_are_stored_hashed() {
+    let app = crate::common::spawn_app(crate::common::Backend::Sqlite)
+        .await
+        .expect("sqlite app");
+    // A write after the account's, so that both are on disk.
+    let (status, _) = read(
+        app.post(
+            "/v1/customers",
+            json!({"email": "a@example.co", "name": "Ana"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let path = app
+        .database_url
+        .strip_prefix("sqlite://")
+        .expect("sqlite url")
+        .to_owned();
+    let mut stored = Vec::new();
+    for file in [path.clone(), format!("{path}-wal")] {
+        if let Ok(bytes) = std::fs::read(&file) {
+            stored.extend(bytes);
+        }
+    }
+    let holds = |needle: &str| {
+        stored
+            .windows(needle.len())
+            .any(|window| window == needle.as_bytes())
+    };
+    assert!(
+        holds(&billing::secrets::sha256_hex(&app.api_key)),
+        "the key's hash is what is stored"
+    );
+    assert!(!holds(&app.api_key), "an API key is stored in the clear");
+    assert!(
+        !holds(crate::common::ADMIN_TOKEN),
+        "the admin token is stored in the clear"
+    );
+}
