@@ -133,7 +133,7 @@ pub(crate) async fn post_transaction(
         .create_transaction(
             creds,
             &NewTransaction {
-                amount_in_cents: 5_000_00,
+                amount_in_cents: 500_000,
                 currency: "COP".into(),
                 reference: reference.into(),
                 payment_source_id: source.id,
@@ -219,7 +219,7 @@ async fn a_reused_reference_returns_the_existing_transaction() {
         .create_transaction(
             &creds,
             &NewTransaction {
-                amount_in_cents: 5_000_00,
+                amount_in_cents: 500_000,
                 currency: "COP".into(),
                 reference: "ref-once".into(),
                 payment_source_id: 10,

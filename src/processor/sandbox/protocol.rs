@@ -92,13 +92,9 @@ fn unauthorized(which: &str) -> Response {
 }
 
 impl SandboxProcessor {
-    fn merchant_by_private(
-        &self,
-        headers: &HeaderMap,
-    ) -> Result<Arc<super::state::Merchant>, Response> {
-        bearer(headers)
-            .and_then(|key| self.merchants.by_private(key))
-            .ok_or_else(|| unauthorized("privada"))
+    /// The merchant whose private key is the request's Bearer.
+    fn merchant_by_private(&self, headers: &HeaderMap) -> Option<Arc<super::state::Merchant>> {
+        bearer(headers).and_then(|key| self.merchants.by_private(key))
     }
 }
 
@@ -144,7 +140,7 @@ fn luhn(number: &str) -> bool {
             }
         })
         .sum();
-    (12..=19).contains(&digits.len()) && sum % 10 == 0
+    (12..=19).contains(&digits.len()) && sum.is_multiple_of(10)
 }
 
 async fn tokenize_card(
@@ -198,9 +194,8 @@ async fn create_payment_source(
     headers: HeaderMap,
     Json(body): Json<PaymentSourceIn>,
 ) -> Response {
-    let merchant = match sandbox.merchant_by_private(&headers) {
-        Ok(merchant) => merchant,
-        Err(response) => return response,
+    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
+        return unauthorized("privada");
     };
     if body.kind != "CARD" {
         return invalid("type", "Solo se admite CARD en el sandbox");
@@ -239,8 +234,8 @@ async fn get_payment_source(
     headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> Response {
-    if let Err(response) = sandbox.merchant_by_private(&headers) {
-        return response;
+    if sandbox.merchant_by_private(&headers).is_none() {
+        return unauthorized("privada");
     }
     match Outcome::from_code(id.rem_euclid(10)) {
         Some(outcome) if id > 0 => {
@@ -265,9 +260,8 @@ async fn create_transaction(
     headers: HeaderMap,
     Json(body): Json<TransactionIn>,
 ) -> Response {
-    let merchant = match sandbox.merchant_by_private(&headers) {
-        Ok(merchant) => merchant,
-        Err(response) => return response,
+    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
+        return unauthorized("privada");
     };
     if body.amount_in_cents <= 0 || body.currency != "COP" {
         return invalid("amount_in_cents", "Monto o moneda inválidos");
@@ -313,9 +307,8 @@ async fn get_transaction(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let merchant = match sandbox.merchant_by_private(&headers) {
-        Ok(merchant) => merchant,
-        Err(response) => return response,
+    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
+        return unauthorized("privada");
     };
     match sandbox.transactions.get(&merchant.keys.public_key, &id) {
         Some(body) => Json(json!({"data": body})).into_response(),
@@ -328,9 +321,8 @@ async fn find_transactions(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let merchant = match sandbox.merchant_by_private(&headers) {
-        Ok(merchant) => merchant,
-        Err(response) => return response,
+    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
+        return unauthorized("privada");
     };
     let Some(reference) = query.get("reference") else {
         return invalid("reference", "Se requiere la referencia");
