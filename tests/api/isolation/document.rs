@@ -304,8 +304,8 @@ pub(super) fn variants(slots: &[Slot]) -> Vec<Vec<usize>> {
     if !paths.is_empty() {
         out.push(paths.clone());
     }
-    for i in 0..slots.len() {
-        if paths.len() > 1 || !matches!(slots[i], Slot::Path(..)) {
+    for (i, slot) in slots.iter().enumerate() {
+        if paths.len() > 1 || !matches!(slot, Slot::Path(..)) {
             out.push(vec![i]);
         }
     }
