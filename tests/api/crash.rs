@@ -2,7 +2,7 @@
 //! renewals, restarted on the same database, and every subscription is charged exactly once
 //! for the period.
 
-use crate::common::{ADMIN_TOKEN, Backend, database_url, eventually};
+use crate::common::{ADMIN_TOKEN, Backend, database_url, eventually, wait_until_ready};
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -27,14 +27,7 @@ pub(crate) async fn start(database_url: &str, port: u16) -> Server {
         .expect("spawn billing");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    eventually(Duration::from_secs(60), || async {
-        client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
+    wait_until_ready(&client, &base, Duration::from_secs(60)).await;
     Server { child, base }
 }
 

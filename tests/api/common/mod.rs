@@ -95,6 +95,18 @@ pub async fn database_url(backend: Backend) -> Option<String> {
     }
 }
 
+/// Waits (at most `within`) until the server at `base` answers `/readyz` with 200.
+pub async fn wait_until_ready(client: &Client, base: &str, within: Duration) {
+    eventually(within, || async {
+        client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+}
+
 /// Starts the service; `None` only when PostgreSQL is unavailable and not required.
 pub async fn spawn_app(backend: Backend) -> Option<TestApp> {
     spawn_app_with(backend, default_config).await
@@ -145,14 +157,7 @@ pub async fn spawn_on_with(
         .timeout(Duration::from_secs(30))
         .build()
         .expect("client");
-    eventually(Duration::from_secs(30), || async {
-        client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-    })
-    .await;
+    wait_until_ready(&client, &base, Duration::from_secs(30)).await;
     let mut app = TestApp {
         base,
         client,

@@ -2,7 +2,7 @@
 //! for what only a process of its own shows, its log output and its own (process-global)
 //! metrics registry, which the servers `spawn_app` starts inside the test process share.
 
-use super::{ADMIN_TOKEN, TestApp, eventually};
+use super::{ADMIN_TOKEN, TestApp, wait_until_ready};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -41,14 +41,7 @@ impl ServerProcess {
             .expect("spawn billing serve");
         let base = format!("http://127.0.0.1:{port}");
         let client = reqwest::Client::new();
-        eventually(Duration::from_secs(60), || async {
-            client
-                .get(format!("{base}/readyz"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status() == 200)
-        })
-        .await;
+        wait_until_ready(&client, &base, Duration::from_secs(60)).await;
         Self {
             child,
             base,
