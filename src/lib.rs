@@ -28,6 +28,7 @@ pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod checkout_settlement;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod egress;
@@ -157,6 +158,22 @@ pub async fn run(
     config.bind = local.to_string();
     let store = Store::connect(&config.database_url).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
+    // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
+    // fenced by the shards it holds, and messages for other shards are forwarded.
+    let (store, forwarder) = if store.is_postgres() {
+        let node = format!("node_{}", uuid::Uuid::now_v7().simple());
+        let store = store.with_ownership(Arc::new(cluster::Ownership::clustered(node)));
+        let secret = store
+            .setting_insert_once(
+                cluster::forward::SECRET_SETTING,
+                &secrets::random_token("cls_", 40),
+            )
+            .await?;
+        let forwarder = cluster::forward::Forwarder::new(store.clone(), secret)?;
+        (store, Some(forwarder))
+    } else {
+        (store, None)
+    };
     first_start.print(&config.public_url());
     let processor =
         ProcessorClient::with_timeout(Duration::from_millis(config.processor_timeout_ms))?;
@@ -169,8 +186,32 @@ pub async fn run(
         charger.clone(),
         Duration::from_secs(config.actor_idle_secs),
         webhooks::send::Clients::new(&config)?,
+        forwarder,
     )
     .await?;
+    let leases = if store.ownership().is_single() {
+        None
+    } else {
+        let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = runtime.clone();
+        runtime.track(tokio::spawn(async move {
+            while let Some(change) = changed.recv().await {
+                watcher.on_lease_change(change);
+            }
+        }));
+        let leases = cluster::lease::Leases::start(
+            store.clone(),
+            Arc::clone(store.ownership()),
+            config.node_url(),
+            cluster::lease::Timing {
+                ttl: Duration::from_millis(config.lease_ttl_ms.max(100)),
+                renew: Duration::from_millis(config.lease_renew_ms.max(10)),
+            },
+            changes,
+        )
+        .await?;
+        Some(leases)
+    };
     // The in-process sandbox's administration takes the server's own admin token.
     let sandbox = SandboxProcessor::new(
         SandboxConfig::default(),
@@ -210,9 +251,8 @@ pub async fn run(
         Arc::clone(&state.ready),
         arms,
         reconcile_every,
-        Duration::from_millis(state.config.timer_lease_ms),
     );
-    tracing::info!(address = %local, "billing listening");
+    tracing::info!(address = %local, node = %runtime.ownership().node(), "billing listening");
     // The peer's address reaches the handlers (`ConnectInfo`), for the limit of failed
     // authentications per client address.
     let served = axum::serve(
@@ -223,6 +263,10 @@ pub async fn run(
     .await;
     drop(stop_purge);
     runtime.stop().await;
+    // Only after every actor stopped: the shards go to the other nodes at once.
+    if let Some(leases) = leases {
+        leases.leave().await;
+    }
     served?;
     Ok(())
 }
