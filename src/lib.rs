@@ -119,6 +119,18 @@ fn describe_metrics() {
         "Webhook delivery attempts, by outcome (delivered, retrying, failed); incremented by the webhook endpoint actors."
     );
     describe_gauge!("actors_live", "Live actors, by kind.");
+    describe_gauge!(
+        "cluster_shards_held",
+        "Shards (of 256) this node holds under a lease it trusts (PostgreSQL)."
+    );
+    describe_counter!(
+        "cluster_forwarded_messages_total",
+        "Actor messages sent to the node holding their shard, by result (ok, moving, failed)."
+    );
+    describe_counter!(
+        "cluster_fenced_writes_total",
+        "Writes refused because this node no longer held the shard (another node took it over)."
+    );
     describe_counter!("actor_restarts_total", "Actors that failed, by kind.");
     describe_gauge!(
         "timer_queue_depth",
@@ -266,6 +278,7 @@ pub async fn run(
     // Only after every actor stopped: the shards go to the other nodes at once.
     if let Some(leases) = leases {
         leases.leave().await;
+        runtime.announce_release().await;
     }
     served?;
     Ok(())

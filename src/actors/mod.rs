@@ -704,6 +704,18 @@ impl Runtime {
             Broadcast::Account { account_id } => {
                 self.inner.accounts.remove(account_id);
             }
+            Broadcast::Released => self.inner.ownership.nudge(),
+        }
+    }
+
+    /// Tells the other nodes that this one gave its shards back (graceful shutdown).
+    pub async fn announce_release(&self) {
+        if let Some(forwarder) = &self.inner.forwarder
+            && let Err(err) = forwarder
+                .broadcast(&crate::cluster::forward::Broadcast::Released)
+                .await
+        {
+            tracing::warn!(error = %err, "could not tell the other nodes; they take the shards at their next pass");
         }
     }
 

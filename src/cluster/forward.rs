@@ -220,6 +220,8 @@ pub enum Broadcast {
     Clock { account_id: String, offset_ms: i64 },
     /// An operator changed an account (its rate limits): cached copies are dropped.
     Account { account_id: String },
+    /// A node gave its shards back (it is stopping): take them now, not at the next pass.
+    Released,
 }
 
 impl Forwarder {

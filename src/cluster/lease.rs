@@ -47,8 +47,6 @@ pub struct Leases {
     url: String,
     timing: Timing,
     changes: UnboundedSender<Change>,
-    /// Wakes the loop before its next pass (another node gave shards back).
-    nudge: Arc<tokio::sync::Notify>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -67,7 +65,6 @@ impl Leases {
             url,
             timing,
             changes,
-            nudge: Arc::new(tokio::sync::Notify::new()),
             task: std::sync::Mutex::new(None),
         });
         leases.pass().await?;
@@ -76,7 +73,7 @@ impl Leases {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(looping.timing.renew) => {}
-                    _ = looping.nudge.notified() => {}
+                    _ = looping.ownership.nudged() => {}
                 }
                 if let Err(err) = looping.pass().await {
                     tracing::warn!(error = %err, "lease pass failed; leases not renewed are trusted until their deadline");
@@ -87,11 +84,6 @@ impl Leases {
             *slot = Some(task);
         }
         Ok(leases)
-    }
-
-    /// Runs a pass now (another node left or gave shards back).
-    pub fn nudge(&self) {
-        self.nudge.notify_one();
     }
 
     fn node(&self) -> &str {

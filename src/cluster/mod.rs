@@ -54,6 +54,8 @@ pub struct Ownership {
     /// Bumped on every gain, so that the scheduler rescans (a gained shard's timers may lie
     /// before its marks) and the reconciler asks about the gained shards' pending charges.
     gains: tokio::sync::watch::Sender<u64>,
+    /// Wakes the lease loop before its next pass (another node gave its shards back).
+    nudge: tokio::sync::Notify,
 }
 
 impl Ownership {
@@ -73,6 +75,7 @@ impl Ownership {
             single,
             held: RwLock::new(vec![None; usize::from(SHARDS)]),
             gains: tokio::sync::watch::channel(0).0,
+            nudge: tokio::sync::Notify::new(),
         }
     }
 
@@ -147,15 +150,21 @@ impl Ownership {
         };
         if gained {
             self.gains.send_modify(|n| *n += 1);
+            metrics::gauge!("cluster_shards_held").increment(1.0);
         }
     }
 
     /// Forgets a shard (released, lost, or found taken by a fenced write).
     pub(crate) fn lose(&self, shard: u16) -> bool {
-        self.held
+        let lost = self
+            .held
             .write()
             .map(|mut all| all[usize::from(shard)].take().is_some())
-            .unwrap_or(false)
+            .unwrap_or(false);
+        if lost {
+            metrics::gauge!("cluster_shards_held").decrement(1.0);
+        }
+        lost
     }
 
     /// A fresh subscription id in a shard this node holds, when it holds any: the new
@@ -174,6 +183,16 @@ impl Ownership {
             id = crate::ids::SubscriptionId::generate();
         }
         id
+    }
+
+    /// Asks the lease loop for a pass now.
+    pub fn nudge(&self) {
+        self.nudge.notify_one();
+    }
+
+    /// Completes when a pass is asked for.
+    pub(crate) async fn nudged(&self) {
+        self.nudge.notified().await;
     }
 
     /// A receiver that changes whenever a shard is gained.

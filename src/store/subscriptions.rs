@@ -388,6 +388,7 @@ impl StoreTxn {
                 && !super::cluster::lease_holds(&self.txn, shard, epoch).await?
             {
                 self.ownership.lose(shard);
+                metrics::counter!("cluster_fenced_writes_total").increment(1);
                 return Err(super::StoreError::Fenced(shard));
             }
             return Err(super::StoreError::Conflict(format!("subscription {id}")));
@@ -402,10 +403,10 @@ impl StoreTxn {
         if self.ownership.is_single() {
             return Ok(None);
         }
-        let epoch = self
-            .ownership
-            .epoch(shard)
-            .ok_or(super::StoreError::Fenced(shard))?;
+        let epoch = self.ownership.epoch(shard).ok_or_else(|| {
+            metrics::counter!("cluster_fenced_writes_total").increment(1);
+            super::StoreError::Fenced(shard)
+        })?;
         let first = self
             .fenced
             .lock()

@@ -391,6 +391,7 @@ impl Store {
             && !super::cluster::lease_holds(txn.conn(), shard, epoch).await?
         {
             self.ownership.lose(shard);
+            metrics::counter!("cluster_fenced_writes_total").increment(1);
             return Err(super::StoreError::Fenced(shard));
         }
         if moved.rows_affected == 1 {
