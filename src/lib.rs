@@ -40,6 +40,7 @@ pub mod store;
 pub mod subscribe;
 pub mod webhooks;
 
+use api::auth_failures::AuthFailures;
 use api::rate_limit::RateLimiter;
 use api::state::{AppState, Shared};
 use charges::Charger;
@@ -168,6 +169,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let local = listener.local_addr()?;
     config.bind = local.to_string();
+    // Held until serving ends: SQLite runs one node (`store::lock_sqlite_file`).
+    let _single_node = store::lock_sqlite_file(&config.database_url)?;
     let store = Store::connect(&config.database_url).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
@@ -229,19 +232,21 @@ pub async fn run(
         SandboxConfig::default(),
         AdminAuth::from_hash(admin_token_hash.clone()),
     )?;
+    // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
+    let limiter = Arc::new(RateLimiter::new(&store));
+    let auth_failures = Arc::new(AuthFailures::new(&store));
     let state = AppState::new(Shared {
         charger,
         runtime: runtime.clone(),
         store,
         config: Arc::new(config),
         admin_token_hash,
-        limiter: Arc::new(RateLimiter::default()),
-        auth_failures: Arc::default(),
+        limiter,
+        auth_failures,
         metrics: metrics_handle(),
         ready: Arc::new(AtomicBool::new(false)),
         sandbox,
         processor,
-        dashboard: Arc::default(),
         keys: Arc::default(),
     });
     for account in state.store.all_accounts().await? {

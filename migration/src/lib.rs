@@ -21,6 +21,7 @@ mod m20261124_000009_money_invariants;
 mod m20261124_000010_processor_outcomes;
 mod m20261124_000011_idempotency_purge;
 mod m20261124_000012_cluster;
+mod m20261124_000013_shared_state;
 
 pub struct Migrator;
 
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000011_idempotency_purge::Migration),
             Box::new(m20261124_000010_processor_outcomes::Migration),
             Box::new(m20261124_000012_cluster::Migration),
+            Box::new(m20261124_000013_shared_state::Migration),
         ]
     }
 }

@@ -8,14 +8,22 @@
 //!
 //! Owns who the client is ([`ClientAddr`]: the TCP peer, or, with `--trust-forwarded-for` and
 //! a loopback peer, the rightmost `X-Forwarded-For` entry), the sliding log of each address's
-//! failures (a [`RateLimiter`], whose sweep bounds its memory), and the rule that one address's
-//! credentials are examined one at a time: otherwise a burst of concurrent guesses would all be
-//! examined before the first failure counted. What a valid credential is stays with the
-//! callers (`auth`, `dashboard`).
+//! failures, and the rule that one address's credentials are examined one at a time (per
+//! node): otherwise a burst of concurrent guesses would all be examined before the first
+//! failure counted. What a valid credential is stays with the callers (`auth`, `dashboard`).
+//!
+//! On SQLite (one node) the log is in this process ([`LocalWindows`], whose sweep bounds its
+//! memory): exactly [`LIMIT`] failures. On PostgreSQL it is in the database, so that failures
+//! at every node count together, without a database read for requests from addresses that
+//! have not failed: see [`shared`] for how, and for its bound (at most [`LIMIT`] plus one per
+//! node in any 60 seconds; exactly [`LIMIT`] with one node).
+
+mod shared;
 
 use super::error::ApiError;
-use super::rate_limit::RateLimiter;
+use super::rate_limit::LocalWindows;
 use super::state::AppState;
+use crate::store::Store;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{Extensions, HeaderMap, StatusCode};
@@ -114,35 +122,56 @@ fn rightmost_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
 
 /// The failures of every client address, and one examination at a time per address.
 pub struct AuthFailures {
-    failures: RateLimiter,
+    record: Record,
     limit: u64,
     turns: Box<[Mutex<()>]>,
 }
 
-impl Default for AuthFailures {
-    fn default() -> Self {
-        Self::with_limit(LIMIT)
-    }
+/// Where failures are counted.
+enum Record {
+    /// One node (SQLite): this process sees every failure.
+    Local(LocalWindows),
+    /// Several nodes (PostgreSQL): the database counts, this process remembers what it learned.
+    Shared(shared::SharedFailures),
 }
 
 impl AuthFailures {
+    /// Counted in the database when several nodes can share it (PostgreSQL), else here.
+    pub fn new(store: &Store) -> Self {
+        let record = if store.shares_state() {
+            Record::Shared(shared::SharedFailures::new(store.clone(), LIMIT))
+        } else {
+            Record::Local(LocalWindows::default())
+        };
+        Self::with_record(record, LIMIT)
+    }
+
+    /// Counted in this process, at most `limit` failures a window.
     pub fn with_limit(limit: u64) -> Self {
+        Self::with_record(Record::Local(LocalWindows::default()), limit)
+    }
+
+    fn with_record(record: Record, limit: u64) -> Self {
         Self {
-            failures: RateLimiter::default(),
+            record,
             limit,
             turns: (0..TURNS).map(|_| Mutex::new(())).collect(),
         }
     }
 
     /// 429 while `client` is at its limit of failures; checked before anything else of a
-    /// request that needs a credential.
+    /// request that needs a credential. Never reads the database.
     pub fn admit(&self, client: ClientAddr) -> Result<(), ApiError> {
         self.admit_at(client, Instant::now())
     }
 
     fn admit_at(&self, client: ClientAddr, now: Instant) -> Result<(), ApiError> {
-        self.failures
-            .at_limit(&client.key(), self.limit, now)
+        let key = client.key();
+        let limited = match &self.record {
+            Record::Local(failures) => failures.at_limit(&key, self.limit, now),
+            Record::Shared(shared) => shared.admit(&key, now),
+        };
+        limited
             .map_err(|retry_after_secs| ApiError::TooManyFailedAuthentications { retry_after_secs })
     }
 
@@ -157,11 +186,19 @@ impl AuthFailures {
     ) -> Result<T, ApiError> {
         let _turn = self.turn(client).lock().await;
         self.admit(client)?;
-        match examination.await? {
-            Some(valid) => Ok(valid),
-            None => {
-                self.failed_at(client, Instant::now());
+        let reservation = self.reserve(client).await?;
+        match examination.await {
+            Ok(Some(valid)) => {
+                self.release(client, reservation).await;
+                Ok(valid)
+            }
+            Ok(None) => {
+                self.failed(client, reservation).await?;
                 Err(ApiError::Authentication)
+            }
+            Err(err) => {
+                self.release(client, reservation).await;
+                Err(err)
             }
         }
     }
@@ -176,16 +213,49 @@ impl AuthFailures {
     ) -> Result<Response, ApiError> {
         let _turn = self.turn(client).lock().await;
         self.admit(client)?;
+        let reservation = self.reserve(client).await?;
         let response = request.await;
         if response.status() == StatusCode::UNAUTHORIZED {
-            self.failed_at(client, Instant::now());
+            self.failed(client, reservation).await?;
+        } else {
+            self.release(client, reservation).await;
         }
         Ok(response)
     }
 
+    /// Before an examination: a slot of the shared window when this node has seen `client`
+    /// fail lately (see `shared`); nothing otherwise, nor on one node.
+    async fn reserve(&self, client: ClientAddr) -> Result<Option<i64>, ApiError> {
+        match &self.record {
+            Record::Local(_) => Ok(None),
+            Record::Shared(shared) => shared.reserve(&client.key(), Instant::now()).await,
+        }
+    }
+
+    /// After an examination that was no failure: the reserved slot back.
+    async fn release(&self, client: ClientAddr, reservation: Option<i64>) {
+        if let Record::Shared(shared) = &self.record {
+            shared.release(&client.key(), reservation).await;
+        }
+    }
+
+    /// Counts a failure of `client`.
+    async fn failed(&self, client: ClientAddr, reservation: Option<i64>) -> Result<(), ApiError> {
+        match &self.record {
+            Record::Local(_) => {
+                self.failed_at(client, Instant::now());
+                Ok(())
+            }
+            Record::Shared(shared) => shared.failed(&client.key(), reservation).await,
+        }
+    }
+
+    /// Counts a failure in this process's log (one node).
     fn failed_at(&self, client: ClientAddr, now: Instant) {
-        // Under the client's turn, after `admit`: there is room, so this always counts.
-        let _ = self.failures.check(&client.key(), self.limit, now);
+        if let Record::Local(failures) = &self.record {
+            // Under the client's turn, after `admit`: there is room, so this always counts.
+            let _ = failures.check(&client.key(), self.limit, now);
+        }
     }
 
     fn turn(&self, client: ClientAddr) -> &Mutex<()> {

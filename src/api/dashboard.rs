@@ -2,8 +2,9 @@
 //!
 //! A browser cannot send the admin token as a Bearer header, so the page has a login form: the
 //! token posted once is checked like the admin API's, and the answer is an HttpOnly,
-//! SameSite=Strict cookie holding a random session id. The session (with its CSRF token and
-//! expiry) lives only in this process: a restart logs operators out, which is the safe side.
+//! SameSite=Strict cookie holding a random session id. The session (the id's hash, its CSRF
+//! token and expiry) is kept in the database, so that a login on one node holds on every node
+//! behind the same load balancer, and a restart keeps operators logged in until the expiry.
 //! Every state-changing form carries the session's CSRF token, compared in constant time, and
 //! posts that carry an `Origin` must come from this server. Plan deletion calls the same code
 //! as `DELETE /admin/plans/{id}`.
@@ -19,44 +20,32 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Form, Router};
-use dashmap::DashMap;
 use serde::Deserialize;
 use std::fmt::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const COOKIE: &str = "billing_dashboard";
 const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
-/// The dashboard's sessions: session id → its CSRF token and expiry.
-#[derive(Default)]
-pub struct Sessions {
-    sessions: DashMap<String, Session>,
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
-struct Session {
-    csrf: String,
-    expires: Instant,
-}
-
-impl Sessions {
-    fn create(&self) -> String {
-        self.sessions.retain(|_, s| s.expires > Instant::now());
-        let id = random_token("ds_", 32);
-        self.sessions.insert(
-            id.clone(),
-            Session {
-                csrf: random_token("csrf_", 32),
-                expires: Instant::now() + SESSION_TTL,
-            },
-        );
-        id
-    }
-
-    /// The CSRF token of a live session.
-    fn csrf_of(&self, id: &str) -> Option<String> {
-        let session = self.sessions.get(id)?;
-        (session.expires > Instant::now()).then(|| session.csrf.clone())
-    }
+/// Starts a session; its id (for the cookie), which is stored only as its hash.
+async fn create_session(state: &AppState) -> Result<String, ApiError> {
+    let id = random_token("ds_", 32);
+    let now = now_ms();
+    let ttl_ms = i64::try_from(SESSION_TTL.as_millis()).unwrap_or(i64::MAX);
+    state
+        .store
+        .create_dashboard_session(
+            &sha256_hex(&id),
+            &random_token("csrf_", 32),
+            now + ttl_ms,
+            now,
+        )
+        .await?;
+    Ok(id)
 }
 
 pub fn router() -> Router<AppState> {
@@ -78,11 +67,20 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-/// The session's CSRF token when the request carries a live session.
-fn session(state: &AppState, headers: &HeaderMap) -> Option<(String, String)> {
-    let id = session_id(headers)?;
-    let csrf = state.dashboard.csrf_of(&id)?;
-    Some((id, csrf))
+/// The session (its id's hash) and its CSRF token when the request carries a live session.
+async fn session(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Option<(String, String)>, ApiError> {
+    let Some(id) = session_id(headers) else {
+        return Ok(None);
+    };
+    let id_hash = sha256_hex(&id);
+    let csrf = state
+        .store
+        .dashboard_session_csrf(&id_hash, now_ms())
+        .await?;
+    Ok(csrf.map(|csrf| (id_hash, csrf)))
 }
 
 /// A form post from another origin is refused (SameSite=Strict already withholds the cookie;
@@ -132,9 +130,10 @@ async fn show(
     headers: HeaderMap,
     Query(notice): Query<Notice>,
 ) -> Response {
-    match session(&state, &headers) {
-        None => html(StatusCode::OK, login_page(None)),
-        Some((_, csrf)) => match page(&state, &csrf, notice.notice.as_deref()).await {
+    match session(&state, &headers).await {
+        Err(err) => err.into_response(),
+        Ok(None) => html(StatusCode::OK, login_page(None)),
+        Ok(Some((_, csrf))) => match page(&state, &csrf, notice.notice.as_deref()).await {
             Ok(body) => html(StatusCode::OK, body),
             Err(err) => err.into_response(),
         },
@@ -175,7 +174,10 @@ async fn login(
         }
         Err(other) => return other.into_response(),
     }
-    let id = state.dashboard.create();
+    let id = match create_session(&state).await {
+        Ok(id) => id,
+        Err(err) => return err.into_response(),
+    };
     let secure = if state.config.public_url().starts_with("https://") {
         "; Secure"
     } else {
@@ -197,10 +199,16 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// The session id when the form's CSRF token is the session's.
-fn checked(state: &AppState, headers: &HeaderMap, form: &CsrfForm) -> Option<String> {
-    let (id, csrf) = session(state, headers)?;
-    (same_origin(headers) && constant_time_eq(&csrf, &form.csrf)).then_some(id)
+/// The session (its id's hash) when the form's CSRF token is the session's.
+async fn checked(
+    state: &AppState,
+    headers: &HeaderMap,
+    form: &CsrfForm,
+) -> Result<Option<String>, ApiError> {
+    let Some((id_hash, csrf)) = session(state, headers).await? else {
+        return Ok(None);
+    };
+    Ok((same_origin(headers) && constant_time_eq(&csrf, &form.csrf)).then_some(id_hash))
 }
 
 async fn logout(
@@ -208,10 +216,14 @@ async fn logout(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    let Some(id) = checked(&state, &headers, &form) else {
-        return html(StatusCode::FORBIDDEN, login_page(Some("Session expired.")));
+    let id_hash = match checked(&state, &headers, &form).await {
+        Ok(Some(id_hash)) => id_hash,
+        Ok(None) => return html(StatusCode::FORBIDDEN, login_page(Some("Session expired."))),
+        Err(err) => return err.into_response(),
     };
-    state.dashboard.sessions.remove(&id);
+    if let Err(err) = state.store.delete_dashboard_session(&id_hash).await {
+        return ApiError::from(err).into_response();
+    }
     let mut response = Redirect::to("/dashboard").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
@@ -228,11 +240,15 @@ async fn delete_plan(
     Path(plan_id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    if checked(&state, &headers, &form).is_none() {
-        return html(
-            StatusCode::FORBIDDEN,
-            login_page(Some("Session expired or the form is stale; log in again.")),
-        );
+    match checked(&state, &headers, &form).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return html(
+                StatusCode::FORBIDDEN,
+                login_page(Some("Session expired or the form is stale; log in again.")),
+            );
+        }
+        Err(err) => return err.into_response(),
     }
     let notice = match plan_deletion(&state, &plan_id).await {
         Ok(()) => format!("Plan {plan_id} deleted."),

@@ -3,11 +3,20 @@
 //! A token bucket (governor's GCRA) refills continuously and so lets more than N requests
 //! through in some 60-second windows; the contract asks for "at most N in any 60 seconds", so
 //! each key keeps the instants of its accepted requests of the last minute and a request is
-//! accepted only while fewer than N remain. Memory is bounded by the limit per active key.
+//! accepted only while fewer than N remain.
+//!
+//! Where the instants live depends on how many nodes there can be. On SQLite (one node) they
+//! stay in this process ([`LocalWindows`]), memory bounded by the limit per active key, and a
+//! request costs no database write. On PostgreSQL every node counts against one window per
+//! key in the database (`store::rate_windows`: one upsert per request, exact up to 200 a
+//! minute, at 300 ms resolution above), so the limits hold however requests are spread over
+//! the nodes.
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::state::AppState;
+use crate::store::Store;
+use crate::store::rate_windows::{Take, Window};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -18,17 +27,92 @@ use std::time::{Duration, Instant};
 
 pub const WINDOW: Duration = Duration::from_secs(60);
 
+/// [`WINDOW`] in milliseconds, as the database counts.
+pub const WINDOW_MS: i64 = 60_000;
+
 /// Every this many checks, keys whose window has emptied are dropped, so that short-lived keys
-/// (one per checkout session) do not accumulate for the life of the process.
+/// (one per checkout session) do not accumulate for the life of the process (or, on
+/// PostgreSQL, in the database).
 const SWEEP_EVERY: u64 = 4096;
 
-#[derive(Default)]
+/// Rows of emptied windows deleted per statement of a database sweep.
+const SWEEP_BATCH: u64 = 1000;
+
+/// The rate limiter of every route: in this process on SQLite, in the database on PostgreSQL.
 pub struct RateLimiter {
+    local: LocalWindows,
+    shared: Option<Store>,
+    takes: AtomicU64,
+}
+
+impl RateLimiter {
+    pub fn new(store: &Store) -> Self {
+        Self {
+            local: LocalWindows::default(),
+            shared: store.shares_state().then(|| store.clone()),
+            takes: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one request under `key` if fewer than `limit` were accepted in the last
+    /// [`WINDOW`]; otherwise 429 `rate_limit` with the whole seconds until a slot frees. A
+    /// limit of 0 means unlimited (and costs nothing).
+    pub async fn take(&self, key: &str, limit: u64) -> Result<(), ApiError> {
+        if limit == 0 {
+            return Ok(());
+        }
+        let Some(store) = &self.shared else {
+            return self
+                .local
+                .check(key, limit, Instant::now())
+                .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs });
+        };
+        if self.takes.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            tokio::spawn(sweep(store.clone()));
+        }
+        let window = Window {
+            key,
+            limit,
+            length_ms: WINDOW_MS,
+            at_ms: None,
+        };
+        match store.take_rate_slot(window).await? {
+            Take::Taken { .. } => Ok(()),
+            Take::Refused { wait_ms } => Err(ApiError::RateLimited {
+                retry_after_secs: whole_seconds(wait_ms),
+            }),
+        }
+    }
+}
+
+/// Deletes the rows of windows that emptied; off the request's path. A failure only delays it
+/// to the next sweep.
+async fn sweep(store: Store) {
+    loop {
+        match store.purge_rate_windows(WINDOW_MS, None, SWEEP_BATCH).await {
+            Ok(deleted) if deleted == SWEEP_BATCH => continue,
+            Ok(_) => return,
+            Err(err) => {
+                tracing::warn!(error = %err, "could not purge emptied rate windows");
+                return;
+            }
+        }
+    }
+}
+
+/// Milliseconds as whole seconds, rounded up (at least 1): what `Retry-After` says.
+pub fn whole_seconds(wait_ms: i64) -> u64 {
+    u64::try_from(wait_ms.max(1)).unwrap_or(1).div_ceil(1000)
+}
+
+/// Sliding windows in this process's memory: the instants of each key's accepted requests.
+#[derive(Default)]
+pub struct LocalWindows {
     windows: DashMap<String, VecDeque<Instant>>,
     checks: AtomicU64,
 }
 
-impl RateLimiter {
+impl LocalWindows {
     /// Accepts one request under `key` if fewer than `limit` were accepted in the last window;
     /// otherwise returns how many whole seconds until one slot frees. A limit of 0 means
     /// unlimited.
@@ -93,10 +177,7 @@ pub async fn limit_api(
 ) -> Result<Response, ApiError> {
     if let Some(caller) = request.extensions().get::<Caller>() {
         let limit = u64::try_from(caller.0.rate_limit_per_minute).unwrap_or(0);
-        state
-            .limiter
-            .check(&caller.0.id, limit, Instant::now())
-            .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
+        state.limiter.take(&caller.0.id, limit).await?;
     }
     Ok(next.run(request).await)
 }
@@ -111,8 +192,8 @@ pub async fn limit_status_route(
         let limit = u64::try_from(caller.0.status_rate_limit_per_minute).unwrap_or(0);
         state
             .limiter
-            .check(&format!("{}:status", caller.0.id), limit, Instant::now())
-            .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
+            .take(&format!("{}:status", caller.0.id), limit)
+            .await?;
     }
     Ok(next.run(request).await)
 }
@@ -123,7 +204,7 @@ mod tests {
 
     #[test]
     fn at_most_limit_requests_in_any_window() {
-        let limiter = RateLimiter::default();
+        let limiter = LocalWindows::default();
         let start = Instant::now();
         for i in 0..3 {
             assert!(
@@ -147,7 +228,7 @@ mod tests {
 
     #[test]
     fn keys_whose_window_emptied_are_swept() {
-        let limiter = RateLimiter::default();
+        let limiter = LocalWindows::default();
         let start = Instant::now();
         assert!(limiter.check("old", 5, start).is_ok());
         let later = start + WINDOW + Duration::from_secs(1);
@@ -161,7 +242,7 @@ mod tests {
 
     #[test]
     fn zero_means_unlimited() {
-        let limiter = RateLimiter::default();
+        let limiter = LocalWindows::default();
         let now = Instant::now();
         assert!((0..1000).all(|_| limiter.check("k", 0, now).is_ok()));
     }

@@ -34,6 +34,7 @@ pub struct Shared {
     pub config: Arc<Config>,
     /// SHA-256 of the operator's admin token.
     pub admin_token_hash: String,
+    /// API rate limits (in this process on SQLite, in the database on PostgreSQL).
     pub limiter: Arc<RateLimiter>,
     /// Failed authentications per client address (`api::auth_failures`).
     pub auth_failures: Arc<super::auth_failures::AuthFailures>,
@@ -47,8 +48,6 @@ pub struct Shared {
     pub runtime: crate::actors::Runtime,
     /// Accounts by API-key hash, briefly cached.
     pub keys: Arc<super::auth::KeyCache>,
-    /// Logged-in `/dashboard` sessions.
-    pub dashboard: Arc<super::dashboard::Sessions>,
 }
 
 impl Shared {

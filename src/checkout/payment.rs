@@ -29,7 +29,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use utoipa::ToSchema;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -37,7 +37,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 const OUTCOME_WAIT: Duration = Duration::from_secs(20);
 /// After this long without an event, the processor is asked directly, then every as long.
 const POLL_AFTER: Duration = Duration::from_secs(2);
-/// Payment attempts per session per minute: a brake on card testing through one session.
+/// Payment attempts per session per minute, over every node: a brake on card testing through
+/// one session.
 const ATTEMPTS_PER_MINUTE: u64 = 10;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -99,12 +100,8 @@ async fn complete_checkout(
     let (session, account) = open_session(&state, &id).await?;
     state
         .limiter
-        .check(
-            &format!("checkout:{id}"),
-            ATTEMPTS_PER_MINUTE,
-            Instant::now(),
-        )
-        .map_err(|retry_after_secs| ApiError::RateLimited { retry_after_secs })?;
+        .take(&format!("checkout:{id}"), ATTEMPTS_PER_MINUTE)
+        .await?;
     if let Some(charge_id) = &session.attempt_charge_id {
         return outcome(&state, &account, &id, charge_id).await;
     }

@@ -15,11 +15,14 @@ pub mod charges;
 pub mod checkout;
 pub mod cluster;
 pub mod conflicts;
+mod dashboard_sessions;
 pub mod entities;
 mod group;
 pub mod idempotency;
+pub mod rate_windows;
 pub mod rechecks;
 mod secret;
+mod sqlite_lock;
 pub mod subscriptions;
 pub mod webhooks;
 
@@ -62,6 +65,7 @@ impl StoreError {
 }
 
 pub use secret::Secret;
+pub use sqlite_lock::{SqliteLock, SqliteLockError, lock_sqlite_file};
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -127,9 +131,37 @@ impl Store {
         &self.ownership
     }
 
-    /// Applies every pending migration.
+    /// Applies every pending migration. On PostgreSQL, under an advisory lock of the schema
+    /// (sea-orm-migration takes none): nodes starting together on an empty database would
+    /// otherwise all create the same tables, and all but one fail. The others wait, then find
+    /// nothing left to apply.
     pub async fn migrate(&self) -> StoreResult<()> {
-        Migrator::up(&self.writer, None).await?;
+        if !self.shares_state() {
+            Migrator::up(&self.writer, None).await?;
+            return Ok(());
+        }
+        // A connection of its own, out of the pool: the lock belongs to its session, so a
+        // migration that fails or is abandoned (its future dropped) closes the connection and
+        // frees the lock, instead of returning a locked session to the pool.
+        let mut conn = self
+            .writer
+            .get_postgres_connection_pool()
+            .acquire()
+            .await
+            .map_err(migration_lock_error)?
+            .detach();
+        sea_orm::sqlx::query(MIGRATION_LOCK)
+            .execute(&mut conn)
+            .await
+            .map_err(migration_lock_error)?;
+        let migrated = Migrator::up(&self.writer, None).await;
+        let unlocked = sea_orm::sqlx::query(MIGRATION_UNLOCK)
+            .execute(&mut conn)
+            .await
+            .map_err(migration_lock_error);
+        let _ = sea_orm::sqlx::Connection::close(conn).await;
+        migrated?;
+        unlocked?;
         Ok(())
     }
 
@@ -149,6 +181,16 @@ impl Store {
     pub(crate) fn writer(&self) -> &DatabaseConnection {
         &self.writer
     }
+}
+
+/// The advisory lock of migrations: one per schema (`current_schema()`, what the URL's
+/// `search_path` selects), so that databases of several schemas (tests make one per test) do
+/// not wait for each other. The first key says "billing migrations".
+const MIGRATION_LOCK: &str = "SELECT pg_advisory_lock(741852, hashtext(current_schema()))";
+const MIGRATION_UNLOCK: &str = "SELECT pg_advisory_unlock(741852, hashtext(current_schema()))";
+
+fn migration_lock_error(err: sea_orm::sqlx::Error) -> StoreError {
+    StoreError::Db(DbErr::Custom(format!("migration lock: {err}")))
 }
 
 fn options(url: &str, max_connections: u32) -> ConnectOptions {

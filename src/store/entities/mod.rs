@@ -8,6 +8,7 @@ pub mod charge_conflict;
 pub mod charge_recheck;
 pub mod checkout_session;
 pub mod customer;
+pub mod dashboard_session;
 pub mod event;
 pub mod idempotency_key;
 pub mod payment_method;
