@@ -216,7 +216,7 @@ pub(crate) async fn dashboard_login(app: &TestApp, client: &reqwest::Client) -> 
     cookie.split(';').next().expect("pair").to_owned()
 }
 
-fn csrf_of(page: &str) -> String {
+pub(crate) fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("csrf field") + 19;
     page[at..].split('"').next().expect("value").to_owned()
 }
@@ -326,7 +326,7 @@ async fn the_dashboard_needs_a_login_and_deletes_plans_with_a_csrf_token(app: Te
     assert_eq!(status, 404, "the unused plan is gone");
 }
 
-fn form_body(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn form_body(pairs: &[(&str, &str)]) -> String {
     serde_urlencoded::to_string(pairs).expect("form")
 }
 

@@ -369,7 +369,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     // The process dies here; the next one starts on the same database.
     let key = app.api_key.clone();
     let url = app.database_url.clone();
-    drop(app);
+    app.stop().await;
     let mut app = spawn_on(url).await;
     app.api_key = key;
     eventually(Duration::from_secs(30), || async {

@@ -27,6 +27,8 @@ pub struct TestApp {
     pub account_id: String,
     pub database_url: String,
     shutdown: Option<oneshot::Sender<()>>,
+    /// The server's task, when it runs in this process.
+    served: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for TestApp {
@@ -132,6 +134,26 @@ pub async fn spawn_on_with(
     database_url: String,
     configure: fn(&mut billing::config::Config),
 ) -> TestApp {
+    let mut app = start_server(database_url, configure).await;
+    let account = app.create_account("Test account").await;
+    app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
+    app.account_id = account["id"].as_str().expect("id").to_owned();
+    app
+}
+
+/// Another node serving `app`'s database (PostgreSQL), called as `app`'s account.
+pub async fn spawn_node(app: &TestApp) -> TestApp {
+    let mut node = start_server(app.database_url.clone(), default_config).await;
+    node.api_key = app.api_key.clone();
+    node.account_id = app.account_id.clone();
+    node
+}
+
+/// The server on `database_url`, ready, with no account made yet.
+async fn start_server(
+    database_url: String,
+    configure: fn(&mut billing::config::Config),
+) -> TestApp {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -144,7 +166,7 @@ pub async fn spawn_on_with(
     config.idempotency_purge_secs = 1;
     configure(&mut config);
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(async move {
+    let served = tokio::spawn(async move {
         if let Err(err) = billing::run(config, listener, async {
             let _ = rx.await;
         })
@@ -158,18 +180,15 @@ pub async fn spawn_on_with(
         .build()
         .expect("client");
     wait_until_ready(&client, &base, Duration::from_secs(30)).await;
-    let mut app = TestApp {
+    TestApp {
         base,
         client,
         api_key: String::new(),
         account_id: String::new(),
         database_url,
         shutdown: Some(tx),
-    };
-    let account = app.create_account("Test account").await;
-    app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
-    app.account_id = account["id"].as_str().expect("id").to_owned();
-    app
+        served: Some(served),
+    }
 }
 
 impl TestApp {
@@ -186,6 +205,18 @@ impl TestApp {
             account_id: String::new(),
             database_url,
             shutdown: None,
+            served: None,
+        }
+    }
+
+    /// Stops the server (when it runs in this process) and waits until it has let go of
+    /// everything: a SQLite file is then free for the next server.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served.await.expect("the server stopped cleanly");
         }
     }
 
@@ -239,6 +270,7 @@ impl TestApp {
             account_id: account["id"].as_str().expect("id").to_owned(),
             database_url: self.database_url.clone(),
             shutdown: None,
+            served: None,
         }
     }
 
