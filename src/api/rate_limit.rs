@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub const WINDOW: Duration = Duration::from_secs(60);
 
 /// [`WINDOW`] in milliseconds, as the database counts.
-pub const WINDOW_MS: i64 = 60_000;
+pub const WINDOW_MS: i64 = WINDOW.as_millis() as i64;
 
 /// Every this many checks, keys whose window has emptied are dropped, so that short-lived keys
 /// (one per checkout session) do not accumulate for the life of the process (or, on
@@ -238,6 +238,23 @@ mod tests {
         }
         assert!(!limiter.windows.contains_key("old"));
         assert!(limiter.windows.contains_key("busy"));
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_rounded_up_and_never_zero() {
+        let table = [
+            (1, 1),
+            (999, 1),
+            (1000, 1),
+            (1001, 2),
+            (59_999, 60),
+            (60_000, 60),
+        ];
+        for (wait_ms, seconds) in table {
+            assert_eq!(whole_seconds(wait_ms), seconds, "{wait_ms} ms");
+        }
+        assert_eq!(whole_seconds(0), 1);
+        assert_eq!(whole_seconds(-5), 1);
     }
 
     #[test]
