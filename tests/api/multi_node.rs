@@ -297,6 +297,14 @@ async fn nodes_starting_together_on_an_empty_database_all_migrate() {
     }
     // And the schema is whole: a server starts on it.
     spawn_on(url).await.stop().await;
+    // Whole servers starting together on another empty schema all come up.
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let (a, b, c) = tokio::join!(spawn_on(url.clone()), spawn_on(url.clone()), spawn_on(url));
+    for node in [a, b, c] {
+        node.stop().await;
+    }
 }
 
 /// A second `billing serve` on the SQLite file of a running one exits at once, saying why;

@@ -104,7 +104,8 @@ async fn concurrent_takes_from_two_nodes_admit_exactly_the_limit() {
         return;
     };
     let second = Store::connect(&url).await.expect("connect");
-    let takes: Vec<_> = (0..80)
+    // Few enough that the two pools stay small: the machine's PostgreSQL takes 100 clients.
+    let takes: Vec<_> = (0..30)
         .map(|i| {
             let store = if i % 2 == 0 {
                 first.clone()
@@ -114,7 +115,7 @@ async fn concurrent_takes_from_two_nodes_admit_exactly_the_limit() {
             tokio::spawn(async move {
                 let window = Window {
                     key: "busy",
-                    limit: 25,
+                    limit: 10,
                     length_ms: MINUTE,
                     at_ms: None,
                 };
@@ -128,7 +129,7 @@ async fn concurrent_takes_from_two_nodes_admit_exactly_the_limit() {
             taken += 1;
         }
     }
-    assert_eq!(taken, 25);
+    assert_eq!(taken, 10);
 }
 
 /// Above `EXACT_UP_TO` instants are kept at `length / EXACT_UP_TO` resolution: the window
