@@ -295,16 +295,9 @@ async fn nodes_starting_together_on_an_empty_database_all_migrate() {
         let migrated = node.await.expect("join");
         assert!(migrated.is_ok(), "node {i}: {migrated:?}");
     }
-    // And the schema is whole: a server starts on it.
+    // And the schema is whole: a server starts on it. (Whole servers starting together:
+    // `cluster_nodes::three_nodes_started_together_on_an_empty_database`.)
     spawn_on(url).await.stop().await;
-    // Whole servers starting together on another empty schema all come up.
-    let Some(url) = database_url(Backend::Postgres).await else {
-        return;
-    };
-    let (a, b, c) = tokio::join!(spawn_on(url.clone()), spawn_on(url.clone()), spawn_on(url));
-    for node in [a, b, c] {
-        node.stop().await;
-    }
 }
 
 /// A second `billing serve` on the SQLite file of a running one exits at once, saying why;
