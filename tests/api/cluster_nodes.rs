@@ -249,7 +249,8 @@ async fn a_node_that_lost_its_shard_writes_nothing_to_it() {
     .await;
     let id = sub["id"].as_str().expect("id").to_owned();
     let shard = shard_of(&id);
-    drop(app);
+    // Stopped, not only told to stop: its handover is done before we take the shard.
+    app.stop().await;
 
     // Two nodes of our own, driven by hand: the old owner takes the shard, then the new one
     // takes it over once the old lease expired.
