@@ -132,14 +132,15 @@ enum Record {
     /// One node (SQLite): this process sees every failure.
     Local(LocalWindows),
     /// Several nodes (PostgreSQL): the database counts, this process remembers what it learned.
-    Shared(shared::SharedFailures),
+    /// Boxed: it holds a `Store`, and there is one per process.
+    Shared(Box<shared::SharedFailures>),
 }
 
 impl AuthFailures {
     /// Counted in the database when several nodes can share it (PostgreSQL), else here.
     pub fn new(store: &Store) -> Self {
         let record = if store.shares_state() {
-            Record::Shared(shared::SharedFailures::new(store.clone(), LIMIT))
+            Record::Shared(Box::new(shared::SharedFailures::new(store.clone(), LIMIT)))
         } else {
             Record::Local(LocalWindows::default())
         };
