@@ -402,3 +402,32 @@ async fn three_nodes_started_together_on_an_empty_database() {
         started.expect("a node failed");
     }
 }
+
+/// An operator's change of an account's limits holds at once on every node: the node that took
+/// the change tells the others, which drop their cached copy of the account.
+#[tokio::test]
+async fn a_new_rate_limit_holds_at_once_on_every_node() {
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let a = spawn_on_with(url, short_leases).await;
+    let b = crate::common::spawn_node(&a).await;
+    // Node B has the account cached, unlimited.
+    a.lift_rate_limit().await;
+    for _ in 0..3 {
+        assert_eq!(b.get("/v1/account").await.status(), 200);
+    }
+    let response = a
+        .admin(Method::PATCH, &format!("/admin/accounts/{}", a.account_id))
+        .json(&json!({"rate_limit_per_minute": 2}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    let statuses = [
+        b.get("/v1/account").await.status().as_u16(),
+        b.get("/v1/account").await.status().as_u16(),
+        b.get("/v1/account").await.status().as_u16(),
+    ];
+    assert_eq!(statuses, [200, 200, 429], "node B kept the old limit");
+}
