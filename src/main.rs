@@ -100,8 +100,11 @@ enum ChaosCommand {
     /// values (or --throughput): the renewals/s of one burst with each number of nodes.
     Cluster {
         /// Comma-separated: kill, pause, terminate-db, rolling, cold-start.
-        #[arg(long, value_delimiter = ',',
-            default_value = "kill,pause,terminate-db,rolling,cold-start")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "kill,pause,terminate-db,rolling,cold-start"
+        )]
         scenarios: Vec<billing::chaos::cluster::Scenario>,
         /// How many times each scenario runs.
         #[arg(long, default_value_t = 1)]
@@ -343,13 +346,17 @@ async fn chaos_cluster(command: ChaosCommand, database_url: &str) -> anyhow::Res
         }
         return Ok(());
     }
-    let summary = billing::chaos::cluster::run(&options, &scenarios, runs, |_, index, report| {
-        match report {
-            Ok(report) => println!("run {} {report}", index + 1),
-            Err(err) => println!("run {} could not run: {err:#}", index + 1),
-        }
-    })
-    .await;
+    let summary =
+        billing::chaos::cluster::run(
+            &options,
+            &scenarios,
+            runs,
+            |_, index, report| match report {
+                Ok(report) => println!("run {} {report}", index + 1),
+                Err(err) => println!("run {} could not run: {err:#}", index + 1),
+            },
+        )
+        .await;
     println!("{summary}");
     if !summary.is_clean() {
         std::process::exit(1);

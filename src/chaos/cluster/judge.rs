@@ -45,11 +45,8 @@ async fn rows(
     columns: usize,
 ) -> anyhow::Result<Vec<Vec<String>>> {
     let backend = store.conn().get_database_backend();
-    let statement = Statement::from_sql_and_values(
-        backend,
-        sql,
-        [Value::from(account.as_str().to_owned())],
-    );
+    let statement =
+        Statement::from_sql_and_values(backend, sql, [Value::from(account.as_str().to_owned())]);
     let mut out = Vec::new();
     for row in store.conn().query_all_raw(statement).await? {
         let mut values = Vec::with_capacity(columns);
@@ -179,10 +176,7 @@ pub async fn webhooks(
                 if delivery.status != "delivered" {
                     breaches.push(Breach {
                         invariant: "a delivery to a receiver that always answers 200 not delivered",
-                        detail: format!(
-                            "{event_id} to {endpoint_id} is {}",
-                            delivery.status
-                        ),
+                        detail: format!("{event_id} to {endpoint_id} is {}", delivery.status),
                     });
                 }
             }
@@ -251,7 +245,11 @@ pub async fn webhooks(
 /// The account's subscriptions whose due renewal is not done yet (due and not charged, or
 /// charged and still pending), each with its id: the failover clock stops when none of a
 /// killed node's shards is left here.
-pub async fn undone(store: &Store, account: &AccountId, now_ms: i64) -> anyhow::Result<Vec<String>> {
+pub async fn undone(
+    store: &Store,
+    account: &AccountId,
+    now_ms: i64,
+) -> anyhow::Result<Vec<String>> {
     let backend = store.conn().get_database_backend();
     let statement = Statement::from_sql_and_values(
         backend,

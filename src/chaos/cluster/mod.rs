@@ -168,11 +168,20 @@ impl std::fmt::Display for RunReport {
             self.breaches.len(),
             self.elapsed.as_secs_f64()
         )?;
-        for breach in self.breaches.iter().take(MAX_LISTED) {
-            write!(f, "\n  VIOLATION {}: {}", breach.invariant, breach.detail)?;
+        // Grouped by invariant, a few examples each: one kind of fault can break one
+        // invariant hundreds of times and hide the others.
+        let mut kinds: Vec<(&str, Vec<&Breach>)> = Vec::new();
+        for breach in &self.breaches {
+            match kinds.iter_mut().find(|(k, _)| *k == breach.invariant) {
+                Some((_, list)) => list.push(breach),
+                None => kinds.push((breach.invariant, vec![breach])),
+            }
         }
-        if self.breaches.len() > MAX_LISTED {
-            write!(f, "\n  … and {} more", self.breaches.len() - MAX_LISTED)?;
+        for (invariant, list) in kinds {
+            write!(f, "\n  VIOLATION {invariant} ({} times)", list.len())?;
+            for breach in list.iter().take(LISTED_PER_KIND) {
+                write!(f, "\n    {}", breach.detail)?;
+            }
         }
         if let Some(kept) = &self.kept {
             write!(f, "\n  kept: {kept}")?;
@@ -181,8 +190,9 @@ impl std::fmt::Display for RunReport {
     }
 }
 
-/// Violations a run's line lists in full (the kept logs and schema hold the rest).
-const MAX_LISTED: usize = 20;
+/// Examples a run's line gives of each invariant broken (the kept schema and logs hold the
+/// rest).
+const LISTED_PER_KIND: usize = 3;
 
 /// The runs together.
 #[derive(Debug, Default)]
@@ -205,7 +215,9 @@ impl Summary {
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let secs = |d: Option<Duration>| d.map_or("n/a".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+        let secs = |d: Option<Duration>| {
+            d.map_or("n/a".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()))
+        };
         write!(
             f,
             "chaos cluster: {} runs, {} violations, {} errors, {} charges, longest failover \

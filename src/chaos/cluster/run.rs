@@ -28,11 +28,7 @@ const FAILOVER_BOUND: Duration = Duration::from_secs(120);
 const ACTIONS_AFTER_FAULT: Duration = Duration::from_secs(30);
 
 /// What every node is started with, apart from leases and paths.
-pub(super) fn node_spec(
-    options: &Options,
-    database_url: &str,
-    dir: &std::path::Path,
-) -> NodeSpec {
+pub(super) fn node_spec(options: &Options, database_url: &str, dir: &std::path::Path) -> NodeSpec {
     NodeSpec {
         binary: options.binary.clone(),
         database_url: database_url.to_owned(),
@@ -261,9 +257,7 @@ pub(super) async fn run_once(
     }
     .fresh(seed)
     .await?;
-    let dir = options
-        .dir
-        .join(format!("cluster-{scenario}-{seed:016x}"));
+    let dir = options.dir.join(format!("cluster-{scenario}-{seed:016x}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
     let tag = format!("{:08x}", rand::random::<u32>());
@@ -274,7 +268,15 @@ pub(super) async fn run_once(
         tag,
     )?;
     let mut cluster = cluster;
-    let outcome = with_processes(options, scenario, seed, &database.url, &sandbox, &mut cluster).await;
+    let outcome = with_processes(
+        options,
+        scenario,
+        seed,
+        &database.url,
+        &sandbox,
+        &mut cluster,
+    )
+    .await;
     cluster.stop_all().await;
     sandbox.stop().await;
     let mut report = outcome.with_context(|| {
@@ -310,7 +312,15 @@ async fn with_processes(
     cluster.wait_balanced(BURST_BOUND).await?;
     let front = cluster.front.base.clone();
     let shop = Arc::new(
-        Shop::open(&http, &front, ADMIN_TOKEN, &processor.base, &sandbox.base, &front).await?,
+        Shop::open(
+            &http,
+            &front,
+            ADMIN_TOKEN,
+            &processor.base,
+            &sandbox.base,
+            &front,
+        )
+        .await?,
     );
     let store = Store::connect(database_url).await?;
     let lead = Duration::from_secs(3) + Duration::from_millis(10 * options.subscriptions as u64);
@@ -356,7 +366,16 @@ async fn with_processes(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut crashes = Vec::new();
-    let fault = inject(options, scenario, cluster, &store, &shop, &mut rng, &mut crashes).await;
+    let fault = inject(
+        options,
+        scenario,
+        cluster,
+        &store,
+        &shop,
+        &mut rng,
+        &mut crashes,
+    )
+    .await;
     // Whatever the fault did, the action stream stops and the run settles and is judged.
     let burst_over = wait_done(&store, &shop, None, Instant::now(), ACTIONS_AFTER_FAULT)
         .await
@@ -368,7 +387,8 @@ async fn with_processes(
     let (fault, failover) = fault?;
     let settled = wait_settled(&store, &shop, options.settle_bound).await;
 
-    let (mut breaches, charges) = checks::charges(&store, &shop, Some(&processor), &expected).await?;
+    let (mut breaches, charges) =
+        checks::charges(&store, &shop, Some(&processor), &expected).await?;
     let endpoints: BTreeMap<usize, (String, Vec<&'static str>)> = workload::endpoint_types()
         .into_iter()
         .filter_map(|(n, types)| setup.endpoints.get(&n).map(|id| (n, (id.clone(), types))))
@@ -391,7 +411,14 @@ async fn with_processes(
     if let Err(err) = settled {
         breaches.push(Breach {
             invariant: "work left undone after the fault",
-            detail: format!("{err:#}{}", if burst_over { "" } else { " (the burst never ended)" }),
+            detail: format!(
+                "{err:#}{}",
+                if burst_over {
+                    ""
+                } else {
+                    " (the burst never ended)"
+                }
+            ),
         });
     }
     Ok(RunReport {
@@ -411,7 +438,9 @@ async fn with_processes(
 }
 
 fn describe_shards(shards: Option<&BTreeSet<u16>>) -> String {
-    shards.map_or("shards unknown".to_owned(), |s| format!("{} shards", s.len()))
+    shards.map_or("shards unknown".to_owned(), |s| {
+        format!("{} shards", s.len())
+    })
 }
 
 /// The scenario's fault: what it did in words, and the failover time it measured.
@@ -425,7 +454,10 @@ async fn inject(
     crashes: &mut Vec<Instant>,
 ) -> anyhow::Result<(String, Option<Duration>)> {
     match scenario {
-        Scenario::ColdStart => Ok((format!("{} nodes started together", cluster.nodes.len()), None)),
+        Scenario::ColdStart => Ok((
+            format!("{} nodes started together", cluster.nodes.len()),
+            None,
+        )),
         Scenario::Kill => {
             let (i, shards) = cluster.victim(rng).await;
             let left = undone_in(store, shop, shards.as_ref()).await?;

@@ -67,7 +67,9 @@ pub async fn throughput(options: &Options, nodes: usize) -> anyhow::Result<Throu
     }
     .fresh(seed)
     .await?;
-    let dir = options.dir.join(format!("cluster-throughput-{nodes}-{seed:016x}"));
+    let dir = options
+        .dir
+        .join(format!("cluster-throughput-{nodes}-{seed:016x}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
     let mut cluster = Cluster::new(
@@ -79,9 +81,8 @@ pub async fn throughput(options: &Options, nodes: usize) -> anyhow::Result<Throu
     let outcome = burst(options, nodes, seed, &database.url, &sandbox, &mut cluster).await;
     cluster.stop_all().await;
     sandbox.stop().await;
-    let mut report = outcome.with_context(|| {
-        format!("kept {}; logs {}", database.location, cluster.logs())
-    })?;
+    let mut report =
+        outcome.with_context(|| format!("kept {}; logs {}", database.location, cluster.logs()))?;
     if report.breaches.is_empty() {
         database.remove().await?;
         let _ = std::fs::remove_dir_all(&dir);
@@ -106,7 +107,15 @@ async fn burst(
     let front = cluster.front.base.clone();
     // Straight to the sandbox: nothing of the harness's on the processor's path.
     let shop = Arc::new(
-        Shop::open(&http, &front, ADMIN_TOKEN, &sandbox.base, &sandbox.base, &front).await?,
+        Shop::open(
+            &http,
+            &front,
+            ADMIN_TOKEN,
+            &sandbox.base,
+            &sandbox.base,
+            &front,
+        )
+        .await?,
     );
     let store = Store::connect(database_url).await?;
     let lead = Duration::from_secs(3) + Duration::from_millis(10 * options.subscriptions as u64);
@@ -126,7 +135,10 @@ async fn burst(
     let due = Instant::now();
     loop {
         let now = chrono::Utc::now().timestamp_millis();
-        if super::judge::undone(&store, &shop.account, now).await?.is_empty() {
+        if super::judge::undone(&store, &shop.account, now)
+            .await?
+            .is_empty()
+        {
             break;
         }
         anyhow::ensure!(

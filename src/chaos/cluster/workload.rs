@@ -38,7 +38,10 @@ pub struct Setup {
 
 /// The endpoints a run registers: number → event types.
 pub fn endpoint_types() -> Vec<(usize, Vec<&'static str>)> {
-    vec![(1, vec!["*"]), (2, vec!["charge.approved", "charge.declined"])]
+    vec![
+        (1, vec!["*"]),
+        (2, vec!["charge.approved", "charge.declined"]),
+    ]
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -70,8 +73,10 @@ pub async fn setup(
     let plan_b = send(
         http.post(format!("{front}/v1/plans"))
             .bearer_auth(&key)
-            .json(&json!({"name": "Cluster B", "monthly_amount_cents": PLAN_B_MONTHLY,
-                "annual_amount_cents": PLAN_B_MONTHLY * 10})),
+            .json(
+                &json!({"name": "Cluster B", "monthly_amount_cents": PLAN_B_MONTHLY,
+                "annual_amount_cents": PLAN_B_MONTHLY * 10}),
+            ),
     )
     .await?;
     let customer = shop.customer(0).await?;
