@@ -101,6 +101,7 @@ async fn finish(
     .await?;
     let sub = subscribe::build(
         NewSubscription {
+            id: txn.ownership().local_subscription_id(),
             account_id: account.id.clone(),
             customer_id,
             plan_id: session.plan_id.clone(),

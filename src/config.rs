@@ -96,17 +96,30 @@ pub struct Config {
         hide = true
     )]
     pub processor_recheck_base_ms: u64,
-    /// Milliseconds a due row loaded by the scheduler stays claimed by this process
-    /// (PostgreSQL): rows claimed by a process that died wait this long for another, or for
-    /// its restart.
+    /// The URL other nodes reach this node at, for requests about subscriptions whose shard
+    /// this node holds (PostgreSQL; default http://<bind>). Unique per node: a node started
+    /// on the URL of a node that died takes its shards over at once.
+    #[arg(long, env = "BILLING_NODE_URL", global = true)]
+    pub node_url: Option<String>,
+    /// Milliseconds a shard lease lasts without renewal (PostgreSQL): a node that dies holds
+    /// its shards this long before the others take them.
     #[arg(
         long,
-        env = "BILLING_TIMER_LEASE_MS",
-        default_value_t = 300_000,
+        env = "BILLING_LEASE_TTL_MS",
+        default_value_t = 10_000,
         global = true,
         hide = true
     )]
-    pub timer_lease_ms: u64,
+    pub lease_ttl_ms: u64,
+    /// Milliseconds between two renewals of this node's leases (and balancing passes).
+    #[arg(
+        long,
+        env = "BILLING_LEASE_RENEW_MS",
+        default_value_t = 2_000,
+        global = true,
+        hide = true
+    )]
+    pub lease_renew_ms: u64,
     /// How tenants' host names are resolved (webhook registration and delivery); `None`, the
     /// system's resolver. Tests set one they control (DNS rebinding).
     #[arg(skip)]
@@ -128,7 +141,9 @@ impl Config {
             processor_timeout_ms: 15_000,
             reconcile_interval_ms: 5_000,
             processor_recheck_base_ms: 5_000,
-            timer_lease_ms: 300_000,
+            node_url: None,
+            lease_ttl_ms: 10_000,
+            lease_renew_ms: 2_000,
             resolver: None,
         }
     }
@@ -155,6 +170,20 @@ impl Config {
         self.resolver
             .clone()
             .unwrap_or_else(crate::egress::system_resolver)
+    }
+
+    /// Where other nodes reach this one, without a trailing slash: `--node-url`, else
+    /// http://<bind> with an unspecified address (0.0.0.0, ::) read as loopback.
+    pub fn node_url(&self) -> String {
+        if let Some(url) = &self.node_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        match self.bind.parse::<std::net::SocketAddr>() {
+            Ok(addr) if addr.ip().is_unspecified() => {
+                format!("http://127.0.0.1:{}", addr.port())
+            }
+            _ => format!("http://{}", self.bind),
+        }
     }
 
     /// The public base URL, without a trailing slash.

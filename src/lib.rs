@@ -28,6 +28,7 @@ pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod checkout_settlement;
+pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod egress;
@@ -118,6 +119,18 @@ fn describe_metrics() {
         "Webhook delivery attempts, by outcome (delivered, retrying, failed); incremented by the webhook endpoint actors."
     );
     describe_gauge!("actors_live", "Live actors, by kind.");
+    describe_gauge!(
+        "cluster_shards_held",
+        "Shards (of 256) this node holds under a lease it trusts (PostgreSQL)."
+    );
+    describe_counter!(
+        "cluster_forwarded_messages_total",
+        "Actor messages sent to the node holding their shard, by result (ok, moving, failed)."
+    );
+    describe_counter!(
+        "cluster_fenced_writes_total",
+        "Writes refused because this node no longer held the shard (another node took it over)."
+    );
     describe_counter!("actor_restarts_total", "Actors that failed, by kind.");
     describe_gauge!(
         "timer_queue_depth",
@@ -157,6 +170,22 @@ pub async fn run(
     config.bind = local.to_string();
     let store = Store::connect(&config.database_url).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
+    // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
+    // fenced by the shards it holds, and messages for other shards are forwarded.
+    let (store, forwarder) = if store.is_postgres() {
+        let node = format!("node_{}", uuid::Uuid::now_v7().simple());
+        let store = store.with_ownership(Arc::new(cluster::Ownership::clustered(node)));
+        let secret = store
+            .setting_insert_once(
+                cluster::forward::SECRET_SETTING,
+                &secrets::random_token("cls_", 40),
+            )
+            .await?;
+        let forwarder = cluster::forward::Forwarder::new(store.clone(), secret)?;
+        (store, Some(forwarder))
+    } else {
+        (store, None)
+    };
     first_start.print(&config.public_url());
     let processor =
         ProcessorClient::with_timeout(Duration::from_millis(config.processor_timeout_ms))?;
@@ -169,8 +198,32 @@ pub async fn run(
         charger.clone(),
         Duration::from_secs(config.actor_idle_secs),
         webhooks::send::Clients::new(&config)?,
+        forwarder,
     )
     .await?;
+    let leases = if store.ownership().is_single() {
+        None
+    } else {
+        let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
+        let watcher = runtime.clone();
+        runtime.track(tokio::spawn(async move {
+            while let Some(change) = changed.recv().await {
+                watcher.on_lease_change(change);
+            }
+        }));
+        let leases = cluster::lease::Leases::start(
+            store.clone(),
+            Arc::clone(store.ownership()),
+            config.node_url(),
+            cluster::lease::Timing {
+                ttl: Duration::from_millis(config.lease_ttl_ms.max(100)),
+                renew: Duration::from_millis(config.lease_renew_ms.max(10)),
+            },
+            changes,
+        )
+        .await?;
+        Some(leases)
+    };
     // The in-process sandbox's administration takes the server's own admin token.
     let sandbox = SandboxProcessor::new(
         SandboxConfig::default(),
@@ -210,9 +263,8 @@ pub async fn run(
         Arc::clone(&state.ready),
         arms,
         reconcile_every,
-        Duration::from_millis(state.config.timer_lease_ms),
     );
-    tracing::info!(address = %local, "billing listening");
+    tracing::info!(address = %local, node = %runtime.ownership().node(), "billing listening");
     // The peer's address reaches the handlers (`ConnectInfo`), for the limit of failed
     // authentications per client address.
     let served = axum::serve(
@@ -223,6 +275,11 @@ pub async fn run(
     .await;
     drop(stop_purge);
     runtime.stop().await;
+    // Only after every actor stopped: the shards go to the other nodes at once.
+    if let Some(leases) = leases {
+        leases.leave().await;
+        runtime.announce_release().await;
+    }
     served?;
     Ok(())
 }

@@ -73,8 +73,7 @@ enum Command {
         /// Where SQLite databases and server logs go (kept only for runs that break).
         #[arg(long, default_value = "target/chaos-data")]
         dir: std::path::PathBuf,
-        /// The server's lease on due rows it loads (PostgreSQL); the production value,
-        /// 300000, makes renewals claimed by the killed server wait 5 minutes.
+        /// The server's shard leases (PostgreSQL, `BILLING_LEASE_TTL_MS`).
         #[arg(long, default_value_t = 5_000)]
         timer_lease_ms: u64,
     },

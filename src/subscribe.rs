@@ -26,6 +26,8 @@ pub enum Start {
 /// What a new subscription is made of.
 #[derive(Clone, Debug)]
 pub struct NewSubscription {
+    /// Its id (`cluster::Ownership::local_subscription_id`, or any fresh one).
+    pub id: SubscriptionId,
     pub account_id: String,
     pub customer_id: String,
     pub plan_id: String,
@@ -55,7 +57,7 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         }
     };
     Subscription {
-        id: SubscriptionId::generate().into_string(),
+        id: new.id.into_string(),
         account_id: new.account_id,
         customer_id: new.customer_id,
         plan_id: new.plan_id,
@@ -94,6 +96,7 @@ mod tests {
 
     fn new(start: Start) -> NewSubscription {
         NewSubscription {
+            id: SubscriptionId::generate(),
             account_id: "acct_1".into(),
             customer_id: "cus_1".into(),
             plan_id: "plan_1".into(),

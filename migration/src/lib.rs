@@ -20,6 +20,7 @@ mod m20261123_000008_due_claims;
 mod m20261124_000009_money_invariants;
 mod m20261124_000010_processor_outcomes;
 mod m20261124_000011_idempotency_purge;
+mod m20261124_000012_cluster;
 
 pub struct Migrator;
 
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000009_money_invariants::Migration),
             Box::new(m20261124_000011_idempotency_purge::Migration),
             Box::new(m20261124_000010_processor_outcomes::Migration),
+            Box::new(m20261124_000012_cluster::Migration),
         ]
     }
 }

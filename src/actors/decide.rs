@@ -185,6 +185,7 @@ mod tests {
         let schedule = Schedule::starting(start, Cycle::Monthly);
         let mut sub = crate::subscribe::build(
             crate::subscribe::NewSubscription {
+                id: crate::ids::SubscriptionId::generate(),
                 account_id: "acct_1".into(),
                 customer_id: "cus_1".into(),
                 plan_id: "plan_1".into(),

@@ -147,6 +147,11 @@ impl EndpointActor {
                 .take(room)
                 .collect();
             for delivery in fresh {
+                // A shard given away stops sending at once; what was not sent, its new
+                // owner sends.
+                if !self.runtime.owns(&state.id) {
+                    break;
+                }
                 let Some(body) = store.event_body(&delivery.event_id).await? else {
                     continue;
                 };
@@ -243,7 +248,8 @@ pub fn spawn_webhooks(runtime: Runtime) {
             tokio::select! {
                 Some(endpoint_id) = signals.recv() => runtime.wake_endpoint(&endpoint_id).await,
                 _ = sweep.tick() => match runtime.store().active_webhook_endpoint_ids().await {
-                    Ok(ids) => for (id, _) in ids {
+                    // Each node sweeps the endpoints of its own shards.
+                    Ok(ids) => for (id, _) in ids.into_iter().filter(|(id, _)| runtime.owns(id)) {
                         runtime.wake_endpoint(&id).await;
                     },
                     Err(err) => tracing::warn!(error = %err, "webhook sweep failed"),
@@ -294,8 +300,13 @@ impl Runtime {
         }
     }
 
-    /// Tells the endpoint's actor to look for due deliveries.
+    /// Tells the endpoint's actor to look for due deliveries; in a cluster, the one on the
+    /// node holding the endpoint's shard.
     pub async fn wake_endpoint(&self, id: &str) {
+        if !self.owns(id) {
+            self.wake_remote(id);
+            return;
+        }
         if let Some(handle) = self.endpoint_actor(id).await
             && !handle.wake_queued.swap(true, Ordering::AcqRel)
             && handle.actor.cast(EndpointMsg::Wake).is_err()
@@ -312,8 +323,68 @@ impl Runtime {
         }
     }
 
+    /// Wakes an endpoint held by another node, through that node. Wakes of one endpoint are
+    /// coalesced: while one is on its way, later ones only ask for one more after it (the
+    /// owner's actor reads every due row when it wakes).
+    fn wake_remote(&self, id: &str) {
+        use dashmap::mapref::entry::Entry;
+        match self.inner.remote_wakes.entry(id.to_owned()) {
+            Entry::Occupied(mut again) => {
+                *again.get_mut() = true;
+                return;
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(false);
+            }
+        }
+        let runtime = self.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            loop {
+                if let Err(err) = runtime.endpoint_message(&id, super::Message::Wake).await {
+                    // The 30-second sweep of the owner finds its due rows anyway.
+                    tracing::debug!(endpoint = %id, error = %err, "a remote wake was not delivered");
+                }
+                let done = runtime
+                    .inner
+                    .remote_wakes
+                    .remove_if(&id, |_, again| !*again)
+                    .is_some();
+                if done {
+                    break;
+                }
+                if let Some(mut again) = runtime.inner.remote_wakes.get_mut(&id) {
+                    *again = false;
+                }
+            }
+        });
+    }
+
+    /// Sends an endpoint's message to the node holding its shard.
+    async fn endpoint_message(
+        &self,
+        id: &str,
+        message: super::Message,
+    ) -> Result<(), super::ActionError> {
+        let shard = crate::cluster::shard_of(id);
+        match self.forward(shard, id, message).await? {
+            super::Reply::Done => Ok(()),
+            other => Err(super::unexpected(other)),
+        }
+    }
+
+    /// Handles `Flush` of one endpoint held here.
+    pub(super) async fn flush_endpoint(&self, id: &str) {
+        if let Some(EndpointHandle { actor, .. }) = self.endpoint_actor(id).await {
+            let _ = actor
+                .call(EndpointMsg::Flush, Some(Duration::from_secs(20)))
+                .await;
+        }
+    }
+
     /// Runs every delivery of `account` due by its clock's now and waits for their outcomes
-    /// (the test clock's promise), each endpoint in parallel, bounded by one attempt timeout.
+    /// (the test clock's promise), each endpoint in parallel, bounded by one attempt timeout;
+    /// an endpoint held by another node is flushed there.
     pub async fn flush_endpoints(&self, account: &AccountId) -> crate::store::StoreResult<()> {
         let ids = self.store().active_webhook_endpoint_ids().await?;
         let mut waits = tokio::task::JoinSet::new();
@@ -321,6 +392,15 @@ impl Runtime {
             .into_iter()
             .filter(|(_, owner)| owner == account.as_str())
         {
+            if !self.owns(&id) {
+                let runtime = self.clone();
+                waits.spawn(async move {
+                    if let Err(err) = runtime.endpoint_message(&id, super::Message::Flush).await {
+                        tracing::warn!(endpoint = %id, error = %err, "flushing a remote endpoint failed");
+                    }
+                });
+                continue;
+            }
             if let Some(EndpointHandle { actor, .. }) = self.endpoint_actor(&id).await {
                 waits.spawn(async move {
                     let _ = actor

@@ -17,6 +17,7 @@ mod subscription;
 pub mod tree;
 
 use crate::charges::Charger;
+use crate::cluster::forward::{Message, Reply};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
@@ -48,7 +49,8 @@ const SLOT_TIMEOUT: Duration = Duration::from_secs(60);
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A change requested through the API.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     Cancel {
         at_period_end: bool,
@@ -73,7 +75,7 @@ pub enum Command {
     },
 }
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct ActionOutcome {
     pub subscription: Subscription,
     pub charge: Option<ChargeAttempt>,
@@ -96,6 +98,12 @@ pub enum ActionError {
     Store(#[from] StoreError),
     #[error("the subscription's actor did not answer")]
     Unavailable,
+    /// The subscription's shard is between two nodes (`cluster`): nothing was done.
+    #[error("the subscription's shard is moving to another node")]
+    Moving,
+    /// The owner node failed; its cause is in that node's log.
+    #[error("the owner node failed: {0}")]
+    Remote(String),
 }
 
 pub enum SubscriptionMsg {
@@ -126,6 +134,9 @@ struct Inner {
     tree: Tree,
     subscriptions: Arc<KindRegistry<SubscriptionMsg>>,
     endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
+    /// Endpoints of other nodes with a wake on its way, and whether another was asked for
+    /// meanwhile (`Runtime::wake_remote`).
+    remote_wakes: dashmap::DashMap<String, bool>,
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
     endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
     in_flight: Arc<tokio::sync::Semaphore>,
@@ -143,6 +154,10 @@ struct Inner {
     idle: Duration,
     /// The background loops (scheduler, reconciler, webhook signals), stopped with the service.
     loops: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// What this node holds (the store's, shared).
+    ownership: Arc<crate::cluster::Ownership>,
+    /// In a cluster, the way to other nodes' actors.
+    forwarder: Option<crate::cluster::forward::Forwarder>,
 }
 
 /// The handle every part of the service uses to reach subscription actors.
@@ -187,6 +202,17 @@ impl Actor for SubscriptionActor {
         msg: SubscriptionMsg,
         state: &mut ActorState,
     ) -> Result<(), ActorProcessingErr> {
+        if !matches!(msg, SubscriptionMsg::IdleCheck) && !self.runtime.owns(&state.id) {
+            // The shard moved to another node while this message waited: refused, and the
+            // actor stops (the sender finds the new owner).
+            refuse(msg);
+            self.runtime
+                .inner
+                .subscriptions
+                .forget(&state.id, myself.get_id(), false);
+            myself.stop(None);
+            return Ok(());
+        }
         if matches!(msg, SubscriptionMsg::IdleCheck) {
             let idle = state.last_message.elapsed();
             if idle >= self.runtime.inner.idle {
@@ -206,6 +232,18 @@ impl Actor for SubscriptionActor {
         state.stats.end();
         state.last_message = Instant::now();
         result
+    }
+}
+
+/// Answers `msg` with `ActionError::Moving` without handling it.
+fn refuse(msg: SubscriptionMsg) {
+    match msg {
+        SubscriptionMsg::Act(_, reply) => drop(reply.send(Err(ActionError::Moving))),
+        SubscriptionMsg::Preview { reply, .. } => drop(reply.send(Err(ActionError::Moving))),
+        SubscriptionMsg::Due(reply) | SubscriptionMsg::Outcome { reply, .. } => {
+            drop(reply.send(Err(ActionError::Moving)))
+        }
+        SubscriptionMsg::IdleCheck => {}
     }
 }
 
@@ -272,11 +310,13 @@ impl Runtime {
         charger: Charger,
         idle: Duration,
         webhook_clients: crate::webhooks::send::Clients,
+        forwarder: Option<crate::cluster::forward::Forwarder>,
     ) -> anyhow::Result<(Self, tokio::sync::mpsc::UnboundedReceiver<Arm>)> {
         let tree = Tree::start().await?;
         let subscriptions = tree.register::<SubscriptionMsg>("subscription");
         let endpoints = tree.register::<endpoint::EndpointMsg>("webhook_endpoint");
         let (arms, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let store_ownership = &Arc::clone(store.ownership());
         let inner = Arc::new(Inner {
             arms,
             clock: Clock::new(store.clone()),
@@ -286,12 +326,15 @@ impl Runtime {
             subscriptions,
             endpoints,
             endpoint_wakes: dashmap::DashMap::new(),
+            remote_wakes: dashmap::DashMap::new(),
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             in_flight_slots: dashmap::DashMap::new(),
             webhook_clients,
             accounts: dashmap::DashMap::new(),
             idle,
             loops: std::sync::Mutex::new(Vec::new()),
+            ownership: Arc::clone(store_ownership),
+            forwarder,
         });
         Ok((Self { inner }, receiver))
     }
@@ -336,7 +379,22 @@ impl Runtime {
     }
 
     /// Tells the scheduler that subscription `id` is due at `due_ms` (account clock, `now_ms`).
+    /// A subscription of another node's shard that is due already gets its `Due` there now
+    /// (that node's scheduler would find a timer set behind its marks only at its next full
+    /// rescan); a later one is loaded by that node's scheduler when it comes near.
     pub fn arm_at(&self, id: &str, due_ms: i64, now_ms: i64) {
+        if !self.owns(id) {
+            if due_ms <= now_ms {
+                let runtime = self.clone();
+                let id = id.to_owned();
+                tokio::spawn(async move {
+                    if let Err(err) = runtime.due(&id).await {
+                        tracing::warn!(subscription = %id, error = %err, "a remote timer was not delivered; its node finds it at its next full rescan");
+                    }
+                });
+            }
+            return;
+        }
         let delay = Duration::from_millis(u64::try_from(due_ms - now_ms).unwrap_or(0));
         let _ = self.inner.arms.send(Arm {
             subscription_id: id.to_owned(),
@@ -459,11 +517,26 @@ impl Runtime {
     }
 
     pub async fn act(&self, id: &str, command: Command) -> Result<ActionOutcome, ActionError> {
+        if let Some(shard) = self.elsewhere(id) {
+            return match self.forward(shard, id, Message::Act { command }).await? {
+                Reply::Action(outcome) => Ok(*outcome),
+                other => Err(unexpected(other)),
+            };
+        }
         self.call(id, |reply| SubscriptionMsg::Act(command.clone(), reply))
             .await
     }
 
     pub async fn preview(&self, id: &str, plan_id: &str) -> Result<i64, ActionError> {
+        if let Some(shard) = self.elsewhere(id) {
+            let message = Message::Preview {
+                plan_id: plan_id.to_owned(),
+            };
+            return match self.forward(shard, id, message).await? {
+                Reply::Amount(amount) => Ok(amount),
+                other => Err(unexpected(other)),
+            };
+        }
         self.call(id, |reply| SubscriptionMsg::Preview {
             plan_id: plan_id.to_owned(),
             reply,
@@ -472,6 +545,12 @@ impl Runtime {
     }
 
     pub async fn due(&self, id: &str) -> Result<(), ActionError> {
+        if let Some(shard) = self.elsewhere(id) {
+            return match self.forward(shard, id, Message::Due).await? {
+                Reply::Done => Ok(()),
+                other => Err(unexpected(other)),
+            };
+        }
         self.call(id, SubscriptionMsg::Due).await
     }
 
@@ -484,6 +563,19 @@ impl Runtime {
         transaction_id: Option<&str>,
         event: Option<ProcessorEvent>,
     ) -> Result<(), ActionError> {
+        if let Some(shard) = self.elsewhere(subscription_id) {
+            let message = Message::Outcome {
+                charge_id: charge_id.to_owned(),
+                raw_status: raw_status.to_owned(),
+                message: message.map(str::to_owned),
+                transaction_id: transaction_id.map(str::to_owned),
+                event,
+            };
+            return match self.forward(shard, subscription_id, message).await? {
+                Reply::Done => Ok(()),
+                other => Err(unexpected(other)),
+            };
+        }
         self.call(subscription_id, |reply| SubscriptionMsg::Outcome {
             charge_id: charge_id.to_owned(),
             raw_status: raw_status.to_owned(),
@@ -493,5 +585,167 @@ impl Runtime {
             reply,
         })
         .await
+    }
+
+    /// What this node holds.
+    pub fn ownership(&self) -> &Arc<crate::cluster::Ownership> {
+        &self.inner.ownership
+    }
+
+    /// Whether this node may act on subscription or endpoint `id` now.
+    pub fn owns(&self, id: &str) -> bool {
+        self.inner.ownership.owns(id)
+    }
+
+    /// The shard of `id` when another node holds it (its messages are forwarded).
+    fn elsewhere(&self, id: &str) -> Option<u16> {
+        let shard = crate::cluster::shard_of(id);
+        self.inner.ownership.epoch(shard).is_none().then_some(shard)
+    }
+
+    async fn forward(&self, shard: u16, id: &str, message: Message) -> Result<Reply, ActionError> {
+        let Some(forwarder) = &self.inner.forwarder else {
+            return Err(ActionError::Moving);
+        };
+        match forwarder.send(shard, id, &message).await? {
+            Reply::Failed(err) => Err(err.into()),
+            reply => Ok(reply),
+        }
+    }
+
+    /// Handles a message another node forwarded, if this node holds the id's shard under
+    /// `epoch` (the one the sender saw); `None` otherwise (the sender looks again).
+    pub async fn handle_forwarded(&self, id: &str, epoch: i64, message: Message) -> Option<Reply> {
+        if self.inner.ownership.epoch(crate::cluster::shard_of(id)) != Some(epoch) {
+            return None;
+        }
+        let reply = match message {
+            Message::Wake => {
+                self.wake_endpoint(id).await;
+                Ok(Reply::Done)
+            }
+            Message::Flush => {
+                self.flush_endpoint(id).await;
+                Ok(Reply::Done)
+            }
+            Message::Act { command } => self
+                .call(id, |reply| SubscriptionMsg::Act(command.clone(), reply))
+                .await
+                .map(|outcome| Reply::Action(Box::new(outcome))),
+            Message::Preview { plan_id } => self
+                .call(id, |reply| SubscriptionMsg::Preview {
+                    plan_id: plan_id.clone(),
+                    reply,
+                })
+                .await
+                .map(Reply::Amount),
+            Message::Due => self
+                .call(id, SubscriptionMsg::Due)
+                .await
+                .map(|()| Reply::Done),
+            Message::Outcome {
+                charge_id,
+                raw_status,
+                message,
+                transaction_id,
+                event,
+            } => self
+                .call(id, |reply| SubscriptionMsg::Outcome {
+                    charge_id: charge_id.clone(),
+                    raw_status: raw_status.clone(),
+                    message: message.clone(),
+                    transaction_id: transaction_id.clone(),
+                    event: event.clone().map(Box::new),
+                    reply,
+                })
+                .await
+                .map(|()| Reply::Done),
+        };
+        Some(reply.unwrap_or_else(|err| Reply::Failed(err.into())))
+    }
+
+    /// Moves an account's test clock and tells every other node before answering, so that
+    /// the timers it then runs (on whichever node holds them) see the new instant.
+    pub async fn advance_clock(&self, account: &AccountId, millis: i64) -> Result<i64, StoreError> {
+        let now = self.clock().advance(account, millis).await?;
+        if let Some(forwarder) = &self.inner.forwarder {
+            let offset_ms = self.clock().offset_ms(account).await?;
+            forwarder
+                .broadcast(&crate::cluster::forward::Broadcast::Clock {
+                    account_id: account.as_str().to_owned(),
+                    offset_ms,
+                })
+                .await?;
+        }
+        Ok(now)
+    }
+
+    /// Tells every other node that an operator changed `account` (its cached copies go).
+    pub async fn account_changed(&self, account: &str) -> Result<(), StoreError> {
+        self.inner.accounts.remove(account);
+        if let Some(forwarder) = &self.inner.forwarder {
+            forwarder
+                .broadcast(&crate::cluster::forward::Broadcast::Account {
+                    account_id: account.to_owned(),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Applies a change another node broadcast; the API-key cache is the caller's.
+    pub fn apply_broadcast(&self, change: &crate::cluster::forward::Broadcast) {
+        use crate::cluster::forward::Broadcast;
+        match change {
+            Broadcast::Clock {
+                account_id,
+                offset_ms,
+            } => self.clock().set_offset(account_id, *offset_ms),
+            Broadcast::Account { account_id } => {
+                self.inner.accounts.remove(account_id);
+            }
+            Broadcast::Released => self.inner.ownership.nudge(),
+        }
+    }
+
+    /// Tells the other nodes that this one gave its shards back (graceful shutdown).
+    pub async fn announce_release(&self) {
+        if let Some(forwarder) = &self.inner.forwarder
+            && let Err(err) = forwarder
+                .broadcast(&crate::cluster::forward::Broadcast::Released)
+                .await
+        {
+            tracing::warn!(error = %err, "could not tell the other nodes; they take the shards at their next pass");
+        }
+    }
+
+    /// The forwarder, in a cluster (its secret authenticates internal requests).
+    pub fn forwarder(&self) -> Option<&crate::cluster::forward::Forwarder> {
+        self.inner.forwarder.as_ref()
+    }
+
+    /// Reacts to a change of this node's holdings: a lost shard's actors stop; a gained
+    /// shard's timers and charges are picked up by the background loops (`Ownership::gains`).
+    pub fn on_lease_change(&self, change: crate::cluster::lease::Change) {
+        use crate::cluster::lease::Change;
+        match change {
+            Change::Lost(shard) => self.stop_shard(shard),
+            Change::Gained(_) => self.clock().forget_all(),
+        }
+    }
+
+    /// Stops the live actors of `shard` (this node lost or gave it back).
+    pub fn stop_shard(&self, shard: u16) {
+        let of_shard = |id: &str| crate::cluster::shard_of(id) == shard;
+        self.inner.subscriptions.stop_matching(of_shard);
+        self.inner.endpoints.stop_matching(of_shard);
+    }
+}
+
+/// A reply of the wrong kind (a newer node's answer this one does not know).
+fn unexpected(reply: Reply) -> ActionError {
+    match reply {
+        Reply::Failed(err) => err.into(),
+        other => ActionError::Remote(format!("unexpected reply {other:?}")),
     }
 }

@@ -17,7 +17,6 @@ use super::Runtime;
 use crate::domain::recheck::stale_after;
 use crate::ids::AccountId;
 use crate::store::charges::ChargeAttempt;
-use crate::store::subscriptions::DueClaim;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,48 +43,52 @@ pub struct Arm {
 }
 
 /// Starts both loops; `ready` is set once the first load has armed every due timer. The
-/// reconciler runs a pass every `reconcile_every` (`Config::reconcile_interval_ms`). A loaded
-/// due row stays claimed by this process for `timer_lease` (`Config::timer_lease_ms`;
-/// PostgreSQL, see `Store::due_timers_page`): a row still in the window when its claim ends is
-/// claimed again by the next full rescan; a row of a process that died is loaded by another
-/// (or by its own restart) only after this.
+/// reconciler runs a pass every `reconcile_every` (`Config::reconcile_interval_ms`). In a
+/// cluster both work only on the shards this node holds, and start over on a shard it gains:
+/// the scheduler loads the gained shard's timers from the start (a dead owner's due rows lie
+/// before this node's marks), the reconciler asks about its pending charges at once.
 pub fn spawn_background(
     runtime: Runtime,
     ready: Arc<AtomicBool>,
     arms: mpsc::UnboundedReceiver<Arm>,
     reconcile_every: Duration,
-    timer_lease: Duration,
 ) {
-    runtime.track(tokio::spawn(schedule(
-        runtime.clone(),
-        ready,
-        arms,
-        timer_lease,
-    )));
+    runtime.track(tokio::spawn(schedule(runtime.clone(), ready, arms)));
     let reconciler = runtime.clone();
     runtime.track(tokio::spawn(async move {
         let runtime = reconciler;
+        let mut gains = runtime.ownership().gains();
         // At start nothing is in flight in this process: every pending charge is a leftover of
-        // the previous one (perhaps posted, perhaps not), so ask about all of them at once.
-        let now = chrono::Utc::now().timestamp_millis();
-        match runtime
-            .store()
-            .stale_pending_charges(now + 1, RECONCILE_BATCH)
-            .await
-        {
-            Ok(charges) => {
-                reconcile(&runtime, charges).await;
-            }
-            Err(err) => tracing::warn!(error = %err, "start-up reconciliation failed"),
-        }
+        // the previous one (perhaps posted, perhaps not), so ask about all of them at once; the
+        // same for the charges of a shard taken over from another node.
+        reconcile_leftovers(&runtime).await;
         loop {
-            tokio::time::sleep(reconcile_every).await;
-            let now = chrono::Utc::now().timestamp_millis();
-            if let Err(err) = reconcile_once(&runtime, now).await {
-                tracing::warn!(error = %err, "reconciler pass failed");
+            tokio::select! {
+                _ = tokio::time::sleep(reconcile_every) => {
+                    let now = chrono::Utc::now().timestamp_millis();
+                    if let Err(err) = reconcile_once(&runtime, now).await {
+                        tracing::warn!(error = %err, "reconciler pass failed");
+                    }
+                }
+                Ok(()) = gains.changed() => reconcile_leftovers(&runtime).await,
             }
         }
     }));
+}
+
+/// Asks about every pending charge of the shards this node holds, whatever its age.
+async fn reconcile_leftovers(runtime: &Runtime) {
+    let now = chrono::Utc::now().timestamp_millis();
+    match runtime
+        .store()
+        .stale_pending_charges(now + 1, RECONCILE_BATCH)
+        .await
+    {
+        Ok(charges) => {
+            reconcile(runtime, charges).await;
+        }
+        Err(err) => tracing::warn!(error = %err, "reconciling left-over charges failed"),
+    }
 }
 
 /// The soon-due window: subscription id → its queue entry.
@@ -122,7 +125,6 @@ async fn schedule(
     runtime: Runtime,
     ready: Arc<AtomicBool>,
     mut arms: mpsc::UnboundedReceiver<Arm>,
-    lease: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(CONCURRENCY));
     let mut window = Window {
@@ -132,6 +134,7 @@ async fn schedule(
         last_full: tokio::time::Instant::now(),
     };
     let mut load = tokio::time::interval(LOAD_EVERY);
+    let mut gains = runtime.ownership().gains();
     metrics::gauge!("timer_queue_depth").set(0.0);
     loop {
         tokio::select! {
@@ -139,6 +142,10 @@ async fn schedule(
                 let id = expired.into_inner();
                 window.keys.remove(&id);
                 metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
+                // A shard given away since the timer was loaded: its new owner loads it.
+                if !runtime.owns(&id) {
+                    continue;
+                }
                 let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
                 let runtime = runtime.clone();
                 tokio::spawn(async move {
@@ -156,10 +163,17 @@ async fn schedule(
                 }
             }
             _ = load.tick() => {
-                if let Err(err) = load_window(&runtime, &mut window, lease).await {
+                if let Err(err) = load_window(&runtime, &mut window).await {
                     tracing::warn!(error = %err, "loading due timers failed");
                 }
                 ready.store(true, Ordering::Release);
+            }
+            Ok(()) = gains.changed() => {
+                // Loaded from the start: the gained shards' due rows may lie before the marks.
+                window.marks.clear();
+                if let Err(err) = load_window(&runtime, &mut window).await {
+                    tracing::warn!(error = %err, "loading due timers failed");
+                }
             }
         }
     }
@@ -168,29 +182,31 @@ async fn schedule(
 /// Arms every timer due within the window, per account in the account's clock, walking the
 /// due rows in pages of `LOAD_BATCH` by (due_at, id) so that any number due at one instant is
 /// loaded in one pass.
-async fn load_window(
-    runtime: &Runtime,
-    window: &mut Window,
-    lease: Duration,
-) -> anyhow::Result<()> {
+async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<()> {
     if window.last_full.elapsed() >= FULL_RESCAN {
         window.marks.clear();
         window.last_full = tokio::time::Instant::now();
+    }
+    let ownership = runtime.ownership();
+    let held = (!ownership.is_single()).then(|| ownership.held_shards());
+    if held.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(());
     }
     for account in runtime.store().all_accounts().await? {
         let account_id = AccountId::from_stored(account.id.clone());
         let now = runtime.clock().now_ms(&account_id).await?;
         let horizon = now + WINDOW.as_millis() as i64;
-        let wall = chrono::Utc::now().timestamp_millis();
-        let claim = DueClaim {
-            now_ms: wall,
-            until_ms: wall + lease.as_millis() as i64,
-        };
         let mut after = window.marks.get(&account.id).cloned();
         loop {
             let page = runtime
                 .store()
-                .due_timers_page(&account_id, horizon, after.take(), LOAD_BATCH, claim)
+                .due_timers_page(
+                    &account_id,
+                    horizon,
+                    after.take(),
+                    LOAD_BATCH,
+                    held.as_deref(),
+                )
                 .await?;
             let full = page.len() as u64 == LOAD_BATCH;
             let last = page.last().map(|(id, due)| (*due, id.clone()));
@@ -226,8 +242,11 @@ pub async fn reconcile_once(runtime: &Runtime, now_ms: i64) -> anyhow::Result<us
     Ok(reconcile(runtime, charges).await)
 }
 
-/// Rechecks `charges`, a few at a time; a failure of one never stops the others.
-async fn reconcile(runtime: &Runtime, charges: Vec<ChargeAttempt>) -> usize {
+/// Rechecks `charges` of the shards this node holds (a subscription's charge belongs to the
+/// subscription's shard, a checkout's to its own id's), a few at a time; a failure of one
+/// never stops the others.
+async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize {
+    charges.retain(|c| runtime.owns(c.subscription_id.as_deref().unwrap_or(&c.id)));
     let slots = Arc::new(Semaphore::new(RECONCILE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
     for charge in charges {

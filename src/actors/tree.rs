@@ -166,6 +166,23 @@ impl<M: Message> KindRegistry<M> {
         Ok((actor, stats))
     }
 
+    /// Stops every live actor whose id matches (their shard moved to another node). A message
+    /// in a stopped actor's mailbox is dropped unanswered: its sender respawns or forwards.
+    pub fn stop_matching(&self, matches: impl Fn(&str) -> bool) {
+        let ids: Vec<String> = self
+            .live
+            .iter()
+            .filter(|live| matches(live.key()))
+            .map(|live| live.key().clone())
+            .collect();
+        for id in ids {
+            if let Some((actor, _)) = self.get(&id) {
+                self.forget(&id, actor.get_id(), false);
+                actor.stop(None);
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.live.len()
     }

@@ -195,6 +195,9 @@ async fn update_account_limits(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
     state.keys.forget_account(&account.id);
+    // Other nodes drop their cached copies before this answers, so the new limits hold
+    // wherever the next request lands.
+    state.runtime.account_changed(&account.id).await?;
     Ok(Json(AccountOut::new(
         &account,
         None,

@@ -27,6 +27,76 @@ pub fn admin_router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_actors))
         .routes(routes!(delete_plan))
         .routes(routes!(list_charge_conflicts))
+        .routes(routes!(cluster))
+}
+
+/// One node of the cluster.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NodeOut {
+    pub id: String,
+    /// Where other nodes forward requests to it.
+    pub url: String,
+    /// Whether its heartbeat is current and it is not leaving.
+    pub live: bool,
+    /// Shards it holds under an unexpired lease.
+    pub shards: u64,
+}
+
+/// The cluster as this node sees it (PostgreSQL); on SQLite, this one node holding every shard.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterOut {
+    /// This node's id.
+    pub node: String,
+    pub nodes: Vec<NodeOut>,
+    /// The shards this node holds now (out of 256).
+    pub shards_owned: Vec<u16>,
+}
+
+#[utoipa::path(get, path = "/admin/cluster", tag = "admin",
+    responses((status = 200, body = ClusterOut), (status = 401, body = ErrorBody)))]
+async fn cluster(State(state): State<AppState>) -> ApiResult<Json<ClusterOut>> {
+    let ownership = state.runtime.ownership();
+    let shards_owned = ownership.held_shards();
+    if ownership.is_single() {
+        return Ok(Json(ClusterOut {
+            node: ownership.node().to_owned(),
+            nodes: vec![NodeOut {
+                id: ownership.node().to_owned(),
+                url: state.config.node_url(),
+                live: true,
+                shards: shards_owned.len() as u64,
+            }],
+            shards_owned,
+        }));
+    }
+    let store = &state.store;
+    let live: Vec<String> = store
+        .live_nodes()
+        .await?
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    let leases = store.leases().await?;
+    let now = store.database_now_ms().await?;
+    let nodes = store
+        .nodes(false)
+        .await?
+        .into_iter()
+        .map(|node| NodeOut {
+            live: live.contains(&node.id),
+            shards: leases
+                .iter()
+                .filter(|l| l.owner.as_deref() == Some(&node.id) && l.expires_at > now)
+                .count() as u64,
+            id: node.id,
+            url: node.url,
+        })
+        .collect();
+    Ok(Json(ClusterOut {
+        node: ownership.node().to_owned(),
+        nodes,
+        shards_owned,
+    }))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]

@@ -56,6 +56,10 @@ pub enum ApiError {
     /// anything is unknown, so its Idempotency-Key keeps this answer (`api::idempotency`).
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// 503 `api_error` with `Retry-After`: the subscription's shard is moving between nodes
+    /// (`cluster`); nothing was written, so its Idempotency-Key is released.
+    #[error("the object's node is changing")]
+    Unavailable { retry_after_secs: u64 },
     /// 500 `api_error` from a failure known to come before the request's first write (its
     /// checks, or a transaction that rolled back): the response carries `NothingCommitted`,
     /// so its Idempotency-Key is released and a retry runs the request again.
@@ -125,6 +129,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::Internal(_) | Self::Uncommitted(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -156,6 +161,13 @@ impl ApiError {
             Self::Internal(_) | Self::Uncommitted(_) => {
                 ("api_error", "An internal error occurred.".to_owned(), None)
             }
+            Self::Unavailable { retry_after_secs } => (
+                "api_error",
+                format!(
+                    "This object is moving to another node; nothing was changed. Retry after {retry_after_secs} s."
+                ),
+                None,
+            ),
         };
         ErrorDetail {
             kind,
@@ -172,6 +184,10 @@ impl From<crate::store::StoreError> for ApiError {
             crate::store::StoreError::Conflict(_) => Self::conflict(
                 "The object changed while this request ran; nothing was changed. Try again.",
             ),
+            // This node lost the shard while the request ran; the write changed nothing.
+            crate::store::StoreError::Fenced(_) => Self::Unavailable {
+                retry_after_secs: 1,
+            },
             err => Self::internal(err),
         }
     }
@@ -183,7 +199,7 @@ impl IntoResponse for ApiError {
             // Logged once, inside the request's span; the client learns nothing internal.
             tracing::error!(error = %cause, source = ?cause.source(), "request failed");
         }
-        let nothing_committed = matches!(self, Self::Uncommitted(_));
+        let nothing_committed = matches!(self, Self::Uncommitted(_) | Self::Unavailable { .. });
         let status = self.status();
         let mut response = (
             status,
@@ -196,7 +212,8 @@ impl IntoResponse for ApiError {
             response.extensions_mut().insert(NothingCommitted);
         }
         if let Self::RateLimited { retry_after_secs }
-        | Self::TooManyFailedAuthentications { retry_after_secs } = self
+        | Self::TooManyFailedAuthentications { retry_after_secs }
+        | Self::Unavailable { retry_after_secs } = self
             && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);

@@ -175,8 +175,7 @@ async fn advance_clock(
     let account = caller.account_id();
     let now = state
         .runtime
-        .clock()
-        .advance(&account, body.seconds * 1000)
+        .advance_clock(&account, body.seconds * 1000)
         .await?;
     // Timers can schedule timers due by `now` (a retry after a failure): repeat until quiet.
     for _ in 0..1000 {

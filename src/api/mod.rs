@@ -15,6 +15,7 @@ pub mod events;
 pub mod extract;
 pub mod idempotency;
 pub mod ingress;
+pub mod internal;
 pub mod list;
 pub mod payment_methods;
 pub mod probes;
@@ -73,6 +74,8 @@ pub fn app(state: AppState) -> Router {
         )
         // A page for people, not part of the API's document.
         .merge(dashboard::router())
+        // Between the nodes of a cluster, behind the cluster's secret.
+        .merge(internal::router())
         // The processor's protocol, not our API: outside the OpenAPI document.
         .nest(
             "/sandbox/processor/v1",

@@ -144,6 +144,10 @@ fn action_error(err: ActionError) -> ApiError {
         ),
         ActionError::Store(err) => err.into(),
         ActionError::Unavailable => ApiError::Internal("subscription actor unavailable".into()),
+        ActionError::Moving => ApiError::Unavailable {
+            retry_after_secs: 1,
+        },
+        ActionError::Remote(message) => ApiError::Internal(message.into()),
     }
 }
 
@@ -643,6 +647,7 @@ async fn new_subscription(
     };
     let sub = subscribe::build(
         NewSubscription {
+            id: state.store.ownership().local_subscription_id(),
             account_id: caller.0.id.clone(),
             customer_id: body.customer_id,
             plan_id: plan.id,

@@ -73,7 +73,7 @@ pub struct ServerSpec {
     pub processor_timeout: Duration,
     pub reconcile_interval: Duration,
     pub recheck_base: Duration,
-    /// How long due rows stay claimed by the process that loaded them (PostgreSQL).
+    /// How long the server's shard leases last (PostgreSQL).
     pub timer_lease: Duration,
 }
 
@@ -109,7 +109,7 @@ impl Server {
                 spec.recheck_base.as_millis().to_string(),
             )
             .env(
-                "BILLING_TIMER_LEASE_MS",
+                "BILLING_LEASE_TTL_MS",
                 spec.timer_lease.as_millis().to_string(),
             )
             .env("RUST_LOG", "warn,sqlx=error,sea_orm=error")

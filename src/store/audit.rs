@@ -208,6 +208,7 @@ mod tests {
         let (store, account) = store_with_account().await;
         let sub = build(
             NewSubscription {
+                id: crate::ids::SubscriptionId::generate(),
                 account_id: account.as_str().to_owned(),
                 customer_id: "cus_1".into(),
                 plan_id: "plan_1".into(),

@@ -13,6 +13,7 @@ pub mod catalog;
 pub mod chaos;
 pub mod charges;
 pub mod checkout;
+pub mod cluster;
 pub mod conflicts;
 pub mod entities;
 mod group;
@@ -37,6 +38,10 @@ pub enum StoreError {
     /// A conditional write found the row changed since it was read (another writer won).
     #[error("{0} changed since it was read")]
     Conflict(String),
+    /// This node no longer holds the shard (`store::cluster`): another node took it over, and
+    /// the write changed nothing.
+    #[error("shard {0} is no longer held by this node")]
+    Fenced(u16),
 }
 
 impl StoreError {
@@ -51,7 +56,7 @@ impl StoreError {
             StoreError::Db(err) => {
                 matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
             }
-            StoreError::Conflict(_) => false,
+            StoreError::Conflict(_) | StoreError::Fenced(_) => false,
         }
     }
 }
@@ -74,6 +79,11 @@ pub struct Store {
     /// On SQLite, the writer's own thread, where `unit` runs its work.
     lane: Option<group::WriteLane>,
     signal: webhooks::DeliverySignal,
+    /// On PostgreSQL, the lease loop's own small pool (`cluster`).
+    coordination: Option<DatabaseConnection>,
+    /// What this node holds: every write of a subscription or a delivery is fenced with it.
+    /// A single node (SQLite, and stores made outside `run`) holds everything.
+    ownership: std::sync::Arc<crate::cluster::Ownership>,
 }
 
 impl Store {
@@ -86,7 +96,14 @@ impl Store {
         } else {
             db.clone()
         };
+        let coordination = if is_sqlite {
+            None
+        } else {
+            Some(Database::connect(options(url, 2)).await?)
+        };
         Ok(Self {
+            coordination,
+            ownership: std::sync::Arc::new(crate::cluster::Ownership::single_node()),
             group: is_sqlite.then(|| group::GroupCommit::new(writer.clone())),
             lane: if is_sqlite {
                 Some(group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?)
@@ -97,6 +114,17 @@ impl Store {
             writer,
             signal: webhooks::DeliverySignal::default(),
         })
+    }
+
+    /// This store with its writes fenced by `ownership` (a node of a cluster).
+    pub fn with_ownership(mut self, ownership: std::sync::Arc<crate::cluster::Ownership>) -> Self {
+        self.ownership = ownership;
+        self
+    }
+
+    /// What this node holds.
+    pub fn ownership(&self) -> &std::sync::Arc<crate::cluster::Ownership> {
+        &self.ownership
     }
 
     /// Applies every pending migration.
@@ -138,6 +166,11 @@ fn options(url: &str, max_connections: u32) -> ConnectOptions {
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(30))
                 .foreign_keys(true)
+        })
+        .map_sqlx_postgres_opts(|opts| {
+            // A transaction left open by a paused or partitioned node would hold its shard's
+            // fence lock (`store::cluster`) and stall the takeover: the server ends it.
+            opts.options([("idle_in_transaction_session_timeout", "5000")])
         });
     options
 }

@@ -7,20 +7,11 @@ use super::charges::{
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::AccountId;
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, LockBehavior, LockType, Query};
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
-    EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
-    Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set, TransactionTrait,
 };
-
-/// The lease a scheduler takes on the due rows it loads (PostgreSQL), in wall-clock
-/// milliseconds: rows claimed by anyone until after `now_ms` are not loaded again.
-#[derive(Clone, Copy, Debug)]
-pub struct DueClaim {
-    pub now_ms: i64,
-    pub until_ms: i64,
-}
 
 pub use event::Model as Event;
 pub use subscription::Model as Subscription;
@@ -44,6 +35,9 @@ pub struct StoreTxn {
     /// Endpoints given deliveries in this transaction, announced after it commits.
     touched: std::sync::Mutex<Vec<String>>,
     started: std::time::Instant,
+    ownership: std::sync::Arc<crate::cluster::Ownership>,
+    /// The shards whose fence lock this transaction holds (`store::cluster`).
+    fenced: std::sync::Mutex<Vec<u16>>,
 }
 
 /// A subscription's charges as a renewal sees them (`Store::period_charges`).
@@ -104,6 +98,8 @@ impl Store {
             signal: self.signal.clone(),
             touched: std::sync::Mutex::new(Vec::new()),
             started,
+            ownership: std::sync::Arc::clone(&self.ownership),
+            fenced: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -173,23 +169,25 @@ impl Store {
     /// (due_at, id) and starting after `after`. Paging by the pair, not by an offset, walks a
     /// million rows due at the same instant in pages that each cost one index range scan.
     ///
-    /// On PostgreSQL the page is claimed for this process until `claim.until_ms`: rows another
-    /// process has claimed (a lease not yet over at `claim.now_ms`) or is claiming right now
-    /// (`FOR UPDATE SKIP LOCKED`) are left out, so each due row is loaded by one process. On
-    /// SQLite, whose file one process owns, nothing is claimed.
+    /// In a cluster `shards` names the shards this node holds, and only their rows are loaded
+    /// (the shard is the id's last byte, read from the index); `None` loads every row.
     pub async fn due_timers_page(
         &self,
         account: &AccountId,
         horizon_ms: i64,
         after: Option<(i64, String)>,
         limit: u64,
-        claim: DueClaim,
+        shards: Option<&[u16]>,
     ) -> StoreResult<Vec<(String, i64)>> {
         let mut select = subscription::Entity::find()
             .select_only()
             .column(subscription::Column::Id)
+            .column(subscription::Column::DueAt)
             .filter(subscription::Column::AccountId.eq(account.as_str()))
             .filter(subscription::Column::DueAt.lte(horizon_ms));
+        if let Some(shards) = shards {
+            select = select.filter(super::cluster::in_shards("id", shards));
+        }
         if let Some((due, id)) = after {
             // A row-value comparison, so that the page is one range of the
             // (account_id, due_at, id) index rather than a scan from the window's start.
@@ -201,44 +199,13 @@ impl Store {
                 .gt(Expr::tuple([Expr::value(due), Expr::value(id)])),
             );
         }
-        let select = select
+        Ok(select
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
-            .limit(limit);
-        if self.conn().get_database_backend() != DbBackend::Postgres {
-            return Ok(select
-                .column(subscription::Column::DueAt)
-                .into_tuple::<(String, i64)>()
-                .all(self.conn())
-                .await?);
-        }
-        let claimed_until = || Expr::col(Alias::new("claimed_until"));
-        let rows = select
-            .filter(
-                Condition::any()
-                    .add(claimed_until().is_null())
-                    .add(claimed_until().lt(claim.now_ms)),
-            )
-            .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
-            .into_query();
-        let claim = Query::update()
-            .table(subscription::Entity)
-            .value(Alias::new("claimed_until"), claim.until_ms)
-            .and_where(Expr::col(subscription::Column::Id).in_subquery(rows))
-            .returning(
-                Query::returning().columns([subscription::Column::Id, subscription::Column::DueAt]),
-            )
-            .to_owned();
-        let mut page = Vec::new();
-        for row in self.writer().query_all(&claim).await? {
-            page.push((
-                row.try_get::<String>("", "id")?,
-                row.try_get::<i64>("", "due_at")?,
-            ));
-        }
-        // RETURNING keeps no order.
-        page.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
-        Ok(page)
+            .limit(limit)
+            .into_tuple::<(String, i64)>()
+            .all(self.conn())
+            .await?)
     }
 
     pub async fn subscription_addons(
@@ -376,6 +343,11 @@ impl Store {
 }
 
 impl StoreTxn {
+    /// What this node holds (new subscriptions are placed in its shards).
+    pub fn ownership(&self) -> &crate::cluster::Ownership {
+        &self.ownership
+    }
+
     /// The open transaction, for the other store modules' `StoreTxn` methods.
     pub(super) fn conn(&self) -> &DatabaseTransaction {
         &self.txn
@@ -392,21 +364,64 @@ impl StoreTxn {
     /// Writes `row` if the stored row is still at `row.version` (the version it was read at),
     /// and bumps the version; returns the row as written. A row changed meanwhile by another
     /// writer is a `StoreError::Conflict`: nothing is overwritten.
+    ///
+    /// In a cluster the write is also fenced: it happens only while this node's lease on the
+    /// subscription's shard still carries the epoch it was granted (`store::cluster`), else
+    /// `StoreError::Fenced`.
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
         let read_at = row.version;
         let id = row.id.clone();
+        let shard = crate::cluster::shard_of(&id);
+        let fence = self.fence(shard).await?;
         let mut written = row;
         written.version = read_at + 1;
-        let result = subscription::Entity::update_many()
+        let mut update = subscription::Entity::update_many()
             .set(written.clone().into_active_model().reset_all())
             .filter(subscription::Column::Id.eq(id.as_str()))
-            .filter(subscription::Column::Version.eq(read_at))
-            .exec(&self.txn)
-            .await?;
+            .filter(subscription::Column::Version.eq(read_at));
+        if let Some(epoch) = fence {
+            update = update.filter(super::cluster::lease_is(shard, epoch));
+        }
+        let result = update.exec(&self.txn).await?;
         if result.rows_affected == 0 {
+            if let Some(epoch) = fence
+                && !super::cluster::lease_holds(&self.txn, shard, epoch).await?
+            {
+                self.ownership.lose(shard);
+                metrics::counter!("cluster_fenced_writes_total").increment(1);
+                return Err(super::StoreError::Fenced(shard));
+            }
             return Err(super::StoreError::Conflict(format!("subscription {id}")));
         }
         Ok(written)
+    }
+
+    /// In a cluster, the epoch under which this node holds `shard`, after taking the shard's
+    /// fence lock for the rest of this transaction (once per shard); `None` for a single node.
+    /// A shard this node does not hold (or no longer trusts) is `Fenced` before any write.
+    pub(super) async fn fence(&self, shard: u16) -> StoreResult<Option<i64>> {
+        if self.ownership.is_single() {
+            return Ok(None);
+        }
+        let epoch = self.ownership.epoch(shard).ok_or_else(|| {
+            metrics::counter!("cluster_fenced_writes_total").increment(1);
+            super::StoreError::Fenced(shard)
+        })?;
+        let first = self
+            .fenced
+            .lock()
+            .map(|mut locked| {
+                let first = !locked.contains(&shard);
+                if first {
+                    locked.push(shard);
+                }
+                first
+            })
+            .unwrap_or(true);
+        if first {
+            super::cluster::lock_shared(&self.txn, shard).await?;
+        }
+        Ok(Some(epoch))
     }
 
     /// Sets the timers of `account`'s subscriptions paused for want of balance to `now_ms`,
@@ -533,6 +548,7 @@ impl StoreTxn {
             signal,
             touched,
             started,
+            ..
         } = self;
         let result = match membership {
             Some(membership) => membership.commit(txn).await,

@@ -348,7 +348,11 @@ impl Store {
     ) -> StoreResult<()> {
         use sea_orm::sea_query::{Expr, ExprTrait};
         let txn = self.begin().await?;
-        let moved = webhook_delivery::Entity::update_many()
+        // Fenced like a subscription's write: a node that lost the endpoint's shard records
+        // nothing (its attempt shows in the receiver's log only).
+        let shard = crate::cluster::shard_of(&delivery.endpoint_id);
+        let fence = txn.fence(shard).await?;
+        let mut update = webhook_delivery::Entity::update_many()
             .col_expr(
                 webhook_delivery::Column::Status,
                 Expr::value(verdict.status()),
@@ -377,9 +381,19 @@ impl Store {
                 Expr::value(attempt.attempted_at),
             )
             .filter(webhook_delivery::Column::Id.eq(delivery.id.as_str()))
-            .filter(webhook_delivery::Column::Status.eq("pending"))
-            .exec(txn.conn())
-            .await?;
+            .filter(webhook_delivery::Column::Status.eq("pending"));
+        if let Some(epoch) = fence {
+            update = update.filter(super::cluster::lease_is(shard, epoch));
+        }
+        let moved = update.exec(txn.conn()).await?;
+        if moved.rows_affected == 0
+            && let Some(epoch) = fence
+            && !super::cluster::lease_holds(txn.conn(), shard, epoch).await?
+        {
+            self.ownership.lose(shard);
+            metrics::counter!("cluster_fenced_writes_total").increment(1);
+            return Err(super::StoreError::Fenced(shard));
+        }
         if moved.rows_affected == 1 {
             attempt
                 .into_active_model()

@@ -1,0 +1,355 @@
+//! Several nodes on one PostgreSQL schema, started in this process: the shards split between
+//! them, any node answers for any subscription (forwarding to the owner), a graceful shutdown
+//! hands the shards over at once, and a node that lost a shard writes nothing to it. The
+//! harness in `cluster.rs` runs the same against real processes with kills and pauses.
+
+use crate::common::{
+    ADMIN_TOKEN, Backend, TestApp, card_token, database_url, eventually, read, spawn_on_with,
+};
+use billing::cluster::{SHARDS, shard_of};
+use billing::processor::sandbox::{AdminAuth, SandboxConfig, serve_standalone};
+use reqwest::Method;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+fn held(epoch: i64) -> billing::cluster::Held {
+    billing::cluster::Held {
+        epoch,
+        until: std::time::Instant::now() + Duration::from_secs(60),
+    }
+}
+
+fn short_leases(config: &mut billing::config::Config) {
+    config.lease_ttl_ms = 2_000;
+    config.lease_renew_ms = 200;
+}
+
+async fn owned(app: &TestApp) -> BTreeSet<u16> {
+    let (status, body) = read(
+        app.admin(Method::GET, "/admin/cluster")
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["shards_owned"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| s.as_u64().expect("shard") as u16)
+        .collect()
+}
+
+/// A sandbox processor of its own (so that every node charges through the same one), a
+/// sandbox account using it whose events go to `events_to`'s ingress, a plan, a customer with
+/// a 4242 card and a balance; returns the account as seen through `app`.
+async fn shop(app: &TestApp, events_to: &TestApp) -> (TestApp, String, String, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let sandbox = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let quick = SandboxConfig {
+        settle_delay: Duration::from_millis(20),
+        ..SandboxConfig::default()
+    };
+    tokio::spawn(serve_standalone(
+        listener,
+        quick,
+        AdminAuth::from_token(ADMIN_TOKEN),
+    ));
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let keys = json!({"public_key": format!("pub_test_{unique}"),
+        "private_key": format!("prv_test_{unique}"),
+        "events_secret": format!("test_events_{unique}"),
+        "integrity_secret": format!("test_integrity_{unique}")});
+    let mut processor = keys.clone();
+    processor["base_url"] = json!(sandbox);
+    let (status, account) = read(
+        app.admin(Method::POST, "/admin/accounts")
+            .json(
+                &json!({"name": "Two nodes", "sandbox": true, "processor": processor,
+                "rate_limit_per_minute": 0}),
+            )
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 201, "{account}");
+    let mut merchant = keys;
+    merchant["events_url"] = json!(format!(
+        "{}/webhooks/processor/{}",
+        events_to.base,
+        account["id"].as_str().expect("id")
+    ));
+    let response = reqwest::Client::new()
+        .post(format!("{sandbox}/_sandbox/merchants"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&merchant)
+        .send()
+        .await
+        .expect("send");
+    assert!(response.status().is_success());
+    let shop = app.as_account(&account);
+    shop.top_up(100_000_000).await;
+    let plan = shop.create_plan("Pro", 3_000_000, 30_000_000).await["id"]
+        .as_str()
+        .expect("plan")
+        .to_owned();
+    let (_, customer) = read(
+        shop.post(
+            "/v1/customers",
+            json!({"email": "ana@example.co", "name": "Ana"}),
+        )
+        .await,
+    )
+    .await;
+    let customer = customer["id"].as_str().expect("id").to_owned();
+    let token = card_token(&shop, "4242424242424242").await;
+    let (status, method) = read(
+        shop.post(
+            &format!("/v1/customers/{customer}/payment-methods"),
+            json!({"card_token": token.0, "acceptance_token": token.1}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{method}");
+    let method = method["id"].as_str().expect("id").to_owned();
+    (shop, plan, customer, method)
+}
+
+/// The same account through another node.
+fn through(shop: &TestApp, node: &TestApp) -> TestApp {
+    let mut other = TestApp::attached(node.base.clone(), node.database_url.clone());
+    other.api_key = shop.api_key.clone();
+    other.account_id = shop.account_id.clone();
+    other
+}
+
+#[tokio::test]
+async fn two_nodes_split_the_shards_answer_for_each_other_and_hand_over_on_shutdown() {
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let a = spawn_on_with(url.clone(), short_leases).await;
+    let b = spawn_on_with(url.clone(), short_leases).await;
+    // Half each, disjoint.
+    eventually(Duration::from_secs(20), || async {
+        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
+        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
+    })
+    .await;
+    let (shop_a, plan, customer, method) = shop(&a, &a).await;
+    let shop_b = through(&shop_a, &b);
+    let (held_a, held_b) = (owned(&a).await, owned(&b).await);
+
+    // Each node places the subscriptions it creates in its own shards, and charges their
+    // first period itself.
+    let mut created = Vec::new();
+    for (node, held) in [(&shop_a, &held_a), (&shop_b, &held_b)] {
+        for _ in 0..3 {
+            let (status, sub) = read(
+                node.post(
+                    "/v1/subscriptions",
+                    json!({"customer_id": customer, "plan_id": plan, "cycle": "monthly",
+                        "payment_method_id": method}),
+                )
+                .await,
+            )
+            .await;
+            assert_eq!(status, 201, "{sub}");
+            let id = sub["id"].as_str().expect("id").to_owned();
+            assert!(
+                held.contains(&shard_of(&id)),
+                "{id} placed outside its node"
+            );
+            created.push(id);
+        }
+    }
+    // Any node acts on any subscription: the other node's are forwarded to their owner.
+    for id in &created {
+        for (node, action, status) in [
+            (&shop_a, "pause", "paused"),
+            (&shop_b, "resume", "active"),
+            (&shop_a, "pause", "paused"),
+        ] {
+            let (code, body) = read(
+                node.post(&format!("/v1/subscriptions/{id}/{action}"), json!({}))
+                    .await,
+            )
+            .await;
+            assert_eq!(code, 200, "{action} {id} at {}: {body}", node.base);
+            assert_eq!(body["status"], status, "{body}");
+        }
+    }
+    // A charge's outcome reaches its subscription's owner whichever ingress gets the event
+    // (all events go to node A here): every first charge settled approved.
+    for id in &created {
+        let (_, sub) = read(shop_b.get(&format!("/v1/subscriptions/{id}")).await).await;
+        assert_eq!(sub["status"], "paused", "{sub}");
+    }
+    eventually(Duration::from_secs(20), || async {
+        let (_, page) = read(
+            shop_a
+                .get("/v1/events?type=charge.approved&limit=100")
+                .await,
+        )
+        .await;
+        page["data"]
+            .as_array()
+            .is_some_and(|d| d.len() == created.len())
+    })
+    .await;
+
+    // Node A stops gracefully: B holds every shard long before A's leases would expire.
+    drop(a);
+    eventually(Duration::from_secs(5), || async {
+        owned(&b).await.len() == usize::from(SHARDS)
+    })
+    .await;
+    for id in &created {
+        let (code, body) = read(
+            shop_b
+                .post(&format!("/v1/subscriptions/{id}/resume"), json!({}))
+                .await,
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+    }
+    crate::common::assert_invariants(&shop_b).await;
+}
+
+/// A node paused past its lease finds, when it resumes, that its writes to the shard change
+/// nothing: the store refuses before writing once the lease is no longer trusted, and a write
+/// already under way is refused by the database once another node took the shard.
+#[tokio::test]
+async fn a_node_that_lost_its_shard_writes_nothing_to_it() {
+    use billing::cluster::Ownership;
+    use billing::store::{Store, StoreError};
+    use std::sync::Arc;
+
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    // A service to make the rows; it holds every shard under its own leases.
+    let app = spawn_on_with(url.clone(), short_leases).await;
+    let (shop, plan, customer, method) = shop(&app, &app).await;
+    let start = (chrono::Utc::now() + chrono::Duration::days(10)).to_rfc3339();
+    let (_, sub) = read(
+        shop.post(
+            "/v1/subscriptions",
+            json!({"customer_id": customer, "plan_id": plan, "cycle": "monthly",
+                "payment_method_id": method, "start_date": start}),
+        )
+        .await,
+    )
+    .await;
+    let id = sub["id"].as_str().expect("id").to_owned();
+    let shard = shard_of(&id);
+    drop(app);
+
+    // Two nodes of our own, driven by hand: the old owner takes the shard, then the new one
+    // takes it over once the old lease expired.
+    let old = Arc::new(Ownership::clustered("node_old".into()));
+    let new = Arc::new(Ownership::clustered("node_new".into()));
+    let base = Store::connect(&url).await.expect("store");
+    let old_store = base.clone().with_ownership(Arc::clone(&old));
+    let new_store = base.clone().with_ownership(Arc::clone(&new));
+    // The service's graceful stop gave its shards back.
+    let epoch = old_store
+        .acquire_shard("node_old", "http://old", shard, 300)
+        .await
+        .expect("acquire")
+        .expect("free");
+    old.hold(shard, held(epoch));
+    let row = old_store
+        .subscription_by_id(&id)
+        .await
+        .expect("read")
+        .expect("row");
+    // The old owner's lease lasts 300 ms in the database; it still trusts it here (a node
+    // paused after its last renewal would).
+    // It begins a write and holds its fence lock...
+    let txn = old_store.begin().await.expect("begin");
+    let mut changed = row.clone();
+    changed.metadata = Some("{\"written\":\"by the old owner\"}".into());
+    let saved = txn.save_subscription(changed).await.expect("first write");
+    // ... so a takeover, once the lease expired, waits for it (and gives up after its lock
+    // timeout).
+    eventually(Duration::from_secs(5), || async {
+        new_store
+            .free_shards("node_new", "http://new", 256)
+            .await
+            .expect("free")
+            .contains(&shard)
+    })
+    .await;
+    let blocked = new_store
+        .acquire_shard("node_new", "http://new", shard, 60_000)
+        .await;
+    assert!(
+        blocked.is_err(),
+        "took the shard over a write in flight: {blocked:?}"
+    );
+    txn.commit().await.expect("commit");
+    let epoch = new_store
+        .acquire_shard("node_new", "http://new", shard, 60_000)
+        .await
+        .expect("acquire")
+        .expect("taken over");
+    new.hold(shard, held(epoch));
+    // The old owner still trusts its lease (it was paused, say): the database refuses.
+    let txn = old_store.begin().await.expect("begin");
+    let mut stale = saved.clone();
+    stale.metadata = Some("{\"written\":\"after the takeover\"}".into());
+    let refused = txn.save_subscription(stale).await;
+    assert!(
+        matches!(refused, Err(StoreError::Fenced(s)) if s == shard),
+        "{refused:?}"
+    );
+    drop(txn);
+    assert_eq!(old.epoch(shard), None, "the fenced node forgot the shard");
+    // And before touching the database once it stopped trusting the lease.
+    let txn = old_store.begin().await.expect("begin");
+    assert!(matches!(
+        txn.save_subscription(saved.clone()).await,
+        Err(StoreError::Fenced(_))
+    ));
+    drop(txn);
+    // The new owner writes.
+    let txn = new_store.begin().await.expect("begin");
+    let mut fresh = saved.clone();
+    fresh.metadata = Some("{\"written\":\"by the new owner\"}".into());
+    txn.save_subscription(fresh)
+        .await
+        .expect("new owner's write");
+    txn.commit().await.expect("commit");
+    let stored = base
+        .subscription_by_id(&id)
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        stored.metadata.as_deref(),
+        Some("{\"written\":\"by the new owner\"}")
+    );
+}
+
+/// SQLite is one process's file: one node holding every shard, and no internal routes.
+#[tokio::test]
+async fn a_sqlite_server_is_one_node_holding_every_shard() {
+    let url = database_url(Backend::Sqlite).await.expect("sqlite");
+    let app = spawn_on_with(url, crate::common::default_config).await;
+    assert_eq!(owned(&app).await.len(), usize::from(SHARDS));
+    let response = app
+        .client
+        .post(app.url("/internal/v1/broadcast"))
+        .json(&json!({"type": "account", "account_id": "acct_x"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 404);
+}
