@@ -119,14 +119,15 @@ pub async fn webhooks(
     })
     .collect();
     tally.deliveries = deliveries.len();
-    // (endpoint id, event id) → (attempts, successful attempts), over every delivery row of
+    // (endpoint id, event id) → its attempts (real time, status), over every delivery row of
     // the pair.
-    let mut attempts: HashMap<(String, String), (usize, usize)> = HashMap::new();
+    let mut attempts: HashMap<(String, String), Vec<(i64, String)>> = HashMap::new();
     for row in rows(
         store,
-        "SELECT delivery_id, CAST(status_code AS TEXT) FROM webhook_attempts WHERE account_id = $1",
+        "SELECT delivery_id, CAST(status_code AS TEXT), CAST(attempted_at AS TEXT) \
+         FROM webhook_attempts WHERE account_id = $1",
         account,
-        2,
+        3,
     )
     .await?
     {
@@ -134,11 +135,10 @@ pub async fn webhooks(
         let Some(delivery) = deliveries.get(&row[0]) else {
             continue;
         };
-        let entry = attempts
+        attempts
             .entry((delivery.endpoint_id.clone(), delivery.event_id.clone()))
-            .or_default();
-        entry.0 += 1;
-        entry.1 += usize::from(row[1] == "200");
+            .or_default()
+            .push((row[2].parse().unwrap_or_default(), row[1].clone()));
     }
     let mut rows_per_pair: HashMap<(String, String), Vec<&Delivery>> = HashMap::new();
     for delivery in deliveries.values() {
@@ -147,12 +147,12 @@ pub async fn webhooks(
             .or_default()
             .push(delivery);
     }
-    let mut receipts: HashMap<(usize, &str), Vec<Instant>> = HashMap::new();
+    let mut receipts: HashMap<(usize, &str), Vec<&Received>> = HashMap::new();
     for r in received {
         receipts
             .entry((r.endpoint, r.event_id.as_str()))
             .or_default()
-            .push(r.at);
+            .push(r);
     }
 
     for (&n, (endpoint_id, types)) in endpoints {
@@ -180,7 +180,23 @@ pub async fn webhooks(
                     });
                 }
             }
-            let (tried, succeeded) = attempts.get(&pair).copied().unwrap_or_default();
+            let tries = attempts.get(&pair).map_or(&[][..], Vec::as_slice);
+            let tried = tries.len();
+            let succeeded = tries.iter().filter(|(_, status)| status == "200").count();
+            // When each receipt and each attempt happened: what a person reading a breach
+            // sets beside the nodes' logs and the fault's instant.
+            let when = |times: &[&Received]| {
+                let receipts: Vec<String> = times.iter().map(|r| clock(r.at_ms)).collect();
+                let tries: Vec<String> = tries
+                    .iter()
+                    .map(|(at, status)| format!("{} ({status})", clock(*at)))
+                    .collect();
+                format!(
+                    "received at {}; attempts at {}",
+                    receipts.join(", "),
+                    tries.join(", ")
+                )
+            };
             let times = receipts
                 .get(&(n, event_id.as_str()))
                 .map_or(&[][..], Vec::as_slice);
@@ -199,24 +215,23 @@ pub async fn webhooks(
                     invariant: "a delivery sent again after it succeeded",
                     detail: format!(
                         "{event_id} ({event_type}) to endpoint {endpoint_id}: {succeeded} \
-                         successful attempts, received {} times",
-                        times.len()
+                         successful attempts; {}",
+                        when(times)
                     ),
                 });
             } else if times.len() > tried {
                 let crash_between = times.len() == tried + 1
                     && crashes
                         .iter()
-                        .any(|c| times[0] <= *c && *c <= times[times.len() - 1]);
+                        .any(|c| times[0].at <= *c && *c <= times[times.len() - 1].at);
                 if crash_between {
                     tally.resent_after_crash += 1;
                 } else {
                     breaches.push(Breach {
                         invariant: "an event received more times than attempts recorded",
                         detail: format!(
-                            "{event_id} ({event_type}) to endpoint {endpoint_id}: received {} \
-                             times, {tried} attempts recorded",
-                            times.len()
+                            "{event_id} ({event_type}) to endpoint {endpoint_id}: {}",
+                            when(times)
                         ),
                     });
                 }
@@ -240,6 +255,13 @@ pub async fn webhooks(
         }
     }
     Ok((breaches, tally))
+}
+
+/// A real-time instant (ms) as a time of day, UTC, to the millisecond.
+pub fn clock(ms: i64) -> String {
+    crate::domain::time::from_millis(ms)
+        .format("%H:%M:%S%.3f")
+        .to_string()
 }
 
 /// The account's subscriptions whose due renewal is not done yet (due and not charged, or

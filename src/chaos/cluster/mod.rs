@@ -38,10 +38,6 @@ use std::time::Duration;
 
 pub use throughput::{ThroughputReport, throughput};
 
-/// The cluster's number of shards (`cluster::SHARDS` of issue 15's core): a balanced cluster's
-/// live nodes own this many between them.
-pub const SHARDS: usize = 256;
-
 /// The fault a run injects mid-burst.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {

@@ -263,21 +263,3 @@ pub struct ClusterNode {
     pub live: bool,
     pub shards: u64,
 }
-
-/// The shard of an id as the cluster computes it: its last two hex digits (ids are a prefix and
-/// a UUIDv7 in hex, whose last byte is random), so SQL can compute it too.
-pub fn shard_of(id: &str) -> u16 {
-    let tail = id.get(id.len().saturating_sub(2)..).unwrap_or_default();
-    u16::from_str_radix(tail, 16).unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shard_of;
-
-    #[test]
-    fn the_shard_is_the_last_byte_of_the_id() {
-        assert_eq!(shard_of("sub_0192aabbccdd7eee8fff000011112233"), 0x33);
-        assert_eq!(shard_of("sub_0192aabbccdd7eee8fff0000111122ff"), 255);
-    }
-}

@@ -17,6 +17,8 @@ pub struct Received {
     pub event_id: String,
     pub event_type: String,
     pub at: Instant,
+    /// The same instant in real time (ms), to set beside the attempts' `attempted_at`.
+    pub at_ms: i64,
 }
 
 #[derive(Clone, Default)]
@@ -79,6 +81,7 @@ async fn receive(State(log): State<Log>, Path(n): Path<usize>, body: Bytes) -> S
             event_id: field("id"),
             event_type: field("type"),
             at: Instant::now(),
+            at_ms: chrono::Utc::now().timestamp_millis(),
         });
     StatusCode::OK
 }

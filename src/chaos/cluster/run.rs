@@ -2,7 +2,7 @@
 
 use super::front::Front;
 use super::judge::{self, pending_deliveries, undone};
-use super::nodes::{ClusterView, Node, NodeSpec, shard_of};
+use super::nodes::{ClusterView, Node, NodeSpec};
 use super::receiver::Receiver;
 use super::workload::{self, Actions, Targets};
 use super::{Options, RunReport, Scenario};
@@ -10,6 +10,7 @@ use crate::chaos::checks::{self, Expected};
 use crate::chaos::processes::{Databases, Sandbox};
 use crate::chaos::proxy::Proxy;
 use crate::chaos::shop::Shop;
+use crate::cluster::{SHARDS, shard_of};
 use crate::store::Store;
 use crate::store::audit::Breach;
 use anyhow::Context;
@@ -145,7 +146,7 @@ impl Cluster {
             let each = views
                 .iter()
                 .all(|(_, v)| v.as_ref().is_some_and(|v| !v.shards_owned.is_empty()));
-            if each && owned == crate::chaos::cluster::SHARDS {
+            if each && owned == usize::from(SHARDS) {
                 return Ok(());
             }
             anyhow::ensure!(
@@ -366,6 +367,7 @@ async fn with_processes(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut crashes = Vec::new();
+    let fault_at = judge::clock(chrono::Utc::now().timestamp_millis());
     let fault = inject(
         options,
         scenario,
@@ -385,6 +387,7 @@ async fn with_processes(
         None => workload::ActionTally::default(),
     };
     let (fault, failover) = fault?;
+    let fault = format!("{fault} (from {fault_at})");
     let settled = wait_settled(&store, &shop, options.settle_bound).await;
 
     let (mut breaches, charges) =
