@@ -6,9 +6,11 @@
 //! (one sender's write lost) or two successful ones.
 //!
 //! One duplicate is not a fault of the cluster but of HTTP: a node that sent a delivery and
-//! died (or lost its database connection) before recording the attempt leaves it pending, and
-//! the next owner sends it again. Such a pair (received once before the crash, once after, one
-//! more receipt than attempts) is counted apart, not as a violation.
+//! died, froze or lost its database connection before recording the attempt leaves it pending
+//! (or its record is fenced), and the next owner sends it again. Such a pair (received once
+//! before the interruption, once after, one more receipt than attempts) is counted apart, not
+//! as a violation. A receipt after a frozen node woke up is not excused: a node must not start
+//! a send for a shard it no longer trusts.
 
 use super::receiver::Received;
 use crate::ids::AccountId;
@@ -27,8 +29,8 @@ pub struct WebhookTally {
     pub received: usize,
     /// (endpoint, event) pairs received more than once.
     pub received_twice: usize,
-    /// Of those, the duplicates a crash explains (see the module's doc).
-    pub resent_after_crash: usize,
+    /// Of those, the duplicates an interruption explains (see the module's doc).
+    pub resent_after_interruption: usize,
 }
 
 struct Delivery {
@@ -75,13 +77,13 @@ pub async fn pending_deliveries(store: &Store, account: &AccountId) -> anyhow::R
 
 /// Compares the receiver's log with the database's events, deliveries and attempts.
 /// `endpoints` maps each endpoint's number (its receiver path) to its id and event types;
-/// `crashes` are the instants nodes were killed or cut from the database.
+/// `interruptions` are the instants nodes were killed, frozen or cut from the database.
 pub async fn webhooks(
     store: &Store,
     account: &AccountId,
     endpoints: &BTreeMap<usize, (String, Vec<&'static str>)>,
     received: &[Received],
-    crashes: &[Instant],
+    interruptions: &[Instant],
 ) -> anyhow::Result<(Vec<Breach>, WebhookTally)> {
     let mut breaches = Vec::new();
     let mut tally = WebhookTally {
@@ -221,11 +223,11 @@ pub async fn webhooks(
                 });
             } else if times.len() > tried {
                 let crash_between = times.len() == tried + 1
-                    && crashes
+                    && interruptions
                         .iter()
                         .any(|c| times[0].at <= *c && *c <= times[times.len() - 1].at);
                 if crash_between {
-                    tally.resent_after_crash += 1;
+                    tally.resent_after_interruption += 1;
                 } else {
                     breaches.push(Breach {
                         invariant: "an event received more times than attempts recorded",

@@ -140,7 +140,7 @@ impl std::fmt::Display for RunReport {
         write!(
             f,
             "{} seed {:#018x}: {} nodes, {} subscriptions, {} charges ({} approved, {} declined), \
-             {}, {} webhooks received for {} attempts ({} twice, {} resent after a crash); {}",
+             {}, {} webhooks received for {} attempts ({} twice, {} resent after an interruption); {}",
             self.scenario,
             self.seed,
             self.nodes,
@@ -152,7 +152,7 @@ impl std::fmt::Display for RunReport {
             self.webhooks.received,
             self.webhooks.attempts,
             self.webhooks.received_twice,
-            self.webhooks.resent_after_crash,
+            self.webhooks.resent_after_interruption,
             self.fault,
         )?;
         if let Some(failover) = self.failover {

@@ -366,7 +366,7 @@ async fn with_processes(
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut crashes = Vec::new();
+    let mut interruptions = Vec::new();
     let fault_at = judge::clock(chrono::Utc::now().timestamp_millis());
     let fault = inject(
         options,
@@ -375,7 +375,7 @@ async fn with_processes(
         &store,
         &shop,
         &mut rng,
-        &mut crashes,
+        &mut interruptions,
     )
     .await;
     // Whatever the fault did, the action stream stops and the run settles and is judged.
@@ -401,7 +401,7 @@ async fn with_processes(
         &shop.account,
         &endpoints,
         &receiver.received(),
-        &crashes,
+        &interruptions,
     )
     .await?;
     breaches.extend(webhook_breaches);
@@ -454,7 +454,7 @@ async fn inject(
     store: &Store,
     shop: &Shop,
     rng: &mut StdRng,
-    crashes: &mut Vec<Instant>,
+    interruptions: &mut Vec<Instant>,
 ) -> anyhow::Result<(String, Option<Duration>)> {
     match scenario {
         Scenario::ColdStart => Ok((
@@ -466,7 +466,7 @@ async fn inject(
             let left = undone_in(store, shop, shards.as_ref()).await?;
             let at = Instant::now();
             cluster.nodes[i].kill().await?;
-            crashes.push(at);
+            interruptions.push(at);
             cluster.publish();
             let failover = wait_done(store, shop, shards.as_ref(), at, FAILOVER_BOUND).await?;
             cluster.restart(i).await?;
@@ -485,7 +485,9 @@ async fn inject(
             // Stopped for twice the lease and a second more: its leases expire and the
             // others take its shards while it still believes it holds them.
             let frozen = options.lease_ttl * 2 + Duration::from_secs(1);
+            let at = Instant::now();
             cluster.nodes[i].pause().await?;
+            interruptions.push(at);
             cluster.publish();
             tokio::time::sleep(frozen).await;
             cluster.nodes[i].resume().await?;
@@ -505,7 +507,7 @@ async fn inject(
             let name = cluster.nodes[i].application_name();
             let at = Instant::now();
             let terminated = terminate_backends(&options.postgres, &name).await?;
-            crashes.push(at);
+            interruptions.push(at);
             Ok((
                 format!(
                     "{terminated} database connections of node{} ({}) terminated",
