@@ -258,10 +258,13 @@ pub(super) async fn run_once(
     }
     .fresh(seed)
     .await?;
-    let dir = options.dir.join(format!("cluster-{scenario}-{seed:016x}"));
+    // The tag too: a run of the same seed again must not remove a broken run's logs.
+    let tag = format!("{:08x}", rand::random::<u32>());
+    let dir = options
+        .dir
+        .join(format!("cluster-{scenario}-{seed:016x}-{tag}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
-    let tag = format!("{:08x}", rand::random::<u32>());
     let cluster = Cluster::new(
         options.nodes.max(1),
         node_spec(options, &database.url, &dir),

@@ -67,16 +67,17 @@ pub async fn throughput(options: &Options, nodes: usize) -> anyhow::Result<Throu
     }
     .fresh(seed)
     .await?;
+    let tag = format!("{:08x}", rand::random::<u32>());
     let dir = options
         .dir
-        .join(format!("cluster-throughput-{nodes}-{seed:016x}"));
+        .join(format!("cluster-throughput-{nodes}-{seed:016x}-{tag}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
     let mut cluster = Cluster::new(
         nodes.max(1),
         node_spec(options, &database.url, &dir),
         Front::start().await?,
-        format!("{:08x}", rand::random::<u32>()),
+        tag,
     )?;
     let outcome = burst(options, nodes, seed, &database.url, &sandbox, &mut cluster).await;
     cluster.stop_all().await;
