@@ -127,11 +127,21 @@ struct Server {
 
 /// Starts the service on a random port and waits for `/readyz`; returns it and the time taken.
 async fn start(database_url: &str, http: &reqwest::Client) -> anyhow::Result<(Server, Duration)> {
+    start_as(database_url, http, true).await
+}
+
+/// `start`, with the cluster machinery (leases, fenced writes; PostgreSQL only) or without it.
+async fn start_as(
+    database_url: &str,
+    http: &reqwest::Client,
+    cluster: bool,
+) -> anyhow::Result<(Server, Duration)> {
     let started = Instant::now();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let mut config = Config::new(database_url.to_owned());
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    config.single_node = !cluster;
     let (shutdown, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(crate::run(config, listener, async {
         let _ = rx.await;
@@ -366,12 +376,82 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
     std::fs::create_dir_all(dir)?;
     let path = dir.join(format!("renewals-{}.db", uuid::Uuid::new_v4().simple()));
     let database_url = format!("sqlite://{}", path.display());
+    let report = burst(&database_url, n, true, true).await;
+    // The database and its WAL and shared-memory files (a hundred MiB at a million).
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    report
+}
+
+/// Two renewal bursts of `n` on PostgreSQL, each in a fresh schema of `postgres_url`: one
+/// node without the cluster machinery, then one node with it (leases, every write fenced):
+/// what fencing costs a single node.
+pub async fn fence_overhead(n: usize, postgres_url: &str) -> anyhow::Result<FenceReport> {
+    let mut reports = Vec::new();
+    for cluster in [false, true] {
+        let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+        let url = crate::store::chaos::fresh_postgres_schema(postgres_url, &schema).await?;
+        let report = burst(&url, n, cluster, false).await;
+        crate::store::chaos::drop_postgres_schema(postgres_url, &schema).await?;
+        reports.push(report?);
+    }
+    let clustered = reports.pop().context("clustered run")?;
+    let plain = reports.pop().context("plain run")?;
+    Ok(FenceReport { plain, clustered })
+}
+
+/// The two runs of `fence_overhead`.
+#[derive(Debug)]
+pub struct FenceReport {
+    pub plain: RenewalsReport,
+    pub clustered: RenewalsReport,
+}
+
+impl std::fmt::Display for FenceReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rate = |r: &RenewalsReport| r.settled as f64 / r.settle.as_secs_f64();
+        let (plain, clustered) = (rate(&self.plain), rate(&self.clustered));
+        writeln!(
+            f,
+            "renewal burst on PostgreSQL: {} subscriptions due at one instant, one node",
+            self.plain.subscriptions
+        )?;
+        writeln!(
+            f,
+            "  without the cluster machinery   {plain:.0} renewals/s ({} settled in {:.2} s)",
+            self.plain.settled,
+            self.plain.settle.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  with leases and fenced writes   {clustered:.0} renewals/s ({} settled in {:.2} s)",
+            self.clustered.settled,
+            self.clustered.settle.as_secs_f64()
+        )?;
+        write!(
+            f,
+            "  cost of fencing                 {:.1} %",
+            100.0 * (1.0 - clustered / plain)
+        )
+    }
+}
+
+/// One burst of `n` on `database_url`: seed, restart, make all due, wait until settled; then,
+/// if `with_ceiling`, the plain loop.
+async fn burst(
+    database_url: &str,
+    n: usize,
+    cluster: bool,
+    with_ceiling: bool,
+) -> anyhow::Result<RenewalsReport> {
+    let database_url = database_url.to_owned();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .build()?;
     let (rss_baseline, _) = rss_mib();
 
-    let (server, _) = start(&database_url, &http).await?;
+    let (server, _) = start_as(&database_url, &http, cluster).await?;
     let store = Store::connect(&database_url).await?;
     let shop = shop(&server, &store, &http, n).await?;
 
@@ -388,7 +468,7 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
     let seed = seed_started.elapsed();
 
     server.stop().await?;
-    let (server, restart_to_ready) = start(&database_url, &http).await?;
+    let (server, restart_to_ready) = start_as(&database_url, &http, cluster).await?;
     let (rss_held, _) = rss_mib();
     eprintln!(
         "held: {n} subscriptions; restart to ready {:.2} s; RSS held {rss_held:.1} MiB (baseline {rss_baseline:.1})",
@@ -425,16 +505,16 @@ pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<Renewal
     let settle = burst.elapsed();
     let (_, peak) = rss_mib();
     eprintln!(
-        "burst: {settled} of {n} renewed in {:.2} s; running the ceiling loop",
+        "burst: {settled} of {n} renewed in {:.2} s",
         settle.as_secs_f64()
     );
     server.stop().await?;
 
-    let ceiling = ceiling(&store, &shop, &ids).await?;
-    // The database and its WAL and shared-memory files (a hundred MiB at a million).
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    let ceiling = if with_ceiling {
+        ceiling(&store, &shop, &ids).await?
+    } else {
+        Duration::ZERO
+    };
     Ok(RenewalsReport {
         subscriptions: n,
         seed,

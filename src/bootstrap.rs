@@ -7,6 +7,8 @@ use crate::secrets::{random_token, sha256_hex};
 use crate::store::Store;
 
 const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
+/// The `settings` key claimed by the one start that makes the sandbox account.
+const FIRST_START: &str = "first_start";
 
 /// Credentials made during this start, to be shown once.
 pub struct FirstStart {
@@ -32,7 +34,13 @@ pub async fn prepare(store: &Store, config: &Config) -> anyhow::Result<(String, 
             }
         },
     };
-    let sandbox_account = if store.count_accounts().await? == 0 {
+    // Nodes starting together on an empty database (PostgreSQL) would each see no account:
+    // only the one whose claim is stored first makes the sandbox account.
+    let first = store.count_accounts().await? == 0 && {
+        let claim = random_token("start_", 24);
+        store.setting_insert_once(FIRST_START, &claim).await? == claim
+    };
+    let sandbox_account = if first {
         let spec = AccountSpec {
             name: "Sandbox".to_owned(),
             sandbox: true,

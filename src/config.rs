@@ -124,6 +124,11 @@ pub struct Config {
     /// system's resolver. Tests set one they control (DNS rebinding).
     #[arg(skip)]
     pub resolver: Option<Arc<dyn HostResolver>>,
+    /// Whether a PostgreSQL server runs without the cluster machinery (no leases, no fenced
+    /// writes): only the fencing benchmark's baseline sets it, never a flag, since a second
+    /// node on the same database would then act on the same subscriptions.
+    #[arg(skip)]
+    pub single_node: bool,
 }
 
 impl Config {
@@ -145,6 +150,7 @@ impl Config {
             lease_ttl_ms: 10_000,
             lease_renew_ms: 2_000,
             resolver: None,
+            single_node: false,
         }
     }
 

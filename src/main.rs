@@ -150,6 +150,15 @@ enum BenchCommand {
         #[arg(long, default_value = "target/bench-data")]
         dir: std::path::PathBuf,
     },
+    /// What fencing costs one node on PostgreSQL: the renewal burst on fresh schemas of
+    /// `--postgres`, without and then with the cluster machinery.
+    Fence {
+        #[arg(long, default_value_t = 10_000)]
+        subscriptions: usize,
+        /// A PostgreSQL database to make the benchmark's schemas in (and drop).
+        #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+        postgres: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -215,6 +224,17 @@ async fn main() -> anyhow::Result<()> {
             command: BenchCommand::Renewals { subscriptions, dir },
         } => {
             let report = billing::bench::renewals(subscriptions.max(1), &dir).await?;
+            println!("{report}");
+            Ok(())
+        }
+        Command::Bench {
+            command:
+                BenchCommand::Fence {
+                    subscriptions,
+                    postgres,
+                },
+        } => {
+            let report = billing::bench::fence_overhead(subscriptions.max(1), &postgres).await?;
             println!("{report}");
             Ok(())
         }

@@ -5,7 +5,8 @@
 //! it forward) and until when (the database's clock, milliseconds). `cluster_nodes` lists the
 //! live nodes (a heartbeat with an expiry) and the URL where each takes forwarded requests, so
 //! shards are spread evenly and requests reach their owner. SQLite, one process's file, gets
-//! the same tables and never uses them.
+//! the same tables and never uses them. The scheduler's row claims of migration 000008
+//! (`subscriptions.claimed_until`) are dropped: a node loads only its own shards' rows.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::DbBackend;
@@ -56,6 +57,8 @@ impl MigrationTrait for Migration {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let db = manager.get_connection();
+        db.execute_unprepared("ALTER TABLE subscriptions ADD COLUMN claimed_until BIGINT NULL")
+            .await?;
         db.execute_unprepared("DROP TABLE shard_leases").await?;
         db.execute_unprepared("DROP TABLE cluster_nodes").await?;
         if manager.get_database_backend() == DbBackend::Postgres {

@@ -353,3 +353,51 @@ async fn a_sqlite_server_is_one_node_holding_every_shard() {
         .expect("send");
     assert_eq!(response.status(), 404);
 }
+
+/// Three nodes started at once on an empty database all come up (migrations take a lock), and
+/// exactly one of them makes the first start's sandbox account.
+#[tokio::test]
+async fn three_nodes_started_together_on_an_empty_database() {
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let mut starts = tokio::task::JoinSet::new();
+    let mut bases = Vec::new();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    for _ in 0..3 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        bases.push(format!("http://{}", listener.local_addr().expect("addr")));
+        let mut config = billing::config::Config::new(url.clone());
+        config.admin_token = Some(ADMIN_TOKEN.to_owned());
+        short_leases(&mut config);
+        let mut stopped = stopped.clone();
+        starts.spawn(billing::run(config, listener, async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }));
+    }
+    let client = reqwest::Client::new();
+    for base in &bases {
+        crate::common::wait_until_ready(&client, base, Duration::from_secs(60)).await;
+    }
+    let store = billing::store::Store::connect(&url).await.expect("store");
+    assert_eq!(store.count_accounts().await.expect("count"), 1);
+    // Between them they hold every shard.
+    eventually(Duration::from_secs(20), || async {
+        let mut all = BTreeSet::new();
+        let mut total = 0;
+        for base in &bases {
+            let node = TestApp::attached(base.clone(), url.clone());
+            let held = owned(&node).await;
+            total += held.len();
+            all.extend(held);
+        }
+        total == usize::from(SHARDS) && all.len() == usize::from(SHARDS)
+    })
+    .await;
+    let _ = stop.send(true);
+    for started in starts.join_all().await {
+        started.expect("a node failed");
+    }
+}
