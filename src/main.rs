@@ -51,7 +51,11 @@ enum Command {
     /// Fault-injection runs: a renewal burst with processor, event, client and crash faults,
     /// then the money invariants checked (ARCHITECTURE: How a chaos run works). Uses a fresh
     /// SQLite file per run, or a fresh schema when --database-url is a PostgreSQL database.
+    #[command(args_conflicts_with_subcommands = true)]
     Chaos {
+        /// `cluster`: several nodes on one PostgreSQL instead of one server.
+        #[command(subcommand)]
+        command: Option<ChaosCommand>,
         #[arg(long, default_value_t = 10)]
         runs: usize,
         /// Subscriptions renewed in each run's burst.
@@ -82,6 +86,56 @@ enum Command {
     Account {
         #[command(subcommand)]
         command: AccountCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ChaosCommand {
+    /// Several `billing serve` nodes on one PostgreSQL (--database-url), the standalone
+    /// sandbox, a round-robin front: a renewal burst on the nodes' own timers and a stream of
+    /// API actions, with a node killed, stopped past its lease, cut from the database,
+    /// restarted in turn, or every node started together; then the money and webhook
+    /// invariants checked (ARCHITECTURE: How a cluster run works). With several --nodes
+    /// values (or --throughput): the renewals/s of one burst with each number of nodes.
+    Cluster {
+        /// Comma-separated: kill, pause, terminate-db, rolling, cold-start.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "kill,pause,terminate-db,rolling,cold-start"
+        )]
+        scenarios: Vec<billing::chaos::cluster::Scenario>,
+        /// How many times each scenario runs.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// Nodes per run; several values (1,2,3) measure throughput with each.
+        #[arg(long, value_delimiter = ',', default_value = "3")]
+        nodes: Vec<usize>,
+        /// Measure renewals/s (also with a single --nodes value).
+        #[arg(long)]
+        throughput: bool,
+        /// Subscriptions falling due at once in each run.
+        #[arg(long, default_value_t = 200)]
+        subscriptions: usize,
+        /// Run i uses seed + i (default: from the time); printed with each run.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The nodes' lease on their shards (BILLING_LEASE_TTL_MS); the production value by
+        /// default, so that failover figures are the production ones.
+        #[arg(long, default_value_t = 10_000)]
+        node_lease_ttl_ms: u64,
+        /// How often the nodes renew their leases (BILLING_LEASE_RENEW_MS).
+        #[arg(long, default_value_t = 2_000)]
+        node_lease_renew_ms: u64,
+        /// Concurrent loops of API actions during each burst.
+        #[arg(long, default_value_t = 2)]
+        action_workers: usize,
+        /// Where the nodes' logs go (kept only for runs that break).
+        #[arg(long, default_value = "target/chaos-data")]
+        dir: std::path::PathBuf,
+        /// The executable the nodes run (default: this one), to compare builds.
+        #[arg(long, hide = true)]
+        binary: Option<std::path::PathBuf>,
     },
 }
 
@@ -185,6 +239,11 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Chaos {
+            command: Some(command),
+            ..
+        } => chaos_cluster(command, &cli.config.database_url).await,
+        Command::Chaos {
+            command: None,
             runs,
             subscriptions,
             seed,
@@ -250,6 +309,78 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `billing chaos cluster`: scenario runs, or the throughput of one burst per node count.
+async fn chaos_cluster(command: ChaosCommand, database_url: &str) -> anyhow::Result<()> {
+    let ChaosCommand::Cluster {
+        scenarios,
+        runs,
+        nodes,
+        throughput,
+        subscriptions,
+        seed,
+        node_lease_ttl_ms,
+        node_lease_renew_ms,
+        action_workers,
+        dir,
+        binary,
+    } = command;
+    anyhow::ensure!(
+        database_url.starts_with("postgres"),
+        "several nodes need PostgreSQL: pass --database-url postgres://…"
+    );
+    let mut options = billing::chaos::cluster::Options {
+        binary: match binary {
+            Some(binary) => binary,
+            None => std::env::current_exe()?,
+        },
+        dir,
+        postgres: database_url.to_owned(),
+        nodes: nodes.first().copied().unwrap_or(3).max(1),
+        subscriptions: subscriptions.max(1),
+        seed: seed.unwrap_or_else(|| chrono::Utc::now().timestamp_micros() as u64),
+        lease_ttl: std::time::Duration::from_millis(node_lease_ttl_ms),
+        lease_renew: std::time::Duration::from_millis(node_lease_renew_ms),
+        action_workers,
+        settle_bound: std::time::Duration::from_secs(120),
+    };
+    if throughput || nodes.len() > 1 {
+        let mut clean = true;
+        for count in nodes {
+            options.nodes = count.max(1);
+            match billing::chaos::cluster::throughput(&options, options.nodes).await {
+                Ok(report) => {
+                    clean &= report.breaches.is_empty();
+                    println!("throughput {report}");
+                }
+                Err(err) => {
+                    clean = false;
+                    println!("throughput {count} nodes could not run: {err:#}");
+                }
+            }
+        }
+        if !clean {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
+    let summary =
+        billing::chaos::cluster::run(
+            &options,
+            &scenarios,
+            runs,
+            |_, index, report| match report {
+                Ok(report) => println!("run {} {report}", index + 1),
+                Err(err) => println!("run {} could not run: {err:#}", index + 1),
+            },
+        )
+        .await;
+    println!("{summary}");
+    if !summary.is_clean() {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 /// Targets whose detail-level output can carry credentials, and the most they may log

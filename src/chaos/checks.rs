@@ -43,6 +43,20 @@ pub async fn check(
     proxy: &Proxy,
     expected: &Expected,
 ) -> anyhow::Result<(Vec<Breach>, Tally)> {
+    let (mut breaches, tally) = charges(store, shop, Some(proxy), expected).await?;
+    breaches.extend(subscriptions(store, shop, expected).await?);
+    Ok((breaches, tally))
+}
+
+/// The money checks: the invariant checker, each charge ended as its card decides, and (given
+/// the proxy every processor request went through) each processor transaction under a
+/// reference we posted exactly one of our charges.
+pub async fn charges(
+    store: &Store,
+    shop: &Shop,
+    proxy: Option<&Proxy>,
+    expected: &Expected,
+) -> anyhow::Result<(Vec<Breach>, Tally)> {
     let now = chrono::Utc::now().timestamp_millis();
     // Asked through the proxy, now passing everything through: the account's own processor.
     let charger = Charger::new(store.clone(), ProcessorClient::new()?, String::new());
@@ -88,6 +102,9 @@ pub async fn check(
     }
 
     // The processor's side: each reference ever posted, asked about straight at the sandbox.
+    let Some(proxy) = proxy else {
+        return Ok((breaches, tally));
+    };
     let posted: BTreeSet<String> = proxy
         .seen("POST", "/transactions")
         .iter()
@@ -115,6 +132,16 @@ pub async fn check(
         }
     }
 
+    Ok((breaches, tally))
+}
+
+/// Each subscription where its card takes it, one subscription per Idempotency-Key.
+async fn subscriptions(
+    store: &Store,
+    shop: &Shop,
+    expected: &Expected,
+) -> anyhow::Result<Vec<Breach>> {
+    let mut breaches = Vec::new();
     let subscriptions = store.chaos_subscriptions(&shop.account).await?;
     for sub in &subscriptions {
         let expected_status = if expected.approving.contains(&sub.payment_method_id) {
@@ -144,5 +171,5 @@ pub async fn check(
             });
         }
     }
-    Ok((breaches, tally))
+    Ok(breaches)
 }

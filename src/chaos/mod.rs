@@ -23,6 +23,7 @@
 //! A run whose checks fail keeps its database and the server's log and names them.
 
 pub mod checks;
+pub mod cluster;
 pub mod processes;
 pub mod proxy;
 mod run;

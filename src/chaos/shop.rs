@@ -107,6 +107,16 @@ impl Shop {
         })
     }
 
+    /// The account's API key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The plan every subscription of the run starts on.
+    pub fn plan(&self) -> &str {
+        &self.plan
+    }
+
     /// A new customer.
     pub async fn customer(&self, n: usize) -> anyhow::Result<String> {
         let body = json!({"email": format!("c{n}@chaos.example"), "name": format!("Customer {n}")});
@@ -229,7 +239,7 @@ pub enum Retried {
 }
 
 /// Sends `request`; any answer but 2xx is an error naming the status and body.
-async fn send(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     let response = request.send().await?;
     let status = response.status();
     let body: Value = response.json().await.unwrap_or(Value::Null);
@@ -237,7 +247,7 @@ async fn send(request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
     Ok(body)
 }
 
-fn text(value: &Value) -> anyhow::Result<String> {
+pub(crate) fn text(value: &Value) -> anyhow::Result<String> {
     value
         .as_str()
         .map(str::to_owned)

@@ -12,6 +12,7 @@ mod chaos;
 mod checkout;
 mod checkout_browser;
 mod checkout_payment;
+mod cluster;
 mod cluster_nodes;
 mod conventions;
 mod crash;
