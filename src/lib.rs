@@ -223,6 +223,7 @@ pub async fn run(
                 renew: Duration::from_millis(config.lease_renew_ms.max(10)),
             },
             changes,
+            Arc::new(runtime.clone()),
         )
         .await?;
         Some(leases)
@@ -276,15 +277,27 @@ pub async fn run(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown)
+    .with_graceful_shutdown({
+        // At the signal the shards go to the other nodes first, once the work in flight on
+        // them has finished and recorded itself; only then are requests drained (one may wait
+        // seconds for a charge, and the subscriptions must not wait with it).
+        let (leases, runtime) = (leases.clone(), runtime.clone());
+        async move {
+            shutdown.await;
+            if let Some(leases) = leases {
+                leases.leave().await;
+                runtime.announce_release().await;
+            }
+        }
+    })
     .await;
     drop(stop_purge);
-    runtime.stop().await;
-    // Only after every actor stopped: the shards go to the other nodes at once.
+    // Serving failed before the signal: the shards are given back here (a second `leave`
+    // after the signal's finds nothing left to give).
     if let Some(leases) = leases {
         leases.leave().await;
-        runtime.announce_release().await;
     }
+    runtime.stop().await;
     served?;
     Ok(())
 }

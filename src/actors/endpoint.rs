@@ -31,6 +31,8 @@ pub enum EndpointMsg {
         delivery: Box<WebhookDelivery>,
         result: AttemptResult,
     },
+    /// An attempt not made: the endpoint's shard was being handed over when it was to go out.
+    Skipped { delivery_id: String },
 }
 
 pub struct EndpointActor {
@@ -97,7 +99,13 @@ impl Actor for EndpointActor {
             EndpointMsg::Flush(reply) => state.waiters.push(reply),
             EndpointMsg::Attempted { delivery, result } => {
                 state.in_flight.remove(&delivery.id);
-                self.record(&delivery, result).await?;
+                let recorded = self.record(&delivery, result).await;
+                state.stats.set_in_flight(state.in_flight.len());
+                recorded?;
+            }
+            EndpointMsg::Skipped { delivery_id } => {
+                state.in_flight.remove(&delivery_id);
+                state.stats.set_in_flight(state.in_flight.len());
             }
         }
         self.pump(&myself, state).await
@@ -156,13 +164,23 @@ impl EndpointActor {
                     continue;
                 };
                 state.in_flight.insert(delivery.id.clone());
-                let (client, url, secret, me) = (
+                state.stats.set_in_flight(state.in_flight.len());
+                let (client, url, secret, me, runtime) = (
                     client.clone(),
                     endpoint.url.clone(),
                     endpoint.secret.clone(),
                     myself.clone(),
+                    self.runtime.clone(),
                 );
                 tokio::spawn(async move {
+                    // Checked again at the last moment: a node paused between queueing this
+                    // attempt and sending it wakes without the shard, and its new owner sends.
+                    if !runtime.owns(&delivery.endpoint_id) {
+                        let _ = me.cast(EndpointMsg::Skipped {
+                            delivery_id: delivery.id,
+                        });
+                        return;
+                    }
                     let result = send::attempt(&client, &url, &secret, body).await;
                     let _ = me.cast(EndpointMsg::Attempted {
                         delivery: Box::new(delivery),
@@ -244,19 +262,28 @@ pub fn spawn_webhooks(runtime: Runtime) {
     let handle = runtime.clone();
     handle.track(tokio::spawn(async move {
         let mut sweep = tokio::time::interval(SWEEP_EVERY);
+        let mut gains = runtime.ownership().gains();
         loop {
             tokio::select! {
                 Some(endpoint_id) = signals.recv() => runtime.wake_endpoint(&endpoint_id).await,
-                _ = sweep.tick() => match runtime.store().active_webhook_endpoint_ids().await {
-                    // Each node sweeps the endpoints of its own shards.
-                    Ok(ids) => for (id, _) in ids.into_iter().filter(|(id, _)| runtime.owns(id)) {
-                        runtime.wake_endpoint(&id).await;
-                    },
-                    Err(err) => tracing::warn!(error = %err, "webhook sweep failed"),
-                },
+                _ = sweep.tick() => sweep_endpoints(&runtime).await,
+                // A gained shard's endpoints may have deliveries its previous owner left.
+                Ok(()) = gains.changed() => sweep_endpoints(&runtime).await,
             }
         }
     }));
+}
+
+/// Wakes every active endpoint of the shards this node holds.
+async fn sweep_endpoints(runtime: &Runtime) {
+    match runtime.store().active_webhook_endpoint_ids().await {
+        Ok(ids) => {
+            for (id, _) in ids.into_iter().filter(|(id, _)| runtime.owns(id)) {
+                runtime.wake_endpoint(&id).await;
+            }
+        }
+        Err(err) => tracing::warn!(error = %err, "webhook sweep failed"),
+    }
 }
 
 impl Runtime {

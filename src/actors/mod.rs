@@ -597,10 +597,10 @@ impl Runtime {
         self.inner.ownership.owns(id)
     }
 
-    /// The shard of `id` when another node holds it (its messages are forwarded).
+    /// The shard of `id` when this node does not work on it (another node holds it, or this
+    /// one is handing it over): its messages are forwarded.
     fn elsewhere(&self, id: &str) -> Option<u16> {
-        let shard = crate::cluster::shard_of(id);
-        self.inner.ownership.epoch(shard).is_none().then_some(shard)
+        (!self.owns(id)).then(|| crate::cluster::shard_of(id))
     }
 
     async fn forward(&self, shard: u16, id: &str, message: Message) -> Result<Reply, ActionError> {
@@ -616,7 +616,8 @@ impl Runtime {
     /// Handles a message another node forwarded, if this node holds the id's shard under
     /// `epoch` (the one the sender saw); `None` otherwise (the sender looks again).
     pub async fn handle_forwarded(&self, id: &str, epoch: i64, message: Message) -> Option<Reply> {
-        if self.inner.ownership.epoch(crate::cluster::shard_of(id)) != Some(epoch) {
+        if !self.owns(id) || self.inner.ownership.epoch(crate::cluster::shard_of(id)) != Some(epoch)
+        {
             return None;
         }
         let reply = match message {
@@ -739,6 +740,26 @@ impl Runtime {
         let of_shard = |id: &str| crate::cluster::shard_of(id) == shard;
         self.inner.subscriptions.stop_matching(of_shard);
         self.inner.endpoints.stop_matching(of_shard);
+    }
+}
+
+impl crate::cluster::lease::Drain for Runtime {
+    /// Polls (every 10 ms, at most `bound`) until no actor of `shards` is handling a message,
+    /// has one waiting, or has a webhook attempt out.
+    fn drain<'a>(
+        &'a self,
+        shards: &'a [u16],
+        bound: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(async move {
+            let of = |id: &str| shards.contains(&crate::cluster::shard_of(id));
+            let deadline = tokio::time::Instant::now() + bound;
+            while (self.inner.subscriptions.any_busy(of) || self.inner.endpoints.any_busy(of))
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
     }
 }
 

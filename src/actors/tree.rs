@@ -37,6 +37,8 @@ pub struct ActorStats {
     queued: AtomicU64,
     /// The next instant (ms, in the account's clock) the actor's timer fires; 0 = none.
     next_due_ms: AtomicI64,
+    /// Work the actor started that is still out (a webhook endpoint's attempts on the wire).
+    in_flight: AtomicU64,
 }
 
 impl ActorStats {
@@ -55,6 +57,17 @@ impl ActorStats {
 
     pub fn end(&self) {
         self.handling.store(false, Ordering::Relaxed);
+    }
+
+    pub fn set_in_flight(&self, count: usize) {
+        self.in_flight.store(count as u64, Ordering::Relaxed);
+    }
+
+    /// Whether the actor is handling a message, has messages waiting, or work out.
+    pub fn busy(&self) -> bool {
+        self.handling.load(Ordering::Relaxed)
+            || self.queued.load(Ordering::Relaxed) > 0
+            || self.in_flight.load(Ordering::Relaxed) > 0
     }
 
     pub fn set_next_due(&self, due_ms: Option<i64>) {
@@ -164,6 +177,13 @@ impl<M: Message> KindRegistry<M> {
         self.per_shard[shard].fetch_add(1, Ordering::Relaxed);
         metrics::gauge!("actors_live", "kind" => self.kind).increment(1.0);
         Ok((actor, stats))
+    }
+
+    /// Whether any live actor whose id matches is busy (`ActorStats::busy`).
+    pub fn any_busy(&self, matches: impl Fn(&str) -> bool) -> bool {
+        self.live
+            .iter()
+            .any(|live| matches(live.key()) && live.stats.busy())
     }
 
     /// Stops every live actor whose id matches (their shard moved to another node). A message

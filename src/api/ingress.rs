@@ -6,15 +6,18 @@
 //! ChargeAttempt's owner (`actors::outcomes`). An event whose amount, currency or transaction
 //! id are not its charge's, or whose final status contradicts the recorded one, is kept and
 //! flagged (`charge_conflicts`), answered 200, and moves no money. Any storage failure answers
-//! 500 so that the processor retries.
+//! 500 so that the processor retries; a charge whose subscription is moving between nodes, 503
+//! with `Retry-After`.
 
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::actors::ActionError;
 use crate::charges::mismatch;
 use crate::ids::AccountId;
 use crate::processor::client::Transaction;
 use crate::processor::outcome::ProcessorOutcome;
 use crate::processor::signature::{SignedEvent, authenticate_event, parse_event};
+use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::conflicts::{Report, contradicts};
 use axum::Json;
@@ -128,7 +131,16 @@ async fn receive_processor_event(
             .runtime
             .apply_processor_outcome(&charge, &outcome, Some(row))
             .await
-            .map_err(|err| ApiError::Internal(Box::new(err)))?;
+            .map_err(|err| match err {
+                // The charge's subscription is moving to another node: nothing was applied
+                // and the processor sends the event again after `Retry-After`.
+                ActionError::Moving | ActionError::Store(StoreError::Fenced(_)) => {
+                    ApiError::Unavailable {
+                        retry_after_secs: 1,
+                    }
+                }
+                err => ApiError::Internal(Box::new(err)),
+            })?;
         return Ok(Json(IngressOut {
             received: true,
             first_delivery,

@@ -11,9 +11,26 @@
 
 use super::{Held, Ownership, SHARDS};
 use crate::store::Store;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
+
+/// How long a planned handover waits for the work in flight on its shards (a webhook attempt
+/// on the wire, an actor's message) to finish and record itself, at most: recorded by this
+/// node, it is not done again by the next owner.
+const DRAIN_BOUND: Duration = Duration::from_secs(1);
+
+/// What the lease loop asks of the runtime before giving shards back.
+pub trait Drain: Send + Sync {
+    /// Completes once nothing of `shards` is in flight on this node, or after `bound`.
+    fn drain<'a>(
+        &'a self,
+        shards: &'a [u16],
+        bound: Duration,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
 
 /// Shards given back per pass when this node holds more than its share, so that a joining node
 /// takes load over a few passes instead of all at once.
@@ -47,6 +64,7 @@ pub struct Leases {
     url: String,
     timing: Timing,
     changes: UnboundedSender<Change>,
+    drain: Arc<dyn Drain>,
     task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -58,6 +76,7 @@ impl Leases {
         url: String,
         timing: Timing,
         changes: UnboundedSender<Change>,
+        drain: Arc<dyn Drain>,
     ) -> anyhow::Result<Arc<Self>> {
         let leases = Arc::new(Self {
             store,
@@ -65,6 +84,7 @@ impl Leases {
             url,
             timing,
             changes,
+            drain,
             task: std::sync::Mutex::new(None),
         });
         leases.pass().await?;
@@ -147,45 +167,33 @@ impl Leases {
         let share = usize::from(SHARDS) / count + usize::from(index < usize::from(SHARDS) % count);
         let held = self.ownership.entries();
         if held.len() > share {
+            let count = (held.len() - share).min(RELEASE_PER_PASS);
             let mut extra: Vec<(u16, Held)> = held;
             extra.sort_by_key(|(shard, _)| std::cmp::Reverse(*shard));
-            for (shard, held) in extra
-                .into_iter()
-                .take((self.ownership.entries().len() - share).min(RELEASE_PER_PASS))
-            {
-                self.give_back(shard, held.epoch).await?;
-            }
+            extra.truncate(count);
+            self.give_back(extra).await?;
         } else if held.len() < share {
             let wanted = (share - held.len()) as u64;
-            for shard in self
+            let free = self
                 .store
                 .free_shards(self.node(), &self.url, wanted)
+                .await?;
+            let sent = Instant::now();
+            // Shards whose previous owner's writes still hold their fence lock are not taken
+            // now; the next pass tries again.
+            for (shard, epoch) in self
+                .store
+                .acquire_shards(self.node(), &self.url, &free, self.ttl_ms())
                 .await?
             {
-                let sent = Instant::now();
-                match self
-                    .store
-                    .acquire_shard(self.node(), &self.url, shard, self.ttl_ms())
-                    .await
-                {
-                    Ok(Some(epoch)) => {
-                        self.ownership.hold(
-                            shard,
-                            Held {
-                                epoch,
-                                until: self.timing.trusted_until(sent),
-                            },
-                        );
-                        let _ = self.changes.send(Change::Gained(shard));
-                    }
-                    // Taken by another node meanwhile.
-                    Ok(None) => {}
-                    // The previous owner's writes still hold the fence lock (a paused node
-                    // until the database ends its transaction): tried again next pass.
-                    Err(err) => {
-                        tracing::debug!(shard, error = %err, "shard takeover postponed");
-                    }
-                }
+                self.ownership.hold(
+                    shard,
+                    Held {
+                        epoch,
+                        until: self.timing.trusted_until(sent),
+                    },
+                );
+                let _ = self.changes.send(Change::Gained(shard));
             }
         }
         Ok(())
@@ -198,13 +206,27 @@ impl Leases {
         let _ = self.changes.send(Change::Lost(shard));
     }
 
-    /// Stops this node's work on `shard` (no new write passes the fence from here on), then
-    /// releases its lease.
-    async fn give_back(&self, shard: u16, epoch: i64) -> anyhow::Result<()> {
-        self.ownership.lose(shard);
-        let _ = self.changes.send(Change::Lost(shard));
-        self.store.release_shard(self.node(), shard, epoch).await?;
-        Ok(())
+    /// Hands `shards` over: no new work starts on them, the work in flight finishes and
+    /// records itself (bounded by `DRAIN_BOUND`), then this node forgets them (no write of
+    /// its passes the fence from here on) and releases their leases.
+    async fn give_back(&self, shards: Vec<(u16, Held)>) -> anyhow::Result<()> {
+        let numbers: Vec<u16> = shards.iter().map(|(shard, _)| *shard).collect();
+        self.ownership.drain(&numbers);
+        self.drain.drain(&numbers, DRAIN_BOUND).await;
+        let mut failed = None;
+        for (shard, held) in shards {
+            self.ownership.lose(shard);
+            let _ = self.changes.send(Change::Lost(shard));
+            if let Err(err) = self
+                .store
+                .release_shard(self.node(), shard, held.epoch)
+                .await
+            {
+                // It moves when its lease expires.
+                failed = Some(err);
+            }
+        }
+        failed.map_or(Ok(()), |err| Err(err.into()))
     }
 
     /// Graceful shutdown: marks the node leaving, gives back every shard at once (the other
@@ -216,10 +238,8 @@ impl Leases {
         if let Err(err) = self.store.node_leaving(self.node()).await {
             tracing::warn!(error = %err, "could not mark this node as leaving");
         }
-        for (shard, held) in self.ownership.entries() {
-            if let Err(err) = self.give_back(shard, held.epoch).await {
-                tracing::warn!(shard, error = %err, "could not give a shard back; it moves when its lease expires");
-            }
+        if let Err(err) = self.give_back(self.ownership.entries()).await {
+            tracing::warn!(error = %err, "could not give every shard back; the rest move when their leases expire");
         }
         if let Err(err) = self.store.node_gone(self.node()).await {
             tracing::warn!(error = %err, "could not remove this node's row");

@@ -13,6 +13,7 @@ pub mod forward;
 pub mod lease;
 
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// How many shards the work is split into. Fixed: an id's shard never changes.
@@ -51,6 +52,9 @@ pub struct Ownership {
     node: String,
     single: bool,
     held: RwLock<Vec<Option<Held>>>,
+    /// Shards being handed over: their writes in flight may still finish (the lease is still
+    /// this node's), but nothing new starts (`owns` is false).
+    draining: Vec<AtomicBool>,
     /// Bumped on every gain, so that the scheduler rescans (a gained shard's timers may lie
     /// before its marks) and the reconciler asks about the gained shards' pending charges.
     gains: tokio::sync::watch::Sender<u64>,
@@ -74,6 +78,7 @@ impl Ownership {
             node,
             single,
             held: RwLock::new(vec![None; usize::from(SHARDS)]),
+            draining: (0..SHARDS).map(|_| AtomicBool::new(false)).collect(),
             gains: tokio::sync::watch::channel(0).0,
             nudge: tokio::sync::Notify::new(),
         }
@@ -100,12 +105,26 @@ impl Ownership {
         (entry.until > Instant::now()).then_some(entry.epoch)
     }
 
-    /// Whether this node may act on the subscription or endpoint `id` now.
+    /// Whether this node may start work on the subscription or endpoint `id` now: it holds
+    /// the shard and is not handing it over.
     pub fn owns(&self, id: &str) -> bool {
-        self.epoch(shard_of(id)).is_some()
+        let shard = shard_of(id);
+        !self.is_draining(shard) && self.epoch(shard).is_some()
     }
 
-    /// The shards held now (leases still trusted).
+    fn is_draining(&self, shard: u16) -> bool {
+        self.draining[usize::from(shard)].load(Ordering::Acquire)
+    }
+
+    /// Stops new work on `shards`, which this node is about to give back; what is in flight
+    /// may still write until the shards are lost.
+    pub(crate) fn drain(&self, shards: &[u16]) {
+        for shard in shards {
+            self.draining[usize::from(*shard)].store(true, Ordering::Release);
+        }
+    }
+
+    /// The shards this node holds and works on now (leases still trusted, not handed over).
     pub fn held_shards(&self) -> Vec<u16> {
         if self.single {
             return (0..SHARDS).collect();
@@ -116,7 +135,9 @@ impl Ownership {
             |held| {
                 held.iter()
                     .enumerate()
-                    .filter(|(_, h)| h.is_some_and(|h| h.until > now))
+                    .filter(|(shard, h)| {
+                        h.is_some_and(|h| h.until > now) && !self.is_draining(*shard as u16)
+                    })
                     .map(|(shard, _)| shard as u16)
                     .collect()
             },
@@ -161,6 +182,7 @@ impl Ownership {
             .write()
             .map(|mut all| all[usize::from(shard)].take().is_some())
             .unwrap_or(false);
+        self.draining[usize::from(shard)].store(false, Ordering::Release);
         if lost {
             metrics::gauge!("cluster_shards_held").decrement(1.0);
         }

@@ -42,7 +42,33 @@ impl Store {
     /// want of balance to `clock_ms` (the account's clock), so that their actors resume the
     /// ones the new balance covers: queued work in rows, which a client hanging up or a crash
     /// cannot lose. Returns the balance and the ids woken.
+    ///
+    /// It locks the account's row, then the subscriptions it wakes; an actor's transaction may
+    /// take one of those subscriptions before the account (PostgreSQL then aborts one of the
+    /// two). A top-up chosen as the deadlock's victim committed nothing and runs again.
     pub async fn top_up_and_wake(
+        &self,
+        account: &AccountId,
+        amount_cents: i64,
+        now_ms: i64,
+        clock_ms: i64,
+    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self
+                .top_up_and_wake_once(account, amount_cents, now_ms, clock_ms)
+                .await
+            {
+                Err(err) if err.is_deadlock() && tries < 5 => {
+                    tracing::debug!(tries, "a top-up met a deadlock and runs again");
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn top_up_and_wake_once(
         &self,
         account: &AccountId,
         amount_cents: i64,

@@ -225,9 +225,7 @@ impl Store {
             .collect()
     }
 
-    /// Takes `shard` for `node` if nobody holds it, under a new epoch; returns the epoch. The
-    /// shard's advisory lock, taken exclusively first, waits for the writes of its previous
-    /// owner still in flight (at most `lock_timeout`; then the takeover is tried again later).
+    /// Takes `shard` for `node` if it is free and its fence lock is free now; its new epoch.
     pub async fn acquire_shard(
         &self,
         node: &str,
@@ -235,34 +233,58 @@ impl Store {
         shard: u16,
         ttl_ms: i64,
     ) -> StoreResult<Option<i64>> {
+        Ok(self
+            .acquire_shards(node, url, &[shard], ttl_ms)
+            .await?
+            .into_iter()
+            .find(|(s, _)| *s == shard)
+            .map(|(_, epoch)| epoch))
+    }
+
+    /// Takes those of `shards` that nobody holds for `node` (at `url`), each under a new epoch,
+    /// in one transaction; returns the shards taken and their epochs. A shard is taken only if
+    /// its fence lock can be had exclusively at once (`pg_try_advisory_xact_lock`): a write of
+    /// its previous owner still in flight holds it shared, and the takeover of that shard waits
+    /// for the next pass rather than for the write (a paused node's open transaction holds it
+    /// until `idle_in_transaction_session_timeout`).
+    pub async fn acquire_shards(
+        &self,
+        node: &str,
+        url: &str,
+        shards: &[u16],
+        ttl_ms: i64,
+    ) -> StoreResult<Vec<(u16, i64)>> {
+        if shards.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Shard numbers (u16) are written into the statement: no text of anyone's.
+        let list = shards
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         let txn = self.coordination().begin().await?;
-        txn.execute_raw(stmt("SET LOCAL lock_timeout = '1s'", vec![]))
-            .await?;
-        txn.execute_raw(stmt(
-            "SELECT pg_advisory_xact_lock($1, $2)",
-            vec![LOCK_CLASS.into(), i32::from(shard).into()],
-        ))
-        .await?;
-        let row = txn
-            .query_one_raw(stmt(
+        let rows = txn
+            .query_all_raw(stmt(
                 &format!(
                     "UPDATE shard_leases
-                     SET owner = $1, epoch = nextval('shard_epochs'), expires_at = {DB_NOW} + $4
-                     WHERE shard = $3 AND ({FREE})
-                     RETURNING epoch"
+                     SET owner = $1, epoch = nextval('shard_epochs'), expires_at = {DB_NOW} + $3
+                     WHERE shard IN (
+                         SELECT s FROM unnest(ARRAY[{list}]::int[]) AS s
+                         WHERE pg_try_advisory_xact_lock({LOCK_CLASS}, s)
+                     ) AND ({FREE})
+                     RETURNING shard, epoch"
                 ),
-                vec![
-                    node.into(),
-                    url.into(),
-                    (shard as i16).into(),
-                    ttl_ms.into(),
-                ],
+                vec![node.into(), url.into(), ttl_ms.into()],
             ))
             .await?;
         txn.commit().await?;
-        row.map(|row| row.try_get::<i64>("", "epoch"))
-            .transpose()
-            .map_err(StoreError::from)
+        rows.iter()
+            .map(|row| {
+                let shard: i16 = row.try_get("", "shard")?;
+                Ok((shard as u16, row.try_get("", "epoch")?))
+            })
+            .collect()
     }
 
     /// Gives `shard` back (this node stopped its work on it first), if still held under `epoch`.

@@ -54,6 +54,20 @@ impl StoreError {
         StoreError::Db(DbErr::Custom(message))
     }
 
+    /// Whether PostgreSQL aborted the transaction to break a deadlock (SQLSTATE 40P01): it
+    /// committed nothing and may be run again.
+    pub fn is_deadlock(&self) -> bool {
+        use sea_orm::RuntimeErr;
+        match self {
+            StoreError::Db(DbErr::Exec(RuntimeErr::SqlxError(err)))
+            | StoreError::Db(DbErr::Query(RuntimeErr::SqlxError(err))) => err
+                .as_database_error()
+                .and_then(|db| db.code())
+                .is_some_and(|code| code == "40P01"),
+            _ => false,
+        }
+    }
+
     pub fn is_unique_violation(&self) -> bool {
         match self {
             StoreError::Db(err) => {
