@@ -8,9 +8,12 @@
 //! One duplicate is not a fault of the cluster but of HTTP: a node that sent a delivery and
 //! died, froze or lost its database connection before recording the attempt leaves it pending
 //! (or its record is fenced), and the next owner sends it again. Such a pair (received once
-//! before the interruption, once after, one more receipt than attempts) is counted apart, not
-//! as a violation. A receipt after a frozen node woke up is not excused: a node must not start
-//! a send for a shard it no longer trusts.
+//! before the interruption ended, once after it began, one more receipt than attempts) is
+//! counted apart, not as a violation. An interruption ends when a frozen node is woken (a
+//! frozen process sends nothing; what arrives meanwhile was on the wire before), or half a
+//! second after a kill or a connection cut (bytes already sent still arrive). A first receipt
+//! after a frozen node woke up is not excused: a node must not start a send for a shard it no
+//! longer trusts.
 
 use super::receiver::Received;
 use crate::ids::AccountId;
@@ -77,13 +80,14 @@ pub async fn pending_deliveries(store: &Store, account: &AccountId) -> anyhow::R
 
 /// Compares the receiver's log with the database's events, deliveries and attempts.
 /// `endpoints` maps each endpoint's number (its receiver path) to its id and event types;
-/// `interruptions` are the instants nodes were killed, frozen or cut from the database.
+/// `interruptions` are the spans (see the module's doc) nodes were killed, frozen or cut from
+/// the database.
 pub async fn webhooks(
     store: &Store,
     account: &AccountId,
     endpoints: &BTreeMap<usize, (String, Vec<&'static str>)>,
     received: &[Received],
-    interruptions: &[Instant],
+    interruptions: &[(Instant, Instant)],
 ) -> anyhow::Result<(Vec<Breach>, WebhookTally)> {
     let mut breaches = Vec::new();
     let mut tally = WebhookTally {
@@ -223,9 +227,9 @@ pub async fn webhooks(
                 });
             } else if times.len() > tried {
                 let crash_between = times.len() == tried + 1
-                    && interruptions
-                        .iter()
-                        .any(|c| times[0].at <= *c && *c <= times[times.len() - 1].at);
+                    && interruptions.iter().any(|(began, ended)| {
+                        times[0].at <= *ended && *began <= times[times.len() - 1].at
+                    });
                 if crash_between {
                     tally.resent_after_interruption += 1;
                 } else {

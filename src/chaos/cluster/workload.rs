@@ -133,8 +133,18 @@ pub struct ActionTally {
     pub statuses: BTreeMap<u16, usize>,
     /// Requests that reached no node (it died or was stopped with the request in flight).
     pub unreachable: usize,
-    /// 500 answers (a bug, whatever the cluster is doing): what was asked and answered.
-    pub server_errors: Vec<String>,
+    /// 500 answers: what was asked and answered, and when.
+    pub server_errors: Vec<ServerError>,
+}
+
+/// A 500 answer. It is a bug unless the node that held the request's subscription died (or
+/// froze) while the request ran: the message was sent and its outcome is unknown, which the
+/// contract answers with 500 (kept for the request's Idempotency-Key), never with a guess.
+#[derive(Clone, Debug)]
+pub struct ServerError {
+    pub what: String,
+    pub sent: std::time::Instant,
+    pub answered: std::time::Instant,
 }
 
 impl ActionTally {
@@ -292,6 +302,7 @@ impl ActionContext {
         let read = path == format!("/v1/subscriptions/{sub}");
         tally.sent += 1;
         for _ in 0..=RETRIES_ON_503 {
+            let sent = std::time::Instant::now();
             let base = self.targets.pick(rng);
             let mut request = if read {
                 self.http.get(format!("{base}{path}"))
@@ -321,9 +332,11 @@ impl ActionContext {
             *tally.statuses.entry(status).or_default() += 1;
             if status == 500 {
                 let answer = response.text().await.unwrap_or_default();
-                tally
-                    .server_errors
-                    .push(format!("{path} at {base}: {answer}"));
+                tally.server_errors.push(ServerError {
+                    what: format!("{path} at {base}: {answer}"),
+                    sent,
+                    answered: std::time::Instant::now(),
+                });
             }
             if status != 503 {
                 return;
