@@ -569,7 +569,7 @@ impl Runtime {
                 raw_status: raw_status.to_owned(),
                 message: message.map(str::to_owned),
                 transaction_id: transaction_id.map(str::to_owned),
-                event,
+                event: event.map(Box::new),
             };
             return match self.forward(shard, subscription_id, message).await? {
                 Reply::Done => Ok(()),
@@ -656,7 +656,7 @@ impl Runtime {
                     raw_status: raw_status.clone(),
                     message: message.clone(),
                     transaction_id: transaction_id.clone(),
-                    event: event.clone().map(Box::new),
+                    event: event.clone(),
                     reply,
                 })
                 .await

@@ -51,7 +51,7 @@ pub enum Message {
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,
-        event: Option<ProcessorEvent>,
+        event: Option<Box<ProcessorEvent>>,
     },
 }
 
