@@ -428,3 +428,42 @@ async fn a_new_rate_limit_holds_at_once_on_every_node() {
     ];
     assert_eq!(statuses, [200, 200, 429], "node B kept the old limit");
 }
+
+/// The routes nodes call on each other answer only the cluster's secret: without it, or with
+/// another, they look like an unknown path.
+#[tokio::test]
+async fn the_internal_routes_answer_only_the_clusters_secret() {
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let app = spawn_on_with(url.clone(), short_leases).await;
+    let store = billing::store::Store::connect(&url).await.expect("store");
+    let secret = store
+        .setting(billing::cluster::forward::SECRET_SETTING)
+        .await
+        .expect("read")
+        .expect("the first node made one");
+    let broadcast = |secret: Option<String>| {
+        let mut request = app
+            .client
+            .post(app.url("/internal/v1/broadcast"))
+            .json(&json!({"type": "released"}));
+        if let Some(secret) = secret {
+            request = request.header(billing::cluster::forward::SECRET_HEADER, secret);
+        }
+        async move { request.send().await.expect("send").status().as_u16() }
+    };
+    assert_eq!(broadcast(None).await, 404);
+    assert_eq!(broadcast(Some(format!("{secret}x"))).await, 404);
+    assert_eq!(broadcast(Some(secret.clone())).await, 204);
+    let message = app
+        .client
+        .post(app.url("/internal/v1/actors/sub_x/messages"))
+        .header(billing::cluster::forward::SECRET_HEADER, "cls_wrong")
+        .header(billing::cluster::forward::EPOCH_HEADER, "1")
+        .json(&json!({"type": "due"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(message.status(), 404);
+}
