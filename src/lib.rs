@@ -175,7 +175,7 @@ pub async fn run(
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
     // fenced by the shards it holds, and messages for other shards are forwarded.
-    let (store, forwarder) = if store.is_postgres() && !config.single_node {
+    let (store, forwarder) = if store.shares_state() && !config.single_node {
         let node = format!("node_{}", uuid::Uuid::now_v7().simple());
         let store = store.with_ownership(Arc::new(cluster::Ownership::clustered(node)));
         let secret = store

@@ -23,13 +23,14 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
 /// key is the shard). "bill" in ASCII.
 const LOCK_CLASS: i32 = 0x6269_6c6c;
 
-/// The database's now, in milliseconds.
-const DB_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+use super::DB_NOW_MS as DB_NOW;
 
 /// The lease condition "node `$1` at URL `$2` may take this shard".
-const FREE: &str = "owner IS NULL
-    OR expires_at < (extract(epoch from clock_timestamp()) * 1000)::bigint
-    OR owner IN (SELECT id FROM cluster_nodes WHERE url = $2 AND id <> $1)";
+const FREE: &str = concat!(
+    "owner IS NULL OR expires_at < ",
+    super::db_now_ms!(),
+    " OR owner IN (SELECT id FROM cluster_nodes WHERE url = $2 AND id <> $1)"
+);
 
 /// A node as the cluster sees it.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -97,11 +98,6 @@ pub(crate) async fn lease_holds<C: ConnectionTrait>(
 }
 
 impl Store {
-    /// Whether this store is on PostgreSQL (where several nodes may share the database).
-    pub fn is_postgres(&self) -> bool {
-        self.writer().get_database_backend() == DbBackend::Postgres
-    }
-
     /// The connection of the lease loop: a pool of its own, so a burst that holds every
     /// connection of the main pool cannot delay a renewal past its lease.
     fn coordination(&self) -> &sea_orm::DatabaseConnection {

@@ -79,6 +79,16 @@ impl StoreError {
 }
 
 pub use secret::Secret;
+
+/// The database's clock in milliseconds since the Unix epoch (PostgreSQL), as SQL: the one
+/// clock every node shares (shard leases, rate windows).
+macro_rules! db_now_ms {
+    () => {
+        "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+    };
+}
+pub(crate) use db_now_ms;
+pub(crate) const DB_NOW_MS: &str = db_now_ms!();
 pub use sqlite_lock::{SqliteLock, SqliteLockError, lock_sqlite_file};
 
 pub type StoreResult<T> = Result<T, StoreError>;

@@ -27,8 +27,7 @@ use sea_orm::{ConnectionTrait, DbBackend, QueryResult, Statement, Value};
 /// resolution of `length_ms / EXACT_UP_TO` (see the module's doc).
 pub const EXACT_UP_TO: u64 = 200;
 
-/// The database's clock, in milliseconds since the Unix epoch.
-const DB_NOW_MS: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+use super::DB_NOW_MS;
 
 /// Which window, and the instant to count at: `at_ms` `None` means the database's clock now
 /// (tests pass explicit instants to see a window pass).

@@ -291,13 +291,28 @@ pub(super) async fn run_once(
         )
     })?;
     report.elapsed = started.elapsed();
-    if report.breaches.is_empty() {
-        database.remove().await?;
-        let _ = std::fs::remove_dir_all(&dir);
-    } else {
-        report.kept = Some(format!("{}; logs {}", database.location, cluster.logs()));
-    }
+    report.kept = keep_if_broken(report.breaches.is_empty(), database, &dir, &cluster).await?;
     Ok(report)
+}
+
+/// After a run: a clean run's schema and logs are removed; a broken run's are kept, and named
+/// (the answer).
+pub(super) async fn keep_if_broken(
+    clean: bool,
+    database: crate::chaos::processes::FreshDatabase,
+    dir: &std::path::Path,
+    cluster: &Cluster,
+) -> anyhow::Result<Option<String>> {
+    if clean {
+        database.remove().await?;
+        let _ = std::fs::remove_dir_all(dir);
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{}; logs {}",
+        database.location,
+        cluster.logs()
+    )))
 }
 
 async fn with_processes(

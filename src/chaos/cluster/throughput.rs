@@ -5,7 +5,7 @@
 //! cores, so the figure shows what leases, fencing and forwarding cost, not a speed-up.
 
 use super::front::Front;
-use super::run::{ADMIN_TOKEN, Cluster, SETTLE_DELAY, node_spec};
+use super::run::{ADMIN_TOKEN, Cluster, SETTLE_DELAY, keep_if_broken, node_spec};
 use super::{Options, workload};
 use crate::chaos::checks::{self, Expected};
 use crate::chaos::processes::{Databases, Sandbox};
@@ -84,12 +84,7 @@ pub async fn throughput(options: &Options, nodes: usize) -> anyhow::Result<Throu
     sandbox.stop().await;
     let mut report =
         outcome.with_context(|| format!("kept {}; logs {}", database.location, cluster.logs()))?;
-    if report.breaches.is_empty() {
-        database.remove().await?;
-        let _ = std::fs::remove_dir_all(&dir);
-    } else {
-        report.kept = Some(format!("{}; logs {}", database.location, cluster.logs()));
-    }
+    report.kept = keep_if_broken(report.breaches.is_empty(), database, &dir, &cluster).await?;
     Ok(report)
 }
 
