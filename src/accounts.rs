@@ -101,13 +101,13 @@ fn check_processor(spec: &ProcessorSpec, sandbox: bool) -> Result<(), AccountErr
             "processor.base_url",
         ));
     }
-    if let Some(url) = &spec.base_url {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(invalid(
-                "processor.base_url must be an http(s) URL.",
-                "processor.base_url",
-            ));
-        }
+    if let Some(url) = &spec.base_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(invalid(
+            "processor.base_url must be an http(s) URL.",
+            "processor.base_url",
+        ));
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::actors::subscription_event;
 use crate::config::Config;
 use crate::ids::{AccountId, SubscriptionId};
 use crate::processor::client::{
-    CardDetails, NewTransaction, ProcessorClient, ProcessorCredentials,
+    CardDetails, NewTransaction, ProcessorClient, ProcessorCredentials, SourceKind,
 };
 use crate::store::Store;
 use crate::store::charges::NewCharge;
@@ -276,7 +276,7 @@ async fn shop(
         http.post(format!("{base}/v1/customers/{customer}/payment-methods"))
             .bearer_auth(&key)
             .json(
-                &json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
+                &json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token, "accept_personal_auth": acceptance.personal_auth_token}),
             ),
         201,
     )
@@ -612,6 +612,8 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
                     .create_transaction(
                         &creds,
                         &NewTransaction {
+                            source_kind: SourceKind::Card,
+                            recurrent: true,
                             amount_in_cents: AMOUNT,
                             currency: "COP".into(),
                             reference: charge.reference.clone(),

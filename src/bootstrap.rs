@@ -63,20 +63,32 @@ pub async fn prepare(store: &Store, config: &Config) -> anyhow::Result<(String, 
 }
 
 impl FirstStart {
-    /// Prints the credentials of this first start to stdout (never to the log).
-    pub fn print(&self, public_url: &str) {
+    /// Prints the credentials of this first start, never to the log: to stdout beside text
+    /// log lines, to stderr when stdout is a stream of JSON log lines (`--log-format json`),
+    /// so that a log pipeline reading stdout neither breaks on them nor stores them.
+    pub fn print(&self, public_url: &str, log_format: crate::logging::LogFormat) {
+        let mut lines = Vec::new();
         if let Some(created) = &self.sandbox_account {
-            println!(
+            lines.push(format!(
                 "Created sandbox account {} ({}).",
                 created.account.id, created.account.name
-            );
-            println!("  API key (shown once): {}", created.api_key);
+            ));
+            lines.push(format!("  API key (shown once): {}", created.api_key));
         }
         if let Some(token) = &self.admin_token {
-            println!("  Admin token (shown once): {token}");
+            lines.push(format!("  Admin token (shown once): {token}"));
         }
-        if self.sandbox_account.is_some() || self.admin_token.is_some() {
-            println!("  Try: curl -H 'Authorization: Bearer <API key>' {public_url}/v1/account");
+        if lines.is_empty() {
+            return;
+        }
+        lines.push(format!(
+            "  Try: curl -H 'Authorization: Bearer <API key>' {public_url}/v1/account"
+        ));
+        for line in lines {
+            match log_format {
+                crate::logging::LogFormat::Text => println!("{line}"),
+                crate::logging::LogFormat::Json => eprintln!("{line}"),
+            }
         }
     }
 }

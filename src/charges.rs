@@ -12,11 +12,12 @@
 //! for any other charge. This module does not know checkouts or actors.
 
 use crate::accounts::{fee_schedule, processor_base_url};
+use crate::domain::charge_purpose;
 use crate::domain::checkout::CHECKOUT_PURPOSE;
 use crate::domain::money::CURRENCY;
 use crate::ids::AccountId;
 use crate::processor::client::{
-    NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, Transaction,
+    NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
@@ -46,6 +47,13 @@ pub enum ChargeError {
     PeriodTaken,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Who pays a charge, as the processor knows them.
+struct Payer {
+    payment_source_id: i64,
+    kind: SourceKind,
+    email: String,
 }
 
 /// The default first wait before asking again about an unknown outcome (see
@@ -81,6 +89,10 @@ impl Charger {
 
     pub fn recheck_base(&self) -> Duration {
         self.recheck_base
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     pub fn client(&self) -> &ProcessorClient {
@@ -162,7 +174,7 @@ impl Charger {
 
     /// One post of the charge's transaction under its reference.
     async fn post(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
-        let (payment_source_id, customer_email) = match self.source(account, charge).await {
+        let payer = match self.payer(account, charge).await {
             Ok(Some(source)) => source,
             Ok(None) => {
                 return ProcessorOutcome::Refused("payment method or customer not found".into());
@@ -178,8 +190,10 @@ impl Charger {
             amount_in_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
             reference: charge.reference.clone(),
-            payment_source_id,
-            customer_email,
+            payment_source_id: payer.payment_source_id,
+            source_kind: payer.kind,
+            customer_email: payer.email,
+            recurrent: charge_purpose::is_recurrent(&charge.purpose),
         };
         let started = std::time::Instant::now();
         let outcome = self
@@ -195,11 +209,11 @@ impl Charger {
 
     /// The payment source and e-mail to charge. A checkout's charge is made before its
     /// customer and payment method exist: the session's attempt holds them until it completes.
-    async fn source(
+    async fn payer(
         &self,
         account: &Account,
         charge: &ChargeAttempt,
-    ) -> Result<Option<(i64, String)>, StoreError> {
+    ) -> Result<Option<Payer>, StoreError> {
         let account_id = AccountId::from_stored(account.id.clone());
         let method = self
             .store
@@ -210,13 +224,25 @@ impl Charger {
             .customer(&account_id, &charge.customer_id)
             .await?;
         if let (Some(method), Some(customer)) = (method, customer) {
-            return Ok(Some((method.processor_payment_source_id, customer.email)));
+            return Ok(Some(Payer {
+                payment_source_id: method.processor_payment_source_id,
+                kind: SourceKind::from_stored(&method.kind),
+                email: customer.email,
+            }));
         }
         Ok(self
             .store
             .checkout_session_for_charge(&charge.id)
             .await?
-            .and_then(|s| Some((s.attempt_payment_source_id?, s.attempt_email?))))
+            .and_then(|s| {
+                Some(Payer {
+                    payment_source_id: s.attempt_payment_source_id?,
+                    kind: SourceKind::from_stored(
+                        s.attempt_source_kind.as_deref().unwrap_or("card"),
+                    ),
+                    email: s.attempt_email?,
+                })
+            }))
     }
 
     /// Asks the processor about a charge: by its transaction id when known, else by reference.

@@ -96,6 +96,10 @@ async fn finish(
         processor_payment_source_id: session.attempt_payment_source_id.unwrap_or_default(),
         brand: session.attempt_brand.clone(),
         last4: session.attempt_last4.clone(),
+        kind: session
+            .attempt_source_kind
+            .clone()
+            .unwrap_or_else(|| "card".to_owned()),
         created_at: real_now,
     })
     .await?;

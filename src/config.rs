@@ -120,6 +120,16 @@ pub struct Config {
         hide = true
     )]
     pub lease_renew_ms: u64,
+    /// How log lines are written: `text` (coloured only on a terminal) or `json` (one object
+    /// per line, with the request's `request_id`).
+    #[arg(
+        long,
+        env = "BILLING_LOG_FORMAT",
+        value_enum,
+        default_value_t = crate::logging::LogFormat::Text,
+        global = true
+    )]
+    pub log_format: crate::logging::LogFormat,
     /// How tenants' host names are resolved (webhook registration and delivery); `None`, the
     /// system's resolver. Tests set one they control (DNS rebinding).
     #[arg(skip)]
@@ -129,6 +139,10 @@ pub struct Config {
     /// node on the same database would then act on the same subscriptions.
     #[arg(skip)]
     pub single_node: bool,
+    /// The in-process sandbox processor's timing (settling, event retries, Nequi approval):
+    /// Wompi's by default; tests compress it, never a flag.
+    #[arg(skip)]
+    pub sandbox: crate::processor::sandbox::SandboxConfig,
 }
 
 impl Config {
@@ -149,8 +163,10 @@ impl Config {
             node_url: None,
             lease_ttl_ms: 10_000,
             lease_renew_ms: 2_000,
+            log_format: crate::logging::LogFormat::Text,
             resolver: None,
             single_node: false,
+            sandbox: crate::processor::sandbox::SandboxConfig::default(),
         }
     }
 

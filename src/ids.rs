@@ -64,6 +64,7 @@ id_type! {
     AttemptId => "att_",
     BalanceTransactionId => "btx_",
     ChargeConflictId => "ccf_",
+    RefundId => "re_",
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! - [`egress`]: the guarded HTTP client for every URL a tenant gives us.
 //! - [`checkout`]: the hosted checkout page and the payment flow behind it.
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
+//! - [`logging`]: log format and filter, and the request id a request's span carries.
 //! - [`operator`]: commands that talk to a running server (`billing actors`).
 //! - [`bench`]: the renewal-burst benchmark (`billing bench renewals`).
 //! - [`audit`], [`chaos`]: the invariant checker, and the fault-injection harness that runs the
@@ -33,8 +34,10 @@ pub mod config;
 pub mod domain;
 pub mod egress;
 pub mod ids;
+pub mod logging;
 pub mod operator;
 pub mod processor;
+pub mod refunds;
 pub mod secrets;
 pub mod store;
 pub mod subscribe;
@@ -47,7 +50,7 @@ use charges::Charger;
 use config::Config;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use processor::client::ProcessorClient;
-use processor::sandbox::{AdminAuth, SandboxConfig, SandboxProcessor};
+use processor::sandbox::{AdminAuth, SandboxProcessor};
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -189,7 +192,7 @@ pub async fn run(
     } else {
         (store, None)
     };
-    first_start.print(&config.public_url());
+    first_start.print(&config.public_url(), config.log_format);
     let processor =
         ProcessorClient::with_timeout(Duration::from_millis(config.processor_timeout_ms))?;
     let public_url = config.public_url();
@@ -230,7 +233,7 @@ pub async fn run(
     };
     // The in-process sandbox's administration takes the server's own admin token.
     let sandbox = SandboxProcessor::new(
-        SandboxConfig::default(),
+        config.sandbox.clone(),
         AdminAuth::from_hash(admin_token_hash.clone()),
     )?;
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).

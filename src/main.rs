@@ -77,7 +77,7 @@ enum Command {
         #[arg(long, default_value_t = 5_000)]
         timer_lease_ms: u64,
     },
-    /// Benchmarks (see README: Benchmarks).
+    /// Benchmarks (see README: Current figures).
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -174,15 +174,15 @@ enum AccountCommand {
 }
 
 /// jemalloc instead of glibc's malloc: on a renewal burst glibc's allocator took about a sixth
-/// of the CPU; jemalloc made the burst about 25 % faster (README, Renewal burst; mimalloc was
+/// of the CPU; jemalloc made the burst about 25 % faster (benches/README.md; mimalloc was
 /// as fast but held half again as much memory).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_tracing();
     let cli = Cli::parse();
+    billing::logging::init(cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             let listener = tokio::net::TcpListener::bind(&cli.config.bind).await?;
@@ -381,34 +381,6 @@ async fn chaos_cluster(command: ChaosCommand, database_url: &str) -> anyhow::Res
         std::process::exit(1);
     }
     Ok(())
-}
-
-/// Targets whose detail-level output can carry credentials, and the most they may log
-/// whatever `RUST_LOG` asks: sea-orm's trace spans record its `ConnectOptions`, whose URL holds
-/// the database password (and, were its `debug-print` feature ever on, its statements with
-/// their bound values: keys, secrets); sqlx's statement and connection logging the same. A
-/// filter on top of `RUST_LOG` rather than a default of it, because `RUST_LOG=trace` (or
-/// `sqlx=trace`) must not undo it.
-const CAPPED_TARGETS: [(&str, tracing::Level); 2] = [
-    ("sea_orm", tracing::Level::INFO),
-    ("sqlx", tracing::Level::WARN),
-];
-
-/// Log lines to stdout, filtered by `RUST_LOG` (default `info`) and capped by `CAPPED_TARGETS`.
-fn init_tracing() {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::filter::{FilterExt, LevelFilter, Targets};
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let requested = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,sqlx=warn,sea_orm=warn".into());
-    let caps = CAPPED_TARGETS.into_iter().fold(
-        Targets::new().with_default(LevelFilter::TRACE),
-        |targets, (target, level)| targets.with_target(target, level),
-    );
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_filter(requested.and(caps)))
-        .init();
 }
 
 async fn shutdown_signal() {

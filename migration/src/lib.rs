@@ -22,6 +22,7 @@ mod m20261124_000010_processor_outcomes;
 mod m20261124_000011_idempotency_purge;
 mod m20261124_000012_cluster;
 mod m20261124_000013_shared_state;
+mod m20261124_000014_refunds_and_nequi;
 
 pub struct Migrator;
 
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000010_processor_outcomes::Migration),
             Box::new(m20261124_000012_cluster::Migration),
             Box::new(m20261124_000013_shared_state::Migration),
+            Box::new(m20261124_000014_refunds_and_nequi::Migration),
         ]
     }
 }

@@ -8,6 +8,7 @@ use super::decide::{
 };
 use super::subscription::{emit, price};
 use super::{ActionError, ActionOutcome, Command, Runtime};
+use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
@@ -144,7 +145,14 @@ impl Runtime {
                     .period_charges(&sub.id, sub.current_period_start)
                     .await?;
                 let started = self
-                    .charge_period(&mut sub, &account, &charges, now, "manual", false)
+                    .charge_period(
+                        &mut sub,
+                        &account,
+                        &charges,
+                        now,
+                        charge_purpose::MANUAL,
+                        false,
+                    )
                     .await?
                     .ok_or(ActionError::InsufficientBalance)?;
                 // Re-read: the processor may have answered at once.
@@ -169,8 +177,15 @@ impl Runtime {
                     // charge carries the change, and nothing else is written now.
                     let change = PendingChange::Plan { plan_id, cycle };
                     charge = Some(
-                        self.one_off_charge(&sub, &account, preview, "proration", change, now)
-                            .await?,
+                        self.one_off_charge(
+                            &sub,
+                            &account,
+                            preview,
+                            charge_purpose::PRORATION,
+                            change,
+                            now,
+                        )
+                        .await?,
                     );
                 } else {
                     let txn = self.store().begin().await?;
@@ -224,8 +239,15 @@ impl Runtime {
                 if with_proration && status == Status::Active && amount > 0 {
                     let change = PendingChange::Addon { addon_id };
                     charge = Some(
-                        self.one_off_charge(&sub, &account, amount, "addon_proration", change, now)
-                            .await?,
+                        self.one_off_charge(
+                            &sub,
+                            &account,
+                            amount,
+                            charge_purpose::ADDON_PRORATION,
+                            change,
+                            now,
+                        )
+                        .await?,
                     );
                 } else {
                     let txn = self.store().begin().await?;

@@ -27,11 +27,12 @@ use clock::Clock;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 use tree::{ActorStats, KindRegistry, KindView, Tree};
 
 pub use endpoint::spawn_webhooks;
 pub use scheduler::{Arm, spawn_background};
-pub use subscription::subscription_event;
+pub use subscription::{charge_refunded_event, subscription_event};
 
 /// How long an actor lives without messages.
 /// At most this many period charges (renewals, first charges, retries, charge-now) are out
@@ -106,7 +107,16 @@ pub enum ActionError {
     Remote(String),
 }
 
+/// What a subscription actor receives.
 pub enum SubscriptionMsg {
+    /// A request, handled inside the span it was sent from: an API request's span carries
+    /// its `request_id` into the actor's log lines.
+    Request(Request, tracing::Span),
+    IdleCheck,
+}
+
+/// A request to a subscription actor, answered through its reply port.
+pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
         plan_id: String,
@@ -122,7 +132,6 @@ pub enum SubscriptionMsg {
         event: Option<Box<ProcessorEvent>>,
         reply: RpcReplyPort<Result<(), ActionError>>,
     },
-    IdleCheck,
 }
 
 struct Inner {
@@ -131,6 +140,8 @@ struct Inner {
     store: Store,
     charger: Charger,
     clock: Clock,
+    /// Refunds and their rechecks (with the charger's client, on the same clock).
+    refunds: crate::refunds::Refunds,
     tree: Tree,
     subscriptions: Arc<KindRegistry<SubscriptionMsg>>,
     endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
@@ -202,10 +213,17 @@ impl Actor for SubscriptionActor {
         msg: SubscriptionMsg,
         state: &mut ActorState,
     ) -> Result<(), ActorProcessingErr> {
-        if !matches!(msg, SubscriptionMsg::IdleCheck) && !self.runtime.owns(&state.id) {
+        let (request, span) = match msg {
+            SubscriptionMsg::Request(request, span) => (request, span),
+            SubscriptionMsg::IdleCheck => {
+                self.check_idle(myself, state);
+                return Ok(());
+            }
+        };
+        if !self.runtime.owns(&state.id) {
             // The shard moved to another node while this message waited: refused, and the
             // actor stops (the sender finds the new owner).
-            refuse(msg);
+            refuse(request);
             self.runtime
                 .inner
                 .subscriptions
@@ -213,52 +231,56 @@ impl Actor for SubscriptionActor {
             myself.stop(None);
             return Ok(());
         }
-        if matches!(msg, SubscriptionMsg::IdleCheck) {
-            let idle = state.last_message.elapsed();
-            if idle >= self.runtime.inner.idle {
-                self.runtime
-                    .inner
-                    .subscriptions
-                    .forget(&state.id, myself.get_id(), false);
-                myself.stop(None);
-            } else {
-                let left = self.runtime.inner.idle - idle;
-                drop(myself.send_after(left, || SubscriptionMsg::IdleCheck));
-            }
-            return Ok(());
-        }
         state.stats.begin();
-        let result = self.handle_counted(msg, state).await;
+        let result = self.handle_counted(request, state).instrument(span).await;
         state.stats.end();
         state.last_message = Instant::now();
         result
     }
 }
 
-/// Answers `msg` with `ActionError::Moving` without handling it.
-fn refuse(msg: SubscriptionMsg) {
-    match msg {
-        SubscriptionMsg::Act(_, reply) => drop(reply.send(Err(ActionError::Moving))),
-        SubscriptionMsg::Preview { reply, .. } => drop(reply.send(Err(ActionError::Moving))),
-        SubscriptionMsg::Due(reply) | SubscriptionMsg::Outcome { reply, .. } => {
+impl SubscriptionActor {
+    /// Stops the actor when it has handled nothing for `idle`, else checks again when it
+    /// could have been.
+    fn check_idle(&self, myself: ActorRef<SubscriptionMsg>, state: &ActorState) {
+        let idle = state.last_message.elapsed();
+        if idle >= self.runtime.inner.idle {
+            self.runtime
+                .inner
+                .subscriptions
+                .forget(&state.id, myself.get_id(), false);
+            myself.stop(None);
+        } else {
+            let left = self.runtime.inner.idle - idle;
+            drop(myself.send_after(left, || SubscriptionMsg::IdleCheck));
+        }
+    }
+}
+
+/// Answers `request` with `ActionError::Moving` without handling it.
+fn refuse(request: Request) {
+    match request {
+        Request::Act(_, reply) => drop(reply.send(Err(ActionError::Moving))),
+        Request::Preview { reply, .. } => drop(reply.send(Err(ActionError::Moving))),
+        Request::Due(reply) | Request::Outcome { reply, .. } => {
             drop(reply.send(Err(ActionError::Moving)))
         }
-        SubscriptionMsg::IdleCheck => {}
     }
 }
 
 impl SubscriptionActor {
     async fn handle_counted(
         &self,
-        msg: SubscriptionMsg,
+        request: Request,
         state: &mut ActorState,
     ) -> Result<(), ActorProcessingErr> {
         let runtime = &self.runtime;
-        match msg {
-            SubscriptionMsg::Act(command, reply) => {
+        match request {
+            Request::Act(command, reply) => {
+                tracing::info!(subscription = %state.id, ?command, "applying a command");
                 let _ = reply.send(runtime.apply_command(&state.id, command).await);
             }
-            SubscriptionMsg::Preview { plan_id, reply } => {
+            Request::Preview { plan_id, reply } => {
                 let result = async {
                     let sub = runtime
                         .store()
@@ -273,10 +295,10 @@ impl SubscriptionActor {
                 };
                 let _ = reply.send(result.await);
             }
-            SubscriptionMsg::Due(reply) => {
+            Request::Due(reply) => {
                 let _ = reply.send(runtime.apply_due(&state.id).await);
             }
-            SubscriptionMsg::Outcome {
+            Request::Outcome {
                 charge_id,
                 raw_status,
                 message,
@@ -297,7 +319,6 @@ impl SubscriptionActor {
                         .await,
                 );
             }
-            SubscriptionMsg::IdleCheck => {}
         }
         Ok(())
     }
@@ -317,9 +338,11 @@ impl Runtime {
         let endpoints = tree.register::<endpoint::EndpointMsg>("webhook_endpoint");
         let (arms, receiver) = tokio::sync::mpsc::unbounded_channel();
         let store_ownership = &Arc::clone(store.ownership());
+        let clock = Clock::new(store.clone());
         let inner = Arc::new(Inner {
             arms,
-            clock: Clock::new(store.clone()),
+            refunds: crate::refunds::Refunds::new(charger.clone(), clock.clone()),
+            clock,
             store,
             charger,
             tree,
@@ -348,10 +371,10 @@ impl Runtime {
         id: &AccountId,
     ) -> crate::store::StoreResult<Option<Arc<crate::store::accounts::Account>>> {
         const TTL: Duration = Duration::from_secs(5);
-        if let Some(entry) = self.inner.accounts.get(id.as_str()) {
-            if entry.1.elapsed() < TTL {
-                return Ok(Some(Arc::clone(&entry.0)));
-            }
+        if let Some(entry) = self.inner.accounts.get(id.as_str())
+            && entry.1.elapsed() < TTL
+        {
+            return Ok(Some(Arc::clone(&entry.0)));
         }
         let Some(account) = self.store().account(id).await? else {
             return Ok(None);
@@ -441,6 +464,10 @@ impl Runtime {
         &self.inner.charger
     }
 
+    pub fn refunds(&self) -> &crate::refunds::Refunds {
+        &self.inner.refunds
+    }
+
     /// Keeps a background loop's handle so that `stop` ends it.
     pub(crate) fn track(&self, handle: tokio::task::JoinHandle<()>) {
         if let Ok(mut loops) = self.inner.loops.lock() {
@@ -495,16 +522,18 @@ impl Runtime {
     /// Sends a message built by `build` and awaits the reply. When the actor stopped before
     /// handling it (the message was never processed: its reply port was dropped unsent), the
     /// actor is respawned and the message sent again; a timeout is not retried, since the
-    /// first message may still be running.
+    /// first message may still be running. The actor handles it inside the caller's span.
     async fn call<T: Send + 'static>(
         &self,
         id: &str,
-        build: impl Fn(RpcReplyPort<Result<T, ActionError>>) -> SubscriptionMsg,
+        build: impl Fn(RpcReplyPort<Result<T, ActionError>>) -> Request,
     ) -> Result<T, ActionError> {
+        let span = tracing::Span::current();
+        let message = |reply| SubscriptionMsg::Request(build(reply), span.clone());
         for _ in 0..3 {
             let (actor, stats) = self.actor(id).await?;
             stats.enqueued();
-            match actor.call(&build, Some(CALL_TIMEOUT)).await {
+            match actor.call(&message, Some(CALL_TIMEOUT)).await {
                 Ok(ractor::rpc::CallResult::Success(result)) => return result,
                 Ok(ractor::rpc::CallResult::Timeout) => return Err(ActionError::Unavailable),
                 Ok(ractor::rpc::CallResult::SenderError) | Err(_) => {
@@ -523,7 +552,7 @@ impl Runtime {
                 other => Err(unexpected(other)),
             };
         }
-        self.call(id, |reply| SubscriptionMsg::Act(command.clone(), reply))
+        self.call(id, |reply| Request::Act(command.clone(), reply))
             .await
     }
 
@@ -537,7 +566,7 @@ impl Runtime {
                 other => Err(unexpected(other)),
             };
         }
-        self.call(id, |reply| SubscriptionMsg::Preview {
+        self.call(id, |reply| Request::Preview {
             plan_id: plan_id.to_owned(),
             reply,
         })
@@ -551,7 +580,7 @@ impl Runtime {
                 other => Err(unexpected(other)),
             };
         }
-        self.call(id, SubscriptionMsg::Due).await
+        self.call(id, Request::Due).await
     }
 
     pub async fn outcome(
@@ -576,7 +605,7 @@ impl Runtime {
                 other => Err(unexpected(other)),
             };
         }
-        self.call(subscription_id, |reply| SubscriptionMsg::Outcome {
+        self.call(subscription_id, |reply| Request::Outcome {
             charge_id: charge_id.to_owned(),
             raw_status: raw_status.to_owned(),
             message: message.map(str::to_owned),
@@ -630,20 +659,17 @@ impl Runtime {
                 Ok(Reply::Done)
             }
             Message::Act { command } => self
-                .call(id, |reply| SubscriptionMsg::Act(command.clone(), reply))
+                .call(id, |reply| Request::Act(command.clone(), reply))
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
             Message::Preview { plan_id } => self
-                .call(id, |reply| SubscriptionMsg::Preview {
+                .call(id, |reply| Request::Preview {
                     plan_id: plan_id.clone(),
                     reply,
                 })
                 .await
                 .map(Reply::Amount),
-            Message::Due => self
-                .call(id, SubscriptionMsg::Due)
-                .await
-                .map(|()| Reply::Done),
+            Message::Due => self.call(id, Request::Due).await.map(|()| Reply::Done),
             Message::Outcome {
                 charge_id,
                 raw_status,
@@ -651,7 +677,7 @@ impl Runtime {
                 transaction_id,
                 event,
             } => self
-                .call(id, |reply| SubscriptionMsg::Outcome {
+                .call(id, |reply| Request::Outcome {
                     charge_id: charge_id.clone(),
                     raw_status: raw_status.clone(),
                     message: message.clone(),

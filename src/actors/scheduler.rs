@@ -69,6 +69,9 @@ pub fn spawn_background(
                     if let Err(err) = reconcile_once(&runtime, now).await {
                         tracing::warn!(error = %err, "reconciler pass failed");
                     }
+                    if let Err(err) = runtime.refunds().recheck_due(|id| runtime.owns(id)).await {
+                        tracing::warn!(error = %err, "asking about pending refunds failed");
+                    }
                 }
                 Ok(()) = gains.changed() => reconcile_leftovers(&runtime).await,
             }

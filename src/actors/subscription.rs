@@ -7,6 +7,7 @@
 use super::decide::{self, cycle_of, reschedule, status_of};
 use super::{ActionError, Runtime};
 use crate::accounts::fee_schedule;
+use crate::domain::charge_purpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, rfc3339};
@@ -15,6 +16,7 @@ use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::ChargeAttempt;
+use crate::store::refunds::Refund;
 use crate::store::subscriptions::{Event, StoreTxn, Subscription};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -34,7 +36,26 @@ pub fn subscription_event(
     charge: Option<(&ChargeAttempt, &str)>,
     now_ms: i64,
 ) -> Event {
-    let id = EventId::generate().into_string();
+    event_of(sub, event_type, event_data(sub, charge), now_ms)
+}
+
+/// `charge.refunded`: the charge event's data (`charge_attempt_id`, the refund's raw `status`)
+/// with `refund_id`, and `amount_in_cents` the amount this refund gave back.
+pub fn charge_refunded_event(
+    sub: &Subscription,
+    charge: &ChargeAttempt,
+    refund: &Refund,
+    raw_status: &str,
+    now_ms: i64,
+) -> Event {
+    let mut data = event_data(sub, Some((charge, raw_status)));
+    data["refund_id"] = json!(refund.id);
+    data["amount_in_cents"] = json!(refund.amount_cents);
+    event_of(sub, "charge.refunded", data, now_ms)
+}
+
+/// An event's `data`: the subscription's id and metadata, and a charge's fields.
+fn event_data(sub: &Subscription, charge: Option<(&ChargeAttempt, &str)>) -> Value {
     let metadata: Value = sub
         .metadata
         .as_deref()
@@ -46,6 +67,12 @@ pub fn subscription_event(
         data["status"] = json!(raw_status);
         data["amount_in_cents"] = json!(charge.amount_cents);
     }
+    data
+}
+
+/// The event row of `sub` with this type and data, as delivered.
+fn event_of(sub: &Subscription, event_type: &str, data: Value, now_ms: i64) -> Event {
+    let id = EventId::generate().into_string();
     let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
     Event {
         id,
@@ -194,15 +221,15 @@ impl Runtime {
                 sub.status = Status::Active.as_str().to_owned();
                 reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
-                self.charge_period(sub, account, &charges, now, "first", true)
+                self.charge_period(sub, account, &charges, now, charge_purpose::FIRST, true)
                     .await
             }
             Status::Active => {
-                self.charge_period(sub, account, &charges, now, "renewal", true)
+                self.charge_period(sub, account, &charges, now, charge_purpose::RENEWAL, true)
                     .await
             }
             Status::PastDue => {
-                self.charge_period(sub, account, &charges, now, "retry", true)
+                self.charge_period(sub, account, &charges, now, charge_purpose::RETRY, true)
                     .await
             }
             Status::PausedInsufficientBalance => self.resume_after_top_up(sub, account, now).await,
@@ -305,12 +332,14 @@ mod tests {
             status: "approved".into(),
             processor_status: Some("APPROVED".into()),
             processor_message: None,
-            purpose: "renewal".into(),
+            purpose: charge_purpose::RENEWAL.into(),
             period_start: None,
             created_at: 0,
             updated_at: 0,
             finalized_at: None,
             pending_change: None,
+            refunded_cents: 0,
+            refunding_cents: 0,
         };
         let event = subscription_event(
             &sub,

@@ -4,6 +4,7 @@ use super::auth::Caller;
 use super::balance::BalanceOut;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
+use super::schemas::{constrain, null};
 use super::state::AppState;
 use crate::accounts::{
     AccountError, AccountSpec, ProcessorSpec, create_account, processor_base_url,
@@ -17,13 +18,49 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn admin_router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(create_account_admin))
         .routes(routes!(update_account_limits))
-        .routes(routes!(top_up))
+        .routes(routes!(top_up));
+    constrain(router.get_openapi_mut(), "AccountIn", one_mode());
+    router
+}
+
+/// The two kinds of account (`accounts::check_processor`): a sandbox account, with `_test_`
+/// processor keys or none (it then gets fresh keys at the in-process sandbox), or a live one,
+/// with `_prod_` keys and the processor's URL.
+fn one_mode() -> Schema {
+    let processor = |mode: &str, base_url: Object| {
+        let text = || ObjectBuilder::new().schema_type(Type::String);
+        ObjectBuilder::new()
+            .property("base_url", base_url)
+            .property("public_key", text().pattern(Some(format!("^pub_{mode}_"))))
+            .property("private_key", text().pattern(Some(format!("^prv_{mode}_"))))
+            .property("events_secret", text().min_length(Some(1)))
+            .property("integrity_secret", text().min_length(Some(1)))
+    };
+    let http_url = || ObjectBuilder::new().pattern(Some("^https?://"));
+    let sandbox = ObjectBuilder::new()
+        .property("sandbox", ObjectBuilder::new().enum_values(Some([true])))
+        .property(
+            "processor",
+            OneOfBuilder::new()
+                .item(processor("test", http_url().build()))
+                .item(null()),
+        )
+        .required("sandbox");
+    let live = ObjectBuilder::new()
+        .property("sandbox", ObjectBuilder::new().enum_values(Some([false])))
+        .property(
+            "processor",
+            processor("prod", http_url().schema_type(Type::String).build()).required("base_url"),
+        )
+        .required("processor");
+    OneOfBuilder::new().item(sandbox).item(live).build().into()
 }
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -45,28 +82,41 @@ pub struct ProcessorIn {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeeIn {
+    #[schema(minimum = 0, maximum = 10_000)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub percent_bps: i64,
+    #[schema(minimum = 0)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub fixed_cents: i64,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountIn {
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
     #[serde(default)]
     pub sandbox: bool,
     pub processor: Option<ProcessorIn>,
     pub fee: Option<FeeIn>,
     /// Requests per 60 s over the API (default 100; 0 = unlimited).
+    #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub rate_limit_per_minute: Option<i64>,
     /// Requests per 60 s on the checkout status route (default 20; 0 = unlimited).
+    #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub status_rate_limit_per_minute: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountLimitsIn {
+    #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub rate_limit_per_minute: Option<i64>,
+    #[schema(minimum = 0)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub status_rate_limit_per_minute: Option<i64>,
 }
 
@@ -124,6 +174,8 @@ impl AccountOut {
 #[serde(deny_unknown_fields)]
 pub struct TopUpIn {
     /// Integer cents of COP, > 0.
+    #[schema(minimum = 1, maximum = 1e12)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub amount_cents: i64,
 }
 

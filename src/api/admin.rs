@@ -103,9 +103,11 @@ async fn cluster(State(state): State<AppState>) -> ApiResult<Json<ClusterOut>> {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ActorsQuery {
-    /// Only actors of this kind (`subscription`, …).
+    /// Only actors of this kind.
+    #[param(schema_with = super::schemas::actor_kind)]
     pub kind: Option<String>,
     /// Page size, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -11,16 +11,21 @@ use crate::ids::{AddonId, CustomerId, PlanId};
 use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch, Customer};
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
-use utoipa_axum::{router::OpenApiRouter, routes};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_plan, list_plans))
-        .routes(routes!(get_plan, update_plan, delete_plan))
+        .routes(with_fallback(
+            routes!(get_plan, update_plan),
+            plan_method_not_allowed,
+        ))
         .routes(routes!(create_addon, list_addons))
         .routes(routes!(get_addon, update_addon))
         .routes(routes!(create_customer, list_customers))
@@ -34,10 +39,15 @@ const MAX_AMOUNT_CENTS: i64 = 1_000_000_000_000;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogItemIn {
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
     /// Integer cents of COP, > 0.
+    #[schema(minimum = 1, maximum = 1e12)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub monthly_amount_cents: i64,
     /// Integer cents of COP, > 0.
+    #[schema(minimum = 1, maximum = 1e12)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub annual_amount_cents: i64,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -47,6 +57,7 @@ pub struct CatalogItemIn {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogItemPatch {
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: Option<String>,
     pub active: Option<bool>,
 }
@@ -81,7 +92,9 @@ impl From<CatalogItem> for CatalogItemOut {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CustomerIn {
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -252,15 +265,34 @@ async fn update_plan(
     update_item(&state, &caller, CatalogKind::Plan, &id, body).await
 }
 
-/// Plans are never deleted through the public API: always 405.
-#[utoipa::path(delete, path = "/v1/plans/{id}", tag = "plans",
-    responses((status = 405, body = ErrorBody, description = "Plans are deleted only from the dashboard")))]
-async fn delete_plan(Path(_id): Path<String>) -> ApiError {
-    ApiError::invalid(
-        StatusCode::METHOD_NOT_ALLOWED,
+/// Answers the methods a path's documented operations do not cover with `fallback`.
+fn with_fallback<H, T>(
+    routes: UtoipaMethodRouter<AppState>,
+    fallback: H,
+) -> UtoipaMethodRouter<AppState>
+where
+    H: axum::handler::Handler<T, AppState>,
+    T: 'static,
+{
+    let (schemas, paths, method_router) = routes;
+    (schemas, paths, method_router.fallback(fallback))
+}
+
+/// Any method but GET and PATCH on a plan: 405, with the methods that are allowed. Plans are
+/// never deleted through the public API, so DELETE is no operation of the document either;
+/// its 405 says where plans are deleted.
+async fn plan_method_not_allowed(method: Method) -> Response {
+    let message = if method == Method::DELETE {
         "Plans cannot be deleted through the API; deactivate it with PATCH {\"active\": false}, \
-         or delete it from the dashboard when it has no subscriptions.",
-    )
+         or delete it from the dashboard when it has no subscriptions."
+    } else {
+        "Method not allowed on this path."
+    };
+    let mut response = ApiError::invalid(StatusCode::METHOD_NOT_ALLOWED, message).into_response();
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET,HEAD,PATCH"));
+    response
 }
 
 /// Create an add-on.

@@ -19,6 +19,7 @@ use axum::http::StatusCode;
 use axum::middleware;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use utoipa::openapi::Type;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -33,24 +34,34 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
             state.clone(),
             super::rate_limit::limit_status_route,
         ));
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(create_checkout_session, list_checkout_sessions))
         .routes(routes!(get_checkout_session))
-        .merge(status)
+        .merge(status);
+    super::schemas::require_one_of(
+        router.get_openapi_mut(),
+        "CheckoutSessionIn",
+        [("customer", Type::Object), ("customer_id", Type::String)],
+    );
+    router
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewCustomerIn {
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckoutSessionIn {
+    #[schema(pattern = "^plan_")]
     pub plan_id: String,
     /// monthly or annual.
+    #[schema(schema_with = super::schemas::cycle)]
     pub cycle: String,
     /// A new customer, created when the payment is approved. Send this or `customer_id`.
     pub customer: Option<NewCustomerIn>,
@@ -58,10 +69,14 @@ pub struct CheckoutSessionIn {
     pub customer_id: Option<String>,
     /// Where the customer goes after paying, with `subscription_id`, `status`,
     /// `amount_in_cents` and `currency` added to its query.
+    #[schema(schema_with = super::schemas::optional_web_url)]
     pub success_url: Option<String>,
     /// Offered on the page, and where an expired session sends the customer.
+    #[schema(schema_with = super::schemas::optional_web_url)]
     pub cancel_url: Option<String>,
     /// 1,800 to 86,400; default 86,400 (24 h).
+    #[schema(minimum = 1800, maximum = 86400)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub expires_in_seconds: Option<i64>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -109,7 +124,9 @@ pub struct CheckoutSessionStatusOut {
 #[into_params(parameter_in = Query)]
 pub struct CheckoutSessionListQuery {
     /// open, complete or expired.
+    #[param(schema_with = super::schemas::session_status)]
     pub status: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     pub cursor: Option<String>,
 }
@@ -256,6 +273,7 @@ async fn create_checkout_session(
         attempt_customer_id: None,
         attempt_payment_method_id: None,
         attempt_payment_source_id: None,
+        attempt_source_kind: None,
         attempt_email: None,
         attempt_name: None,
         attempt_brand: None,

@@ -15,13 +15,32 @@ pub struct ErrorBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// One of invalid_request, authentication_error, insufficient_balance, processor_error,
-    /// rate_limit, idempotency_error, api_error.
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: ErrorType,
     pub message: String,
     /// The request field the error is about, or null.
     pub param: Option<String>,
+}
+
+/// What kind of failure an error is; each response of the document names the ones it can carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorType {
+    /// The request is wrong: its fields, the object's state, an unknown id or path (400, 404,
+    /// 405, 409, 413, 422).
+    InvalidRequest,
+    /// 401: the bearer credential is missing or wrong.
+    AuthenticationError,
+    /// 422: the account's prepaid balance cannot cover the fee.
+    InsufficientBalance,
+    /// 422: the payment processor refused.
+    ProcessorError,
+    /// 429, with `Retry-After`.
+    RateLimit,
+    /// 400 or 409: about the `Idempotency-Key`.
+    IdempotencyError,
+    /// 500 or 503: ours.
+    ApiError,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,33 +155,39 @@ impl ApiError {
     fn detail(&self) -> ErrorDetail {
         let (kind, message, param) = match self {
             Self::InvalidRequest { message, param, .. } => {
-                ("invalid_request", message.clone(), param.clone())
+                (ErrorType::InvalidRequest, message.clone(), param.clone())
             }
             Self::Authentication => (
-                "authentication_error",
+                ErrorType::AuthenticationError,
                 "Missing or invalid API key: send `Authorization: Bearer <key>`.".to_owned(),
                 None,
             ),
-            Self::InsufficientBalance(message) => ("insufficient_balance", message.clone(), None),
-            Self::Processor(message) => ("processor_error", message.clone(), None),
+            Self::InsufficientBalance(message) => {
+                (ErrorType::InsufficientBalance, message.clone(), None)
+            }
+            Self::Processor(message) => (ErrorType::ProcessorError, message.clone(), None),
             Self::RateLimited { retry_after_secs } => (
-                "rate_limit",
+                ErrorType::RateLimit,
                 format!("Too many requests; retry after {retry_after_secs} s."),
                 None,
             ),
             Self::TooManyFailedAuthentications { retry_after_secs } => (
-                "rate_limit",
+                ErrorType::RateLimit,
                 format!(
                     "Too many failed authentications from this address; retry after {retry_after_secs} s."
                 ),
                 None,
             ),
-            Self::Idempotency { message, .. } => ("idempotency_error", message.clone(), None),
-            Self::Internal(_) | Self::Uncommitted(_) => {
-                ("api_error", "An internal error occurred.".to_owned(), None)
+            Self::Idempotency { message, .. } => {
+                (ErrorType::IdempotencyError, message.clone(), None)
             }
+            Self::Internal(_) | Self::Uncommitted(_) => (
+                ErrorType::ApiError,
+                "An internal error occurred.".to_owned(),
+                None,
+            ),
             Self::Unavailable { retry_after_secs } => (
-                "api_error",
+                ErrorType::ApiError,
                 format!(
                     "This object is moving to another node; nothing was changed. Retry after {retry_after_secs} s."
                 ),

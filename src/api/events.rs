@@ -31,6 +31,7 @@ pub struct EventListQuery {
     #[param(rename = "type")]
     pub event_type: Option<String>,
     pub subscription_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     pub cursor: Option<String>,
 }
@@ -133,6 +134,8 @@ pub struct ClockOut {
 #[serde(deny_unknown_fields)]
 pub struct AdvanceIn {
     /// Seconds to move forward, > 0.
+    #[schema(minimum = 1, maximum = 316_224_000)]
+    #[serde(deserialize_with = "super::extract::whole")]
     pub seconds: i64,
 }
 

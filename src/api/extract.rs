@@ -5,7 +5,7 @@ use super::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Deserializer, Unexpected, Visitor};
 use serde_json::value::RawValue;
 
 /// A JSON body. An empty body reads as `{}` so that actions whose fields are all optional
@@ -30,6 +30,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 
 /// Parses `bytes` as `T`, naming the offending field in the error.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde would read a struct from an array of its fields' values too; every body of this
+    // API is an object.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::bad_request("The body must be a JSON object."));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
@@ -96,6 +101,67 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
         let param = field_of(&message).map(str::to_owned).unwrap_or(path);
         ApiError::bad_request(format!("Invalid query parameter `{param}`: {message}")).param(param)
     })
+}
+
+/// An integer field of a JSON body. JSON has one number type, so `3.0` is the integer 3 (JSON
+/// Schema's `integer` agrees); serde would refuse it for an `i64`. Use with
+/// `#[serde(deserialize_with = "whole")]`, or `optional_whole` and `#[serde(default)]`.
+pub fn whole<'de, D: Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    deserializer.deserialize_any(WholeNumber)
+}
+
+pub fn optional_whole<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    deserializer.deserialize_option(OptionalWholeNumber)
+}
+
+struct WholeNumber;
+
+impl Visitor<'_> for WholeNumber {
+    type Value = i64;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an integer")
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<i64, E> {
+        Ok(value)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<i64, E> {
+        i64::try_from(value).map_err(|_| E::invalid_value(Unexpected::Unsigned(value), &self))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<i64, E> {
+        // 2^63 is exact as an f64; every whole f64 in [-2^63, 2^63) is an i64.
+        const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+        if value.fract() == 0.0 && (-LIMIT..LIMIT).contains(&value) {
+            #[allow(clippy::cast_possible_truncation)]
+            return Ok(value as i64);
+        }
+        Err(E::invalid_value(Unexpected::Float(value), &self))
+    }
+}
+
+struct OptionalWholeNumber;
+
+impl<'de> Visitor<'de> for OptionalWholeNumber {
+    type Value = Option<i64>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("an integer or null")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Option<i64>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Option<i64>, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<i64>, D::Error> {
+        whole(deserializer).map(Some)
+    }
 }
 
 /// The contract's metadata limit: 60 KB = 61,440 bytes serialised.

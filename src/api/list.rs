@@ -13,6 +13,7 @@ pub const MAX_LIMIT: u64 = 100;
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Page size, 1 to 100 (default 10).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -1,6 +1,7 @@
 //! The HTTP API: the only module (with `checkout`) that names axum. Each submodule exports
 //! `router()`; this file stacks the shared layers once, in this order from the outside in:
-//! trace → panic catcher → metrics → (per group) authentication → rate limit → idempotency.
+//! request id → trace (the request's span) → panic catcher → metrics → (per group)
+//! authentication → rate limit → idempotency.
 
 pub mod accounts;
 pub mod admin;
@@ -8,9 +9,11 @@ pub mod auth;
 pub mod auth_failures;
 pub mod balance;
 pub mod catalog;
+pub mod charges;
 pub mod checkout_sessions;
 pub mod dashboard;
 pub mod error;
+pub mod error_responses;
 pub mod events;
 pub mod extract;
 pub mod idempotency;
@@ -18,8 +21,11 @@ pub mod ingress;
 pub mod internal;
 pub mod list;
 pub mod payment_methods;
+pub mod payment_source;
 pub mod probes;
 pub mod rate_limit;
+pub mod request_id;
+pub mod schemas;
 pub mod state;
 pub mod subscriptions;
 pub mod webhook_endpoints;
@@ -30,6 +36,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use error::ApiError;
+use error_responses::Layer;
 use state::AppState;
 use std::sync::Arc;
 use std::time::Instant;
@@ -62,7 +69,8 @@ impl Modify for BearerAuth {
 
 /// The whole application with its OpenAPI document.
 pub fn app(state: AppState) -> Router {
-    let (router, openapi) = routes(&state).split_for_parts();
+    let (router, mut openapi) = routes(&state).split_for_parts();
+    error_responses::describe(&mut openapi);
     let openapi = Arc::new(openapi);
     router
         .route(
@@ -96,7 +104,8 @@ pub fn app(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal("handler panicked".into()).into_response()
         }))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_id::span_for::<axum::body::Body>))
+        .layer(middleware::from_fn(request_id::assign))
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]))
@@ -105,11 +114,12 @@ pub fn app(state: AppState) -> Router {
 
 /// Every documented route, grouped by how it authenticates.
 pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
-    let v1 = OpenApiRouter::new()
+    let mut v1 = OpenApiRouter::new()
         .merge(accounts::router())
         .merge(catalog::router())
         .merge(balance::router())
         .merge(payment_methods::router())
+        .merge(charges::router())
         .merge(subscriptions::router())
         .merge(checkout_sessions::router(state))
         .merge(events::router())
@@ -126,13 +136,18 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
             state.clone(),
             auth::require_api_key,
         ));
-    let admin = OpenApiRouter::new()
+    error_responses::document(
+        v1.get_openapi_mut(),
+        &[Layer::Bearer, Layer::RateLimit, Layer::Idempotency],
+    );
+    let mut admin = OpenApiRouter::new()
         .merge(accounts::admin_router())
         .merge(admin::admin_router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_admin,
         ));
+    error_responses::document(admin.get_openapi_mut(), &[Layer::Bearer]);
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
         .merge(admin)
@@ -143,7 +158,9 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document, for tools that want it without a server.
 pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
-    routes(state).into_openapi()
+    let mut openapi = routes(state).into_openapi();
+    error_responses::describe(&mut openapi);
+    openapi
 }
 
 async fn unknown_path(request: Request) -> ApiError {

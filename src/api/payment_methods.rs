@@ -1,33 +1,94 @@
 //! Payment methods of a customer (CONTRACT §4): a processor payment source, made here from a
-//! card token or adopted by id. Only brand and last 4 digits are kept; no card data is stored.
+//! card token or an approved Nequi token with both of the customer's acceptances, or adopted
+//! by id. Only the type, brand and last 4 digits are kept; no card data or phone is stored.
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::list::{ListOut, ListQuery};
+use super::payment_source::{SourceFields, SourceRequest};
+use super::schemas::{blank, constrain, not_blank, null};
 use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::ids::PaymentMethodId;
-use crate::processor::client::{NewPaymentSource, ProcessorError};
+use crate::processor::client::{ProcessorError, SourceKind};
 use crate::store::charges::PaymentMethod;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(create_payment_method, list_payment_methods))
+    let mut router =
+        OpenApiRouter::new().routes(routes!(create_payment_method, list_payment_methods));
+    constrain(router.get_openapi_mut(), "PaymentMethodIn", one_shape());
+    router
 }
 
-/// Either a card token with the acceptance token, or an existing payment source id.
+/// The body's three shapes, exactly one of which a request matches (`source_of`): a card token
+/// or a Nequi token, each with both acceptances and no other token, or an existing payment
+/// source's id with no token.
+fn one_shape() -> Schema {
+    let token = |kinds: &[serde_json::Value], token: &str, other: &str| {
+        let mut shape = ObjectBuilder::new()
+            .property(
+                "type",
+                ObjectBuilder::new().enum_values(Some(kinds.iter().cloned())),
+            )
+            .property(token, not_blank())
+            .property(other, blank())
+            .property("acceptance_token", not_blank())
+            .property("accept_personal_auth", not_blank())
+            .property("processor_payment_source_id", null())
+            .required(token)
+            .required("acceptance_token")
+            .required("accept_personal_auth");
+        if !kinds.contains(&serde_json::Value::Null) {
+            shape = shape.required("type");
+        }
+        shape
+    };
+    let existing = ObjectBuilder::new()
+        .property(
+            "processor_payment_source_id",
+            ObjectBuilder::new().schema_type(Type::Integer),
+        )
+        .property("card_token", blank())
+        .property("nequi_token", blank())
+        .required("processor_payment_source_id");
+    OneOfBuilder::new()
+        .item(token(
+            &["card".into(), serde_json::Value::Null],
+            "card_token",
+            "nequi_token",
+        ))
+        .item(token(&["nequi".into()], "nequi_token", "card_token"))
+        .item(existing)
+        .build()
+        .into()
+}
+
+/// A card or Nequi token with both acceptances, or an existing payment source id.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentMethodIn {
+    /// `card` (the default, with `card_token`) or `nequi` (with `nequi_token`).
+    #[serde(rename = "type")]
+    pub kind: Option<SourceKind>,
+    /// The processor's card token (`tok_…`).
     pub card_token: Option<String>,
+    /// The processor's Nequi token, once the customer approved it in the Nequi app.
+    pub nequi_token: Option<String>,
+    /// The processor's end-user policy token (`presigned_acceptance`), accepted by the customer.
     pub acceptance_token: Option<String>,
+    /// The processor's personal-data authorization token (`presigned_personal_data_auth`),
+    /// accepted by the customer.
     pub accept_personal_auth: Option<String>,
+    /// Adopt a payment source made elsewhere (a migration): no token then.
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub processor_payment_source_id: Option<i64>,
 }
 
@@ -35,7 +96,11 @@ pub struct PaymentMethodIn {
 pub struct PaymentMethodOut {
     pub id: String,
     pub customer_id: String,
+    #[serde(rename = "type")]
+    pub kind: SourceKind,
+    /// The card's network; null for Nequi.
     pub brand: Option<String>,
+    /// The last four digits of the card, or of the Nequi phone number.
     pub last4: Option<String>,
     pub processor_payment_source_id: i64,
     pub created_at: String,
@@ -45,6 +110,7 @@ impl From<PaymentMethod> for PaymentMethodOut {
     fn from(method: PaymentMethod) -> Self {
         Self {
             created_at: rfc3339(from_millis(method.created_at)),
+            kind: SourceKind::from_stored(&method.kind),
             id: method.id,
             customer_id: method.customer_id,
             brand: method.brand,
@@ -52,6 +118,33 @@ impl From<PaymentMethod> for PaymentMethodOut {
             processor_payment_source_id: method.processor_payment_source_id,
         }
     }
+}
+
+/// What the body asks for: a new payment source from a token, or an existing one.
+enum Source {
+    New(SourceRequest),
+    Existing(i64),
+}
+
+/// Reads the body's one valid shape, or says (400) which field is missing or extra.
+fn source_of(body: PaymentMethodIn) -> ApiResult<Source> {
+    let fields = SourceFields {
+        kind: body.kind,
+        card_token: body.card_token,
+        nequi_token: body.nequi_token,
+        acceptance_token: body.acceptance_token,
+        accept_personal_auth: body.accept_personal_auth,
+    };
+    let Some(id) = body.processor_payment_source_id else {
+        return Ok(Source::New(fields.parse()?));
+    };
+    if fields.has_token() {
+        return Err(ApiError::bad_request(
+            "Send either a token or processor_payment_source_id, not both.",
+        )
+        .param("processor_payment_source_id"));
+    }
+    Ok(Source::Existing(id))
 }
 
 pub fn processor_error(err: ProcessorError) -> ApiError {
@@ -83,40 +176,20 @@ async fn create_payment_method(
         .charger
         .credentials(&caller.0)
         .map_err(processor_error)?;
-    let source = match (
-        body.card_token,
-        body.acceptance_token,
-        body.processor_payment_source_id,
-    ) {
-        (Some(token), Some(acceptance_token), None) => {
-            let request = NewPaymentSource {
-                token,
-                customer_email: customer.email.clone(),
-                acceptance_token,
-                accept_personal_auth: body.accept_personal_auth,
-            };
+    let source = match source_of(body)? {
+        Source::New(request) => {
+            let request = request.for_customer(customer.email.clone());
             state
                 .processor
                 .create_payment_source(&credentials, &request)
                 .await
                 .map_err(processor_error)?
         }
-        (None, None, Some(source_id)) => state
+        Source::Existing(source_id) => state
             .processor
             .get_payment_source(&credentials, source_id)
             .await
             .map_err(processor_error)?,
-        (Some(_), None, None) => {
-            return Err(
-                ApiError::bad_request("acceptance_token is required with card_token.")
-                    .param("acceptance_token"),
-            );
-        }
-        _ => {
-            return Err(ApiError::bad_request(
-                "Send either card_token with acceptance_token, or processor_payment_source_id.",
-            ));
-        }
     };
     let method = PaymentMethod {
         id: PaymentMethodId::generate().into_string(),
@@ -125,6 +198,7 @@ async fn create_payment_method(
         processor_payment_source_id: source.id,
         brand: source.brand,
         last4: source.last_four,
+        kind: source.kind.as_str().to_owned(),
         created_at: chrono::Utc::now().timestamp_millis(),
     };
     let method = state.store.insert_payment_method(method).await?;

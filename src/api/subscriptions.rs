@@ -86,10 +86,14 @@ pub struct SubscriptionIn {
     pub customer_id: String,
     pub plan_id: String,
     /// monthly or annual.
+    #[schema(schema_with = super::schemas::cycle)]
     pub cycle: String,
     pub payment_method_id: String,
+    #[schema(minimum = 0, maximum = 730)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
     pub trial_days: Option<i64>,
     /// RFC 3339; in the future for a customer who has paid until then.
+    #[schema(format = DateTime)]
     pub start_date: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -99,9 +103,11 @@ pub struct SubscriptionIn {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct SubscriptionListQuery {
+    #[param(schema_with = super::schemas::subscription_status)]
     pub status: Option<String>,
     pub customer_id: Option<String>,
     pub plan_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     pub cursor: Option<String>,
 }
@@ -210,12 +216,10 @@ async fn list_subscriptions(
     caller: Caller,
     ApiQuery(query): ApiQuery<SubscriptionListQuery>,
 ) -> ApiResult<Json<ListOut<SubscriptionOut>>> {
-    if let Some(status) = &query.status {
-        if Status::parse(status).is_none() {
-            return Err(
-                ApiError::bad_request(format!("Unknown status `{status}`.")).param("status")
-            );
-        }
+    if let Some(status) = &query.status
+        && Status::parse(status).is_none()
+    {
+        return Err(ApiError::bad_request(format!("Unknown status `{status}`.")).param("status"));
     }
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = SubscriptionFilter {
@@ -347,6 +351,7 @@ async fn resume_subscription(
 #[serde(deny_unknown_fields)]
 pub struct ChangePlanIn {
     pub plan_id: String,
+    #[schema(schema_with = super::schemas::optional_cycle)]
     pub cycle: Option<String>,
     /// Default true.
     pub prorate: Option<bool>,

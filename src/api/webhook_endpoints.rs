@@ -39,15 +39,19 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
     /// An http(s) URL.
+    #[schema(schema_with = super::schemas::web_url)]
     pub url: String,
     /// Event types to receive (at least one); `*` receives every type.
+    #[schema(schema_with = super::schemas::event_types)]
     pub events: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatchIn {
+    #[schema(schema_with = super::schemas::optional_web_url)]
     pub url: Option<String>,
+    #[schema(schema_with = super::schemas::optional_event_types)]
     pub events: Option<Vec<String>>,
     pub active: Option<bool>,
 }

@@ -135,7 +135,7 @@ impl Shop {
             card_holder: "Chaos Holder".into(),
         };
         let token = self.processor.tokenize_card(&self.direct, &card).await?;
-        let body = json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token});
+        let body = json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token, "accept_personal_auth": acceptance.personal_auth_token});
         let method = self
             .post(&format!("/v1/customers/{customer}/payment-methods"), body)
             .await?;

@@ -1,5 +1,6 @@
-//! `POST /checkout/{id}/complete`: the hosted page's payment, called with the card token the
-//! browser got from the processor.
+//! `POST /checkout/{id}/complete`: the hosted page's payment, called with the card token or
+//! the approved Nequi token the browser got from the processor, and the tokens of the two
+//! documents the customer accepted (read by `api::payment_source`, as a payment method's are).
 //!
 //! Order of work: the session must be open (409 otherwise) → if a payment of this session is
 //! already in flight, wait for that one (a double submission never starts a second charge) →
@@ -13,13 +14,14 @@ use crate::accounts::fee_schedule;
 use crate::api::error::{ApiError, ApiResult, ErrorBody};
 use crate::api::extract::ApiJson;
 use crate::api::payment_methods::processor_error;
+use crate::api::payment_source::SourceFields;
 use crate::api::state::AppState;
 use crate::checkout_settlement::CHECKOUT_PURPOSE;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
 use crate::ids::{AccountId, CustomerId, PaymentMethodId};
-use crate::processor::client::NewPaymentSource;
+use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::{BeginChargeError, NewCharge};
@@ -45,14 +47,24 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(complete_checkout))
 }
 
+/// The payment as the page sends it: a card token, or a Nequi token the customer approved in
+/// the Nequi app, with both documents the customer accepted on the page.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteIn {
+    /// `card` (the default, with `card_token`) or `nequi` (with `nequi_token`).
+    #[serde(rename = "type")]
+    pub kind: Option<SourceKind>,
     /// The processor's card token (`tok_…`), made by the browser with the public key.
-    pub card_token: String,
-    /// The processor's acceptance token of its terms, which the customer accepted.
-    pub acceptance_token: String,
-    /// The processor's personal-data authorization token, when accepted.
+    pub card_token: Option<String>,
+    /// The processor's Nequi token, once its status is `APPROVED` (the customer accepted in the
+    /// Nequi app); made and polled by the browser with the public key.
+    pub nequi_token: Option<String>,
+    /// Required: the token of the processor's end-user policy (`presigned_acceptance`),
+    /// which the customer accepted.
+    pub acceptance_token: Option<String>,
+    /// Required: the token of the authorization to process personal data
+    /// (`presigned_personal_data_auth`), which the customer accepted.
     pub accept_personal_auth: Option<String>,
     /// A new customer's name as typed on the page; defaults to the session's `customer.name`.
     pub customer_name: Option<String>,
@@ -69,8 +81,14 @@ pub struct SummaryOut {
     pub plan_name: String,
     pub amount_in_cents: i64,
     pub currency: String,
+    /// What paid: `card` or `nequi`.
+    pub payment_method_type: SourceKind,
+    /// The card's network; null for Nequi.
     pub card_brand: Option<String>,
+    /// The card's last four digits; null for Nequi.
     pub card_last4: Option<String>,
+    /// The last four digits of the Nequi phone number; null for a card.
+    pub nequi_phone_last4: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -105,21 +123,25 @@ async fn complete_checkout(
     if let Some(charge_id) = &session.attempt_charge_id {
         return outcome(&state, &account, &id, charge_id).await;
     }
-    // A card token pays once: the same token again (a re-sent request after its payment was
-    // declined) gets that answer again instead of a second attempt.
-    if session.attempt_card_token.as_deref() == Some(body.card_token.as_str()) {
+    let request = SourceFields {
+        kind: body.kind,
+        card_token: body.card_token,
+        nequi_token: body.nequi_token,
+        acceptance_token: body.acceptance_token,
+        accept_personal_auth: body.accept_personal_auth,
+    }
+    .parse()?;
+    // A token pays once: the same card or Nequi token again (a re-sent request after its
+    // payment was declined) gets that answer again instead of a second attempt.
+    if session.attempt_card_token.as_deref() == Some(request.token.as_str()) {
         return Err(ApiError::Processor(format!(
-            "This card was already tried on this checkout: {}",
+            "This {} was already tried on this checkout: {}",
+            match request.kind {
+                SourceKind::Card => "card",
+                SourceKind::Nequi => "Nequi account",
+            },
             session.last_error.as_deref().unwrap_or("declined")
         )));
-    }
-    for (value, param) in [
-        (&body.card_token, "card_token"),
-        (&body.acceptance_token, "acceptance_token"),
-    ] {
-        if value.trim().is_empty() {
-            return Err(ApiError::bad_request(format!("{param} is required.")).param(param));
-        }
     }
     let account_id = AccountId::from_stored(account.id.clone());
     let (customer_id, email, name) = payer(
@@ -138,24 +160,16 @@ async fn complete_checkout(
         return Err(ApiError::conflict("This plan is no longer offered."));
     }
 
-    // The processor's payment source: made before anything of ours, so a card the processor
-    // refuses here leaves no trace.
+    // The processor's payment source: made before anything of ours, so a card or Nequi
+    // token the processor refuses here leaves no trace.
     let credentials = state
         .charger
         .credentials(&account)
         .map_err(processor_error)?;
-    let card_token = body.card_token;
+    let token = request.token.clone();
     let source = state
         .processor
-        .create_payment_source(
-            &credentials,
-            &NewPaymentSource {
-                token: card_token.clone(),
-                customer_email: email.clone(),
-                acceptance_token: body.acceptance_token,
-                accept_personal_auth: body.accept_personal_auth,
-            },
-        )
+        .create_payment_source(&credentials, &request.for_customer(email.clone()))
         .await
         .map_err(processor_error)?;
 
@@ -189,11 +203,12 @@ async fn complete_checkout(
         customer_id,
         payment_method_id,
         payment_source_id: source.id,
+        source_kind: source.kind,
         email,
         name,
         brand: source.brand,
         last4: source.last_four,
-        card_token,
+        token,
     };
     if !txn.claim_checkout_session(&id, &attempt, now).await? {
         // Another submission claimed the session first (or it closed): charge nothing here.
@@ -327,7 +342,7 @@ async fn outcome(
     let (Some(subscription_id), "approved") = (&session.subscription_id, charge.status.as_str())
     else {
         return Err(ApiError::Processor(format!(
-            "The payment processor rejected the card ({}): {}",
+            "The payment processor rejected the payment ({}): {}",
             charge.processor_status.as_deref().unwrap_or("ERROR"),
             charge
                 .processor_message
@@ -346,6 +361,11 @@ async fn outcome(
         .map(|plan| plan.name)
         .unwrap_or_default();
     let status = charge.processor_status.unwrap_or_else(|| "APPROVED".into());
+    let kind = SourceKind::from_stored(session.attempt_source_kind.as_deref().unwrap_or("card"));
+    let (card_last4, nequi_phone_last4) = match kind {
+        SourceKind::Card => (session.attempt_last4, None),
+        SourceKind::Nequi => (None, session.attempt_last4),
+    };
     let out = CompleteOut {
         redirect_url: session.success_url.as_deref().and_then(|url| {
             super::redirect_url(url, subscription_id, &status, charge.amount_cents)
@@ -359,8 +379,10 @@ async fn outcome(
             plan_name,
             amount_in_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
+            payment_method_type: kind,
             card_brand: session.attempt_brand,
-            card_last4: session.attempt_last4,
+            card_last4,
+            nequi_phone_last4,
         }),
     };
     Ok((StatusCode::OK, Json(out)).into_response())

@@ -23,6 +23,8 @@ use std::time::Duration;
 pub const SECRET_HEADER: &str = "x-billing-cluster";
 /// The header carrying the epoch the sender saw the owner holding.
 pub const EPOCH_HEADER: &str = "x-billing-epoch";
+/// The header carrying the id of the request a forwarded message belongs to.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// The `settings` key of the cluster's secret.
 pub const SECRET_SETTING: &str = "cluster_secret";
 
@@ -181,23 +183,24 @@ impl Forwarder {
             "{}/internal/v1/actors/{id}/messages",
             owner.url.trim_end_matches('/')
         );
-        let response = self
+        let mut request = self
             .http
             .post(url)
             .header(SECRET_HEADER, &*self.secret)
-            .header(EPOCH_HEADER, owner.epoch.to_string())
-            .json(message)
-            .send()
-            .await
-            .map_err(|err| {
-                tracing::warn!(node = %owner.node, error = %err, "a forwarded message got no answer");
-                if err.is_connect() {
-                    // Never sent: the owner is down and its lease not yet expired.
-                    ActionError::Moving
-                } else {
-                    ActionError::Unavailable
-                }
-            })?;
+            .header(EPOCH_HEADER, owner.epoch.to_string());
+        // The owner node's lines of this request carry the same id (`api::request_id`).
+        if let Some(request_id) = crate::logging::current_request_id() {
+            request = request.header(REQUEST_ID_HEADER, request_id);
+        }
+        let response = request.json(message).send().await.map_err(|err| {
+            tracing::warn!(node = %owner.node, error = %err, "a forwarded message got no answer");
+            if err.is_connect() {
+                // Never sent: the owner is down and its lease not yet expired.
+                ActionError::Moving
+            } else {
+                ActionError::Unavailable
+            }
+        })?;
         match response.status().as_u16() {
             200 => response.json::<Reply>().await.map(Some).map_err(|err| {
                 tracing::warn!(node = %owner.node, error = %err, "a forwarded message's answer was unreadable");

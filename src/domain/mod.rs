@@ -2,6 +2,7 @@
 //! here (architecture invariant), so everything in it is tested with plain unit and property
 //! tests.
 
+pub mod charge_purpose;
 pub mod checkout;
 pub mod money;
 pub mod recheck;

@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn default_fee_is_one_and_a_half_percent() {
-        assert_eq!(FeeSchedule::default().fee_for(10_000_00), 15_000);
+        assert_eq!(FeeSchedule::default().fee_for(1_000_000), 15_000);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Our client of the processor's REST API (Wompi's protocol), with an account's credentials:
-//! acceptance tokens, card tokens and payment sources here; transactions, and what their
-//! answers mean, in `transactions`.
+//! Our client of the processor's REST API (Wompi's protocol as of 2026), with an account's
+//! credentials: acceptance tokens (`merchants/info`: the end-user policy and the personal-data
+//! authorization, both required for a payment source), card and Nequi tokens, and payment
+//! sources here; transactions, and what their answers mean, in `transactions`; refunds in
+//! `refunds`.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -88,12 +90,52 @@ pub enum ProcessorError {
     Decode(String),
 }
 
+/// The two documents a customer accepts before a payment source is made: the processor's
+/// end-user policy (`presigned_acceptance`) and the authorization to process personal data
+/// (`presigned_personal_data_auth`, Ley 1581 de 2012). Each token is sent back as accepted.
 #[derive(Clone, Debug)]
 pub struct AcceptanceTokens {
     pub acceptance_token: String,
     pub permalink: String,
-    pub personal_auth_token: Option<String>,
-    pub personal_auth_permalink: Option<String>,
+    pub personal_auth_token: String,
+    pub personal_auth_permalink: String,
+}
+
+/// What a payment source charges: a card, or a Nequi account (a phone number).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Card,
+    Nequi,
+}
+
+impl SourceKind {
+    /// The processor's name of it (`type` of a payment source).
+    pub fn processor_type(self) -> &'static str {
+        match self {
+            SourceKind::Card => "CARD",
+            SourceKind::Nequi => "NEQUI",
+        }
+    }
+
+    /// As stored (`payment_methods.kind`) and shown by our API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Card => "card",
+            SourceKind::Nequi => "nequi",
+        }
+    }
+
+    /// A stored kind; rows made before Nequi are cards.
+    pub fn from_stored(kind: &str) -> Self {
+        if kind == "nequi" {
+            SourceKind::Nequi
+        } else {
+            SourceKind::Card
+        }
+    }
 }
 
 /// A card as typed. `Debug` shows its last four digits only, never the number or the CVC.
@@ -123,19 +165,34 @@ pub struct CardToken {
     pub last_four: Option<String>,
 }
 
+/// A Nequi token: `PENDING` until the customer accepts (or refuses) in the Nequi app, then
+/// `APPROVED` or `DECLINED`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct NequiToken {
+    pub id: String,
+    pub status: String,
+    #[serde(default)]
+    pub phone_number: Option<String>,
+}
+
+/// A payment source to make from a card or an approved Nequi token, with both acceptances.
 #[derive(Clone, Debug)]
 pub struct NewPaymentSource {
+    pub kind: SourceKind,
     pub token: String,
     pub customer_email: String,
     pub acceptance_token: String,
-    pub accept_personal_auth: Option<String>,
+    pub accept_personal_auth: String,
 }
 
 #[derive(Clone, Debug)]
 pub struct PaymentSource {
     pub id: i64,
+    pub kind: SourceKind,
     pub status: String,
+    /// The card's network; none for Nequi.
     pub brand: Option<String>,
+    /// The last four digits of the card, or of the Nequi phone number.
     pub last_four: Option<String>,
 }
 
@@ -167,15 +224,22 @@ impl ProcessorClient {
         &self,
         creds: &ProcessorCredentials,
     ) -> Result<AcceptanceTokens, ProcessorError> {
-        let url = format!("{}/merchants/{}", creds.base_url, creds.public_key);
-        let data = self.send(self.http.get(url)).await?;
-        let token = |section: &str, field: &str| data[section][field].as_str().map(str::to_owned);
+        let request = self
+            .http
+            .get(format!("{}/merchants/info", creds.base_url))
+            .header("x-merchant-public-key", &creds.public_key);
+        let data = self.send(request).await?;
+        let field = |section: &str, field: &str| {
+            data[section][field]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| ProcessorError::Decode(format!("no {section}.{field}")))
+        };
         Ok(AcceptanceTokens {
-            acceptance_token: token("presigned_acceptance", "acceptance_token")
-                .ok_or_else(|| ProcessorError::Decode("no presigned_acceptance".into()))?,
-            permalink: token("presigned_acceptance", "permalink").unwrap_or_default(),
-            personal_auth_token: token("presigned_personal_data_auth", "acceptance_token"),
-            personal_auth_permalink: token("presigned_personal_data_auth", "permalink"),
+            acceptance_token: field("presigned_acceptance", "acceptance_token")?,
+            permalink: field("presigned_acceptance", "permalink")?,
+            personal_auth_token: field("presigned_personal_data_auth", "acceptance_token")?,
+            personal_auth_permalink: field("presigned_personal_data_auth", "permalink")?,
         })
     }
 
@@ -194,16 +258,41 @@ impl ProcessorClient {
         decode(self.send(request).await?)
     }
 
+    /// Asks the customer's Nequi app to approve future charges: a token `PENDING` until they do.
+    pub async fn tokenize_nequi(
+        &self,
+        creds: &ProcessorCredentials,
+        phone_number: &str,
+    ) -> Result<NequiToken, ProcessorError> {
+        let request = self
+            .http
+            .post(format!("{}/tokens/nequi", creds.base_url))
+            .bearer_auth(&creds.public_key)
+            .json(&json!({"phone_number": phone_number}));
+        decode(self.send(request).await?)
+    }
+
+    /// A Nequi token's status now.
+    pub async fn nequi_token(
+        &self,
+        creds: &ProcessorCredentials,
+        id: &str,
+    ) -> Result<NequiToken, ProcessorError> {
+        let request = self
+            .http
+            .get(format!("{}/tokens/nequi/{id}", creds.base_url))
+            .bearer_auth(&creds.public_key);
+        decode(self.send(request).await?)
+    }
+
     pub async fn create_payment_source(
         &self,
         creds: &ProcessorCredentials,
         source: &NewPaymentSource,
     ) -> Result<PaymentSource, ProcessorError> {
-        let mut body = json!({"type": "CARD", "token": source.token, "customer_email": source.customer_email,
-            "acceptance_token": source.acceptance_token});
-        if let Some(personal) = &source.accept_personal_auth {
-            body["accept_personal_auth"] = json!(personal);
-        }
+        let body = json!({"type": source.kind.processor_type(), "token": source.token,
+            "customer_email": source.customer_email, "acceptance_token": source.acceptance_token,
+            "accept_personal_auth": source.accept_personal_auth});
         let request = self
             .http
             .post(format!("{}/payment_sources", creds.base_url))
@@ -270,14 +359,31 @@ pub(super) fn decode<T: serde::de::DeserializeOwned>(data: Value) -> Result<T, P
     serde_json::from_value(data).map_err(|err| ProcessorError::Decode(err.to_string()))
 }
 
+/// A payment source as the processor shows it: a card's `public_data` has `brand` and
+/// `last_four`, a Nequi account's its `phone_number`.
 fn payment_source(data: Value) -> Result<PaymentSource, ProcessorError> {
     let public = &data["public_data"];
+    let kind = match data["type"].as_str().or(public["type"].as_str()) {
+        Some("NEQUI") => SourceKind::Nequi,
+        _ => SourceKind::Card,
+    };
+    let last_four = match kind {
+        SourceKind::Card => public["last_four"].as_str().map(str::to_owned),
+        SourceKind::Nequi => public["phone_number"].as_str().map(|phone| {
+            let digits: Vec<char> = phone.chars().filter(char::is_ascii_digit).collect();
+            digits[digits.len().saturating_sub(4)..].iter().collect()
+        }),
+    };
     Ok(PaymentSource {
         id: data["id"]
             .as_i64()
             .ok_or_else(|| ProcessorError::Decode("payment source without id".into()))?,
+        kind,
         status: data["status"].as_str().unwrap_or_default().to_owned(),
-        brand: public["brand"].as_str().map(str::to_owned),
-        last_four: public["last_four"].as_str().map(str::to_owned),
+        brand: match kind {
+            SourceKind::Card => public["brand"].as_str().map(str::to_owned),
+            SourceKind::Nequi => None,
+        },
+        last_four,
     })
 }

@@ -18,15 +18,37 @@
 
 use super::client::{ProcessorError, Transaction};
 
+/// What the processor keeps a status of: a transaction, or a refund (`refunds::Refund`).
+pub trait Reported {
+    /// The processor's id of it.
+    fn id(&self) -> &str;
+    /// PENDING, APPROVED, DECLINED, VOIDED, ERROR.
+    fn status(&self) -> &str;
+    fn status_message(&self) -> Option<&str>;
+}
+
+impl Reported for Transaction {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn status(&self) -> &str {
+        &self.status
+    }
+    fn status_message(&self) -> Option<&str> {
+        self.status_message.as_deref()
+    }
+}
+
+/// What one exchange told us about a transaction (`T = Transaction`) or a refund.
 #[derive(Clone, Debug)]
-pub enum ProcessorOutcome {
+pub enum ProcessorOutcome<T = Transaction> {
     /// The processor reported APPROVED.
-    Approved(Transaction),
+    Approved(T),
     /// The processor reported a final status other than APPROVED: DECLINED, VOIDED or ERROR
-    /// (the raw status is the transaction's).
-    Declined(Transaction),
-    /// The processor has the transaction and it is not final yet.
-    Pending(Transaction),
+    /// (the raw status is the record's).
+    Declined(T),
+    /// The processor has it and it is not final yet.
+    Pending(T),
     /// The post was refused for certain and nothing was created (see the module doc): the
     /// charge settles as ERROR with this reason.
     Refused(String),
@@ -37,7 +59,8 @@ pub enum ProcessorOutcome {
     Unknown(String),
 }
 
-/// What settles a charge: the raw final status, the processor's message, the transaction.
+/// What settles a charge (or a refund): the raw final status, the processor's message, the
+/// processor's id of the transaction (or refund).
 #[derive(Clone, Copy, Debug)]
 pub struct Settlement<'a> {
     pub raw_status: &'a str,
@@ -45,14 +68,26 @@ pub struct Settlement<'a> {
     pub transaction_id: Option<&'a str>,
 }
 
-impl ProcessorOutcome {
-    /// A transaction the processor showed us, by its status. A status we do not know is not
-    /// final: the charge waits for one we do.
+impl ProcessorOutcome<Transaction> {
+    /// A transaction the processor showed us, by its status.
     pub fn of_transaction(tx: Transaction) -> Self {
-        match tx.status.as_str() {
-            "APPROVED" => Self::Approved(tx),
-            "DECLINED" | "VOIDED" | "ERROR" => Self::Declined(tx),
-            _ => Self::Pending(tx),
+        Self::of_record(tx)
+    }
+
+    /// The transaction the processor showed, if it showed one.
+    pub fn transaction(&self) -> Option<&Transaction> {
+        self.record()
+    }
+}
+
+impl<T: Reported> ProcessorOutcome<T> {
+    /// A record the processor showed us, by its status. A status we do not know is not
+    /// final: the charge (or refund) waits for one we do.
+    pub fn of_record(record: T) -> Self {
+        match record.status() {
+            "APPROVED" => Self::Approved(record),
+            "DECLINED" | "VOIDED" | "ERROR" => Self::Declined(record),
+            _ => Self::Pending(record),
         }
     }
 
@@ -68,21 +103,21 @@ impl ProcessorOutcome {
         }
     }
 
-    /// The transaction the processor showed, if it showed one.
-    pub fn transaction(&self) -> Option<&Transaction> {
+    /// The record the processor showed, if it showed one.
+    pub fn record(&self) -> Option<&T> {
         match self {
-            Self::Approved(tx) | Self::Declined(tx) | Self::Pending(tx) => Some(tx),
+            Self::Approved(record) | Self::Declined(record) | Self::Pending(record) => Some(record),
             _ => None,
         }
     }
 
-    /// What to settle the charge with, when this outcome is final.
+    /// What to settle the charge (or refund) with, when this outcome is final.
     pub fn settlement(&self) -> Option<Settlement<'_>> {
         match self {
-            Self::Approved(tx) | Self::Declined(tx) => Some(Settlement {
-                raw_status: &tx.status,
-                message: tx.status_message.as_deref(),
-                transaction_id: Some(&tx.id),
+            Self::Approved(record) | Self::Declined(record) => Some(Settlement {
+                raw_status: record.status(),
+                message: record.status_message(),
+                transaction_id: Some(record.id()),
             }),
             Self::Refused(reason) => Some(Settlement {
                 raw_status: "ERROR",
@@ -154,13 +189,13 @@ mod tests {
     #[test]
     fn not_now_answers_and_server_errors_are_unknown() {
         for status in [408, 409, 425, 429, 500, 502, 503, 504] {
-            let outcome = ProcessorOutcome::of_post_error(&rejected(status));
+            let outcome = ProcessorOutcome::<Transaction>::of_post_error(&rejected(status));
             assert!(matches!(outcome, ProcessorOutcome::Unknown(_)), "{status}");
             assert!(outcome.settlement().is_none(), "{status}");
         }
         let unreadable = ProcessorError::Decode("eof".into());
         assert!(matches!(
-            ProcessorOutcome::of_post_error(&unreadable),
+            ProcessorOutcome::<Transaction>::of_post_error(&unreadable),
             ProcessorOutcome::Unknown(_)
         ));
     }
@@ -168,7 +203,7 @@ mod tests {
     #[test]
     fn a_definite_refusal_settles_as_error_with_the_processors_message() {
         for status in [400, 401, 403, 404, 422] {
-            let outcome = ProcessorOutcome::of_post_error(&rejected(status));
+            let outcome = ProcessorOutcome::<Transaction>::of_post_error(&rejected(status));
             let settlement = outcome.settlement().expect("final");
             assert_eq!(settlement.raw_status, "ERROR");
             assert!(settlement.message.is_some_and(|m| m.contains("no")));
@@ -178,7 +213,15 @@ mod tests {
 
     #[test]
     fn unseen_and_unknown_settle_nothing() {
-        assert!(ProcessorOutcome::Unseen.settlement().is_none());
-        assert!(ProcessorOutcome::Unknown("t".into()).settlement().is_none());
+        assert!(
+            ProcessorOutcome::<Transaction>::Unseen
+                .settlement()
+                .is_none()
+        );
+        assert!(
+            ProcessorOutcome::<Transaction>::Unknown("t".into())
+                .settlement()
+                .is_none()
+        );
     }
 }

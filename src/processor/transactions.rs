@@ -7,7 +7,7 @@
 //! there), and what is still unknown is left to the caller, who asks again later with backoff
 //! (`charges`, the reconciler). It never retries a post on its own.
 
-use super::client::{ProcessorClient, ProcessorCredentials, ProcessorError, decode};
+use super::client::{ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, decode};
 use super::outcome::ProcessorOutcome;
 use super::signature::integrity_signature;
 use serde::Deserialize;
@@ -19,7 +19,12 @@ pub struct NewTransaction {
     pub currency: String,
     pub reference: String,
     pub payment_source_id: i64,
+    /// A card is charged in one installment (`payment_method`); a Nequi source needs none.
+    pub source_kind: SourceKind,
     pub customer_email: String,
+    /// Credential-on-file: true for the subscription's fixed periodic amount charged on its
+    /// schedule, false for one-off amounts (see `domain::charge_purpose`).
+    pub recurrent: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -54,16 +59,18 @@ impl ProcessorClient {
         creds: &ProcessorCredentials,
         tx: &NewTransaction,
     ) -> ProcessorOutcome {
-        let body = json!({
+        let mut body = json!({
             "amount_in_cents": tx.amount_in_cents,
             "currency": tx.currency,
             "signature": integrity_signature(&tx.reference, tx.amount_in_cents, &tx.currency, &creds.integrity_secret),
             "customer_email": tx.customer_email,
-            "payment_method": {"installments": 1},
             "reference": tx.reference,
             "payment_source_id": tx.payment_source_id,
-            "recurrent": true,
+            "recurrent": tx.recurrent,
         });
+        if tx.source_kind == SourceKind::Card {
+            body["payment_method"] = json!({"installments": 1});
+        }
         let request = self
             .http
             .post(format!("{}/transactions", creds.base_url))

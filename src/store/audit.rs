@@ -30,9 +30,10 @@ pub struct AuditedCharge {
 impl Store {
     /// Every breach of the invariants the database alone can tell, at the accounts' clocks
     /// (`now_ms` plus each account's offset): periods paid twice, balances that disagree with
-    /// their ledger or their reservations, negative counters, due renewals not done.
+    /// their ledger or their reservations, negative counters, due renewals not done, charges
+    /// whose refunded or refunding amounts disagree with their refunds.
     pub async fn audit(&self, now_ms: i64) -> StoreResult<Vec<Breach>> {
-        let checks: [(&'static str, String); 5] = [
+        let checks: [(&'static str, String); 6] = [
             (
                 "a period paid more than once",
                 "SELECT subscription_id || ' ' || CAST(period_start AS TEXT) || ' x' || \
@@ -58,6 +59,18 @@ impl Store {
                    ON c.account_id = a.id AND c.status = 'pending' \
                  GROUP BY a.id, a.reserved_cents \
                  HAVING a.reserved_cents <> COALESCE(SUM(c.fee_cents), 0)"
+                    .into(),
+            ),
+            (
+                "a charge's refunded or refunding amount differs from its refunds",
+                "SELECT c.id || ' refunded ' || CAST(c.refunded_cents AS TEXT) || ' refunding ' \
+                 || CAST(c.refunding_cents AS TEXT) FROM charge_attempts c \
+                 LEFT JOIN refunds r ON r.charge_id = c.id \
+                 GROUP BY c.id, c.refunded_cents, c.refunding_cents \
+                 HAVING c.refunded_cents <> COALESCE(SUM(CASE WHEN r.status = 'approved' \
+                          THEN r.amount_cents ELSE 0 END), 0) \
+                     OR c.refunding_cents <> COALESCE(SUM(CASE WHEN r.status = 'pending' \
+                          THEN r.amount_cents ELSE 0 END), 0)"
                     .into(),
             ),
             (
@@ -245,5 +258,82 @@ mod tests {
             .expect("db")
             .expect("row");
         assert_eq!(stored.status, "paused");
+    }
+
+    /// A refund can never take a charge beyond its amount, nor run beside another refund of
+    /// the same charge, whatever writes the rows; and the auditor sees a refunded amount no
+    /// refund explains.
+    #[tokio::test]
+    async fn a_charge_is_never_refunded_beyond_its_amount_nor_twice_at_once() {
+        use crate::store::refunds::{BeginRefundError, NewRefund};
+        use sea_orm::ConnectionTrait;
+        let (store, account) = store_with_account().await;
+        let charge = store
+            .begin_charge(charge(&account, "sub_1", 1_000))
+            .await
+            .expect("charge");
+        store
+            .settle_charge(&charge.id, "APPROVED", None, Some("tx-1"), 0)
+            .await
+            .expect("settle");
+        let over = store
+            .conn()
+            .execute_unprepared(&format!(
+                "UPDATE charge_attempts SET refunded_cents = 60000, refunding_cents = 50000 \
+                 WHERE id = '{}'",
+                charge.id
+            ))
+            .await;
+        assert!(
+            over.is_err(),
+            "the CHECK refuses refunded + refunding > amount"
+        );
+        let refund = |amount| NewRefund {
+            account: account.clone(),
+            charge_id: charge.id.clone(),
+            amount_cents: Some(amount),
+            reason: None,
+            now_ms: 0,
+            recheck_at_ms: 0,
+        };
+        let (first, _) = store.begin_refund(refund(10_000)).await.expect("first");
+        let second = store.begin_refund(refund(10_000)).await;
+        assert!(
+            matches!(second, Err(BeginRefundError::InFlight)),
+            "{second:?}"
+        );
+        let beside = store
+            .conn()
+            .execute_unprepared(&format!(
+                "INSERT INTO refunds (id, account_id, charge_id, amount_cents, status, attempts, \
+                 created_at, updated_at) VALUES ('re_beside', '{}', '{}', 5, 'pending', 0, 0, 0)",
+                account.as_str(),
+                charge.id
+            ))
+            .await;
+        assert!(
+            beside.is_err(),
+            "refunds_one_in_flight refuses a second pending refund"
+        );
+        assert!(
+            store.audit(0).await.expect("audit").is_empty(),
+            "a refund in flight is accounted for"
+        );
+        store
+            .conn()
+            .execute_unprepared(&format!(
+                "UPDATE charge_attempts SET refunded_cents = 5 WHERE id = '{}'",
+                charge.id
+            ))
+            .await
+            .expect("drift");
+        let breaches = store.audit(0).await.expect("audit");
+        assert!(
+            breaches
+                .iter()
+                .any(|b| b.invariant.contains("refund") && b.detail.contains(&charge.id)),
+            "{breaches:?} (refund {})",
+            first.id
+        );
     }
 }

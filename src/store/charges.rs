@@ -109,7 +109,7 @@ impl Store {
     pub async fn begin_charge(&self, new: NewCharge) -> Result<ChargeAttempt, BeginChargeError> {
         let txn = self.begin().await?;
         let charge = begin_charge_in(txn.conn(), new).await?;
-        txn.commit().await.map_err(StoreError::from)?;
+        txn.commit().await?;
         Ok(charge)
     }
 
@@ -289,6 +289,8 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
         updated_at: Set(chrono::Utc::now().timestamp_millis()),
         finalized_at: Set(None),
         pending_change: Set(new.pending_change),
+        refunded_cents: Set(0),
+        refunding_cents: Set(0),
     };
     match charge.insert(conn).await.map_err(StoreError::from) {
         Ok(charge) => Ok(charge),

@@ -12,6 +12,7 @@ use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
 use crate::ids::AccountId;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
+use crate::processor::client::SourceKind;
 pub use checkout_session::Model as CheckoutSession;
 
 /// What one payment attempt of a session will create if the processor approves it.
@@ -21,11 +22,13 @@ pub struct CheckoutAttempt {
     pub customer_id: String,
     pub payment_method_id: String,
     pub payment_source_id: i64,
+    pub source_kind: SourceKind,
     pub email: String,
     pub name: String,
     pub brand: Option<String>,
     pub last4: Option<String>,
-    pub card_token: String,
+    /// The card or Nequi token tried: a token is tried once per session.
+    pub token: String,
 }
 
 impl Store {
@@ -138,11 +141,12 @@ impl StoreTxn {
                 attempt.payment_method_id.clone().into(),
             )
             .col_expr(C::AttemptPaymentSourceId, attempt.payment_source_id.into())
+            .col_expr(C::AttemptSourceKind, attempt.source_kind.as_str().into())
             .col_expr(C::AttemptEmail, attempt.email.clone().into())
             .col_expr(C::AttemptName, attempt.name.clone().into())
             .col_expr(C::AttemptBrand, attempt.brand.clone().into())
             .col_expr(C::AttemptLast4, attempt.last4.clone().into())
-            .col_expr(C::AttemptCardToken, attempt.card_token.clone().into())
+            .col_expr(C::AttemptCardToken, attempt.token.clone().into())
             .col_expr(C::UpdatedAt, now_ms.into())
             .filter(C::Id.eq(id))
             .filter(C::Status.eq(Open.as_str()))

@@ -21,6 +21,7 @@ mod group;
 pub mod idempotency;
 pub mod rate_windows;
 pub mod rechecks;
+pub mod refunds;
 mod secret;
 mod sqlite_lock;
 pub mod subscriptions;

@@ -17,6 +17,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "subscription.plan_changed",
     "charge.approved",
     "charge.declined",
+    "charge.refunded",
 ];
 
 /// The largest event body we send (spec: 64 KB).

@@ -74,7 +74,7 @@ async fn a_declined_upgrade_changes_nothing_and_an_approved_one_changes_the_plan
     let (status, bad_card) = read(
         app.post(
             &format!("/v1/customers/{}/payment-methods", shop.customer),
-            json!({"card_token": token.0, "acceptance_token": token.1}),
+            token.payment_method(),
         )
         .await,
     )
@@ -385,7 +385,7 @@ async fn shop_on(app: &TestApp, monthly: i64) -> (Shop, String) {
     let (_, method) = read(
         app.post(
             &format!("/v1/customers/{customer}/payment-methods"),
-            json!({"card_token": token.0, "acceptance_token": token.1}),
+            token.payment_method(),
         )
         .await,
     )

@@ -1,10 +1,10 @@
-//! Issue 6: paying a checkout session the way the hosted page does (a card token from the
-//! sandbox processor, then `POST /checkout/{id}/complete`), and what an approved payment
-//! creates, on both databases.
+//! Issue 6: paying a checkout session the way the hosted page does (a card token, or a Nequi
+//! token the customer approved, from the sandbox processor, then `POST /checkout/{id}/complete`
+//! with both acceptances), and what an approved payment creates, on both databases.
 
 use crate::checkout::{count, new_session, plan, session_status};
 use crate::common::receiver::{Receiver, Reply, hmac_sha256_hex};
-use crate::common::{TestApp, card_token, eventually, read, spawn_on};
+use crate::common::{TestApp, card_token, eventually, read, sandbox_processor, spawn_on};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -17,18 +17,56 @@ crate::db_tests!(
     a_paid_checkout_reaches_webhook_endpoints_signed,
     complete_answers_bad_requests_in_the_error_shape,
     a_payment_cut_off_before_it_was_posted_completes_after_a_restart,
+    a_nequi_payment_creates_a_subscription_paid_by_nequi,
+    a_nequi_account_is_tried_once_and_a_declined_one_creates_nothing,
+    a_payment_without_the_personal_data_authorization_is_refused,
 );
 
+/// Pays `session` with the card `number`, as the hosted page does.
 pub(crate) async fn pay(app: &TestApp, session: &str, number: &str) -> (u16, Value) {
-    let (token, acceptance) = card_token(app, number).await;
+    let token = card_token(app, number).await;
+    complete(app, session, &token.payment_method()).await
+}
+
+/// `POST /checkout/{session}/complete` with `body`.
+async fn complete(app: &TestApp, session: &str, body: &Value) -> (u16, Value) {
     let response = app
         .client
         .post(app.url(&format!("/checkout/{session}/complete")))
-        .json(&json!({"card_token": token, "acceptance_token": acceptance}))
+        .json(body)
         .send()
         .await
         .expect("send");
     read(response).await
+}
+
+/// A Nequi token for `phone` made at the sandbox as the page makes it, once the customer has
+/// answered in the Nequi app (the sandbox's approval delay): its final status, and the body
+/// the page then completes with (both acceptance tokens included).
+async fn answered_nequi(app: &TestApp, phone: &str) -> (String, Value) {
+    let (client, creds) = sandbox_processor(app).await;
+    let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
+    let token = client
+        .tokenize_nequi(&creds, phone)
+        .await
+        .expect("nequi token");
+    assert_eq!(token.status, "PENDING");
+    eventually(Duration::from_secs(30), || async {
+        client
+            .nequi_token(&creds, &token.id)
+            .await
+            .is_ok_and(|t| t.status != "PENDING")
+    })
+    .await;
+    let status = client
+        .nequi_token(&creds, &token.id)
+        .await
+        .expect("status")
+        .status;
+    let body = json!({"type": "nequi", "nequi_token": token.id,
+        "acceptance_token": acceptance.acceptance_token,
+        "accept_personal_auth": acceptance.personal_auth_token});
+    (status, body)
 }
 
 async fn an_approved_payment_creates_customer_payment_method_and_subscription(app: TestApp) {
@@ -144,11 +182,11 @@ async fn a_declined_card_creates_nothing_and_the_session_stays_open(app: TestApp
         .as_str()
         .expect("id")
         .to_owned();
-    let (token, acceptance) = card_token(&app, "4111111111111111").await;
+    let token = card_token(&app, "4111111111111111").await;
     let complete = || {
         app.client
             .post(app.url(&format!("/checkout/{id}/complete")))
-            .json(&json!({"card_token": token, "acceptance_token": acceptance}))
+            .json(&token.payment_method())
             .send()
     };
     let (status, error) = read(complete().await.expect("send")).await;
@@ -354,11 +392,12 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         payment_method_id: "pm_01cutoff".into(),
         // The sandbox's payment source ids end in their outcome: 0 approves.
         payment_source_id: 10,
+        source_kind: billing::processor::client::SourceKind::Card,
         email: "ana@example.co".into(),
         name: "Ana Gómez".into(),
         brand: Some("VISA".into()),
         last4: Some("4242".into()),
-        card_token: "tok_test_1_a".into(),
+        token: "tok_test_1_a".into(),
     };
     let claimed = txn
         .claim_checkout_session(&id, &attempt, chrono::Utc::now().timestamp_millis())
@@ -400,31 +439,61 @@ async fn complete_answers_bad_requests_in_the_error_shape(app: TestApp) {
     let cases = [
         (
             id.clone(),
-            json!({"acceptance_token": "acc"}),
+            json!({"acceptance_token": "acc", "accept_personal_auth": "pd"}),
             400,
             Some("card_token"),
         ),
         (
             id.clone(),
-            json!({"card_token": "", "acceptance_token": "acc"}),
+            json!({"card_token": "", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
             400,
             Some("card_token"),
         ),
         (
             id.clone(),
-            json!({"card_token": "tok", "acceptance_token": "acc", "customer_email": "nope"}),
+            json!({"card_token": "tok", "accept_personal_auth": "pd"}),
+            400,
+            Some("acceptance_token"),
+        ),
+        (
+            id.clone(),
+            json!({"card_token": "tok", "acceptance_token": "acc"}),
+            400,
+            Some("accept_personal_auth"),
+        ),
+        (
+            id.clone(),
+            json!({"type": "nequi", "card_token": "tok", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
+            400,
+            Some("card_token"),
+        ),
+        (
+            id.clone(),
+            json!({"type": "nequi", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
+            400,
+            Some("nequi_token"),
+        ),
+        (
+            id.clone(),
+            json!({"type": "paypal", "card_token": "tok", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
+            400,
+            Some("type"),
+        ),
+        (
+            id.clone(),
+            json!({"card_token": "tok", "acceptance_token": "acc", "accept_personal_auth": "pd", "customer_email": "nope"}),
             400,
             Some("customer_email"),
         ),
         (
             id.clone(),
-            json!({"card_token": "tok", "acceptance_token": "acc", "cvc": "123"}),
+            json!({"card_token": "tok", "acceptance_token": "acc", "accept_personal_auth": "pd", "cvc": "123"}),
             400,
             Some("cvc"),
         ),
         (
             "cs_unknown".to_owned(),
-            json!({"card_token": "tok", "acceptance_token": "acc"}),
+            json!({"card_token": "tok", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
             404,
             Some("id"),
         ),
@@ -439,7 +508,7 @@ async fn complete_answers_bad_requests_in_the_error_shape(app: TestApp) {
     let (status, error) = read(
         complete(
             id.clone(),
-            json!({"card_token": "tok_forged", "acceptance_token": "acc"}),
+            json!({"card_token": "tok_forged", "acceptance_token": "acc", "accept_personal_auth": "pd"}),
         )
         .await
         .expect("send"),
@@ -451,6 +520,135 @@ async fn complete_answers_bad_requests_in_the_error_shape(app: TestApp) {
     );
     assert_eq!(session_status(&app, &id).await["status"], "open");
     assert_eq!(count(&app, "/v1/customers").await, 0);
+}
+
+async fn a_nequi_payment_creates_a_subscription_paid_by_nequi(app: TestApp) {
+    let plan = plan(&app, true).await;
+    let id = new_session(&app, &plan, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, body) = answered_nequi(&app, "3991111111").await;
+    assert_eq!(status, "APPROVED");
+    let (status, out) = complete(&app, &id, &body).await;
+    assert_eq!(status, 200, "{out}");
+    let summary = &out["summary"];
+    assert_eq!(summary["status"], "APPROVED");
+    assert_eq!(summary["payment_method_type"], "nequi");
+    assert_eq!(summary["nequi_phone_last4"], "1111");
+    assert_eq!(
+        (&summary["card_brand"], &summary["card_last4"]),
+        (&Value::Null, &Value::Null)
+    );
+    let sub_id = out["subscription_id"].as_str().expect("subscription");
+    let (_, sub) = read(app.get(&format!("/v1/subscriptions/{sub_id}")).await).await;
+    assert_eq!(sub["status"], "active");
+    let customer = sub["customer_id"].as_str().expect("customer");
+    let (_, methods) = read(
+        app.get(&format!("/v1/customers/{customer}/payment-methods"))
+            .await,
+    )
+    .await;
+    let method = &methods["data"][0];
+    assert_eq!(method["id"], sub["default_payment_method_id"]);
+    assert_eq!(method["type"], "nequi");
+    assert_eq!(method["last4"], "1111");
+    assert_eq!(method["brand"], Value::Null);
+    // The next month is charged to the same Nequi account, with no one in the app.
+    let (status, _) = read(
+        app.post(
+            "/v1/test-helpers/clock/advance",
+            json!({"seconds": 31 * 86_400}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        count(
+            &app,
+            &format!("/v1/events?type=charge.approved&subscription_id={sub_id}")
+        )
+        .await,
+        2
+    );
+}
+
+/// A Nequi token is tried once per session, as a card token is; a token the customer declined
+/// in the app is refused by the processor, and neither leaves anything behind.
+async fn a_nequi_account_is_tried_once_and_a_declined_one_creates_nothing(app: TestApp) {
+    let plan = plan(&app, true).await;
+    let id = new_session(&app, &plan, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, declined) = answered_nequi(&app, "3992222222").await;
+    assert_eq!(status, "DECLINED");
+    let (status, error) = complete(&app, &id, &declined).await;
+    assert_eq!(
+        (status, &error["error"]["type"]),
+        (422, &json!("processor_error")),
+        "{error}"
+    );
+    // Any other number is approved in the app, but its payments fail at the processor.
+    let (status, failing) = answered_nequi(&app, "3001234567").await;
+    assert_eq!(status, "APPROVED");
+    let (status, error) = complete(&app, &id, &failing).await;
+    assert_eq!(
+        (status, &error["error"]["type"]),
+        (422, &json!("processor_error")),
+        "{error}"
+    );
+    let (status, again) = complete(&app, &id, &failing).await;
+    assert_eq!(status, 422, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("already tried"),
+        "{again}"
+    );
+    assert_eq!(session_status(&app, &id).await["status"], "open");
+    assert_eq!(count(&app, "/v1/customers").await, 0);
+    assert_eq!(count(&app, "/v1/subscriptions").await, 0);
+    assert_eq!(count(&app, "/v1/events").await, 0);
+    let (status, out) = pay(&app, &id, "4242424242424242").await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["summary"]["payment_method_type"], "card");
+    assert_eq!(out["summary"]["card_last4"], "4242");
+    assert_eq!(out["summary"]["nequi_phone_last4"], Value::Null);
+}
+
+async fn a_payment_without_the_personal_data_authorization_is_refused(app: TestApp) {
+    let plan = plan(&app, true).await;
+    let id = new_session(&app, &plan, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let token = card_token(&app, "4242424242424242").await;
+    let mut body = token.payment_method();
+    for personal in [Value::Null, json!(""), json!("  ")] {
+        body["accept_personal_auth"] = personal;
+        let (status, error) = complete(&app, &id, &body).await;
+        assert_eq!(status, 400, "{body}: {error}");
+        assert_eq!(error["error"]["type"], "invalid_request");
+        assert_eq!(error["error"]["param"], "accept_personal_auth", "{error}");
+    }
+    let mut without = token.payment_method();
+    without
+        .as_object_mut()
+        .expect("object")
+        .remove("accept_personal_auth");
+    let (status, error) = complete(&app, &id, &without).await;
+    assert_eq!(
+        (status, &error["error"]["param"]),
+        (400, &json!("accept_personal_auth"))
+    );
+    assert_eq!(session_status(&app, &id).await["status"], "open");
+    assert_eq!(count(&app, "/v1/customers").await, 0);
+    // Refused before the processor was asked: the same card, with both acceptances, pays.
+    let (status, out) = complete(&app, &id, &token.payment_method()).await;
+    assert_eq!(status, 200, "{out}");
 }
 
 /// The hosted page of session `id`, as a customer's browser would get it.

@@ -111,7 +111,7 @@ async fn shop(app: &TestApp, events_to: &TestApp) -> (TestApp, String, String, S
     let (status, method) = read(
         shop.post(
             &format!("/v1/customers/{customer}/payment-methods"),
-            json!({"card_token": token.0, "acceptance_token": token.1}),
+            token.payment_method(),
         )
         .await,
     )

@@ -165,7 +165,7 @@ impl ProcessShop {
             post.clone(),
             format!("{base}/v1/customers/{customer}/payment-methods"),
             key,
-            json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}),
+            json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token, "accept_personal_auth": acceptance.personal_auth_token}),
         )
         .await;
         let sub = call(

@@ -59,6 +59,23 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
     let session = json!({"plan_id": shop.plan, "cycle": "monthly", "customer_id": shop.customer});
     let (status, session) = read(app.post("/v1/checkout-sessions", session).await).await;
     assert_eq!(status, 201, "{session}");
+    let (_, charges) = read(
+        app.get(&format!("/v1/charges?subscription_id={}", id(&sub)))
+            .await,
+    )
+    .await;
+    let charge = id(&charges["data"][0]);
+    let (status, refund) = read(
+        app.post(
+            &format!("/v1/charges/{charge}/refunds"),
+            json!({"amount_cents": 1_000}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{refund}");
+    let refunded = crate::refunds::settled(app, &id(&refund)).await;
+    assert_eq!(refunded["status"], "approved", "{refunded}");
     let (_, events) = read(app.get("/v1/events").await).await;
     let event = id(&events["data"][0]);
     // Every delivery done, so that nothing of B's moves while the walk runs.
@@ -82,6 +99,8 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         (Kind::CheckoutSession, id(&session)),
         (Kind::WebhookEndpoint, id(&endpoint)),
         (Kind::Event, event),
+        (Kind::Charge, charge),
+        (Kind::Refund, id(&refund)),
     ])
 }
 

@@ -112,7 +112,7 @@ impl Fixture {
                 self.customer_id
             )))
             .bearer_auth(&self.key)
-            .json(&json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token}))
+            .json(&json!({"card_token": token.id, "acceptance_token": acceptance.acceptance_token, "accept_personal_auth": acceptance.personal_auth_token}))
             .send()
             .await
             .expect("send");
@@ -243,7 +243,7 @@ async fn card_token_becomes_a_payment_method(app: TestApp) {
             fixture.customer_id
         )))
         .bearer_auth(&fixture.key)
-        .json(&json!({"card_token": "tok_bogus", "acceptance_token": "acc_bogus"}))
+        .json(&json!({"card_token": "tok_bogus", "acceptance_token": "acc_bogus", "accept_personal_auth": "acc_bogus_pd"}))
         .send()
         .await
         .expect("send");

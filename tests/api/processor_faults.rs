@@ -235,7 +235,9 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
                 currency: "COP".into(),
                 reference: broken.reference.clone(),
                 payment_source_id: source,
+                source_kind: billing::processor::client::SourceKind::Card,
                 customer_email: "ana@example.co".into(),
+                recurrent: true,
             },
         )
         .await;
@@ -266,13 +268,13 @@ async fn a_checkout_paid_while_the_processor_rate_limits_is_posted_again_and_com
         .call(&app, Method::POST, "/v1/checkout-sessions", body)
         .await;
     let id = session["id"].as_str().expect("id");
-    let (token, acceptance) = shop.card_token(APPROVED_CARD).await;
+    let token = shop.card_token(APPROVED_CARD).await;
     shop.proxy.fail("POST", "/transactions", rate_limited(), 1);
     // The page's request waits for the outcome, asking the processor itself meanwhile.
     let (status, out) = read(
         app.client
             .post(app.url(&format!("/checkout/{id}/complete")))
-            .json(&json!({"card_token": token, "acceptance_token": acceptance}))
+            .json(&token.payment_method())
             .send()
             .await
             .expect("send"),

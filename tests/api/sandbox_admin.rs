@@ -49,7 +49,10 @@ fn fresh_keys() -> Value {
 
 /// Whether the sandbox at `base` knows a merchant with this public key.
 async fn knows(base: &str, public_key: &str) -> bool {
-    let response = reqwest::get(format!("{base}/merchants/{public_key}"))
+    let response = reqwest::Client::new()
+        .get(format!("{base}/merchants/info"))
+        .header("x-merchant-public-key", public_key)
+        .send()
         .await
         .expect("send");
     response.status() == 200

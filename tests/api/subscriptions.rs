@@ -47,7 +47,7 @@ pub(crate) async fn shop(app: &TestApp, number: &str) -> (Shop, String) {
     let (status, method) = read(
         app.post(
             &format!("/v1/customers/{customer}/payment-methods"),
-            json!({"card_token": token.0, "acceptance_token": token.1}),
+            token.payment_method(),
         )
         .await,
     )
@@ -862,11 +862,11 @@ async fn a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_ac
         .to_owned();
     advance(&app, 60).await;
     assert_eq!(get(&app, &id).await["status"], "past_due");
-    let (token, acceptance) = card_token(&app, "4242424242424242").await;
+    let token = card_token(&app, "4242424242424242").await;
     let (status, good) = read(
         app.post(
             &format!("/v1/customers/{}/payment-methods", shop.customer),
-            json!({"card_token": token, "acceptance_token": acceptance}),
+            token.payment_method(),
         )
         .await,
     )

@@ -58,7 +58,7 @@ async fn endpoints_are_validated_listed_patched_and_deleted(app: TestApp) {
             "url",
         ),
         (
-            json!({"url": "https://example.com/x", "events": ["charge.refunded"]}),
+            json!({"url": "https://example.com/x", "events": ["charge.disputed"]}),
             "events",
         ),
         (
@@ -175,7 +175,7 @@ async fn every_event_type_arrives_signed_with_the_subscriptions_metadata(app: Te
     let (status, bad_card) = read(
         app.post(
             &format!("/v1/customers/{}/payment-methods", shop.customer),
-            json!({"card_token": token.0, "acceptance_token": token.1}),
+            token.payment_method(),
         )
         .await,
     )

@@ -5,8 +5,8 @@
 //! so it may be private; anyone else could otherwise point a merchant's signed events, and our
 //! server's requests, anywhere.
 
-use super::state::{Admitted, ProposedKeys, Refusal};
-use super::{SandboxProcessor, bearer, error};
+use super::merchants::{Admitted, ProposedKeys, Refusal};
+use super::{Body, SandboxProcessor, bearer, error};
 use crate::secrets::{constant_time_eq, sha256_hex};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -84,7 +84,7 @@ struct MerchantIn {
 /// with that merchant's keys, changes where its events go (200). Answers the merchant's keys.
 async fn create_merchant(
     State(sandbox): State<Arc<SandboxProcessor>>,
-    Json(body): Json<MerchantIn>,
+    Body(body): Body<MerchantIn>,
 ) -> Response {
     let proposed = ProposedKeys {
         public_key: body.public_key,

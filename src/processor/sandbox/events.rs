@@ -1,6 +1,7 @@
-//! The sandbox's events: a transaction turns final after `settle_delay`, and its signed
-//! `transaction.updated` is POSTed to its merchant's events URL, again after each delay of
-//! `event_retry_delays` until one answers 200.
+//! The sandbox's events: a transaction turns final after `settle_delay` (or is voided), and
+//! its signed `transaction.updated` is POSTed to its merchant's events URL, again after each
+//! delay of `event_retry_delays` (Wompi's 30 minutes, 3 hours and 24 hours) until one answers
+//! 200. Refunds send no event: the service asks about them.
 //!
 //! The URL is trusted (the service's own ingress, or one the operator set with the admin
 //! token), so it may be private (CONTRACT §7); yet it is posted through the same guarded
@@ -9,8 +10,8 @@
 //! the answering host chose.
 
 use super::SandboxProcessor;
-use super::protocol::Outcome;
-use super::state::Merchant;
+use super::merchants::Merchant;
+use super::scenario::Scenario;
 use crate::egress::{AddressPolicy, GuardedClient};
 use crate::processor::signature::event_checksum;
 use axum::http::StatusCode;
@@ -32,30 +33,36 @@ pub(super) fn events_client() -> Result<GuardedClient, reqwest::Error> {
 }
 
 impl SandboxProcessor {
-    pub(super) fn settle_later(self: &Arc<Self>, id: String, outcome: Outcome) {
+    /// Turns the transaction `id` final after `settle_delay`, as `scenario` says, and sends
+    /// its event.
+    pub(super) fn settle_later(self: &Arc<Self>, id: String, scenario: Scenario) {
         let sandbox = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep(sandbox.config.settle_delay).await;
-            let Some(event) = sandbox.finalize(&id, outcome) else {
+            let Some((merchant, body)) = sandbox.ledger.update(&id, |body| {
+                body["status"] = json!(scenario.transaction_status());
+                body["finalized_at"] = json!(chrono::Utc::now().to_rfc3339());
+                if let Some(message) = scenario.status_message() {
+                    body["status_message"] = json!(message);
+                }
+            }) else {
                 return;
             };
-            sandbox.deliver(event).await;
+            let Some(merchant) = sandbox.merchants.by_public(&merchant) else {
+                return;
+            };
+            sandbox.deliver(&merchant, &body).await;
         });
     }
 
-    /// Moves a transaction to its final status and builds the signed event.
-    fn finalize(&self, id: &str, outcome: Outcome) -> Option<(Arc<Merchant>, Value)> {
-        let (merchant, body) = self.transactions.update(id, |body| {
-            body["status"] = json!(outcome.status());
-            body["finalized_at"] = json!(chrono::Utc::now().to_rfc3339());
-            if outcome != Outcome::Approved {
-                body["status_message"] = json!(match outcome {
-                    Outcome::Declined => "Transacción rechazada por el banco (sandbox)",
-                    _ => "Error procesando la tarjeta (sandbox)",
-                });
-            }
-        })?;
-        let merchant = self.merchants.by_public(&merchant)?;
+    /// Sends the event of `merchant`'s transaction `body`, now changed, in the background.
+    pub(super) fn announce(self: &Arc<Self>, merchant: Arc<Merchant>, body: Value) {
+        let sandbox = Arc::clone(self);
+        tokio::spawn(async move { sandbox.deliver(&merchant, &body).await });
+    }
+
+    /// The signed `transaction.updated` of a transaction's body.
+    fn signed_event(merchant: &Merchant, body: &Value) -> Option<Value> {
         let mut event = json!({
             "event": "transaction.updated",
             "data": {"transaction": body},
@@ -66,13 +73,16 @@ impl SandboxProcessor {
         });
         let checksum = event_checksum(&event, &merchant.keys.events_secret)?;
         event["signature"]["checksum"] = json!(checksum);
-        Some((merchant, event))
+        Some(event)
     }
 
     /// POSTs the event to the merchant's events URL until it answers 200 or retries run out.
     /// A redirect is an answer that is not 200: retried at the same URL, never followed.
-    async fn deliver(&self, (merchant, event): (Arc<Merchant>, Value)) {
+    async fn deliver(&self, merchant: &Merchant, body: &Value) {
         let Some(url) = merchant.events_url() else {
+            return;
+        };
+        let Some(event) = Self::signed_event(merchant, body) else {
             return;
         };
         let checksum = event["signature"]["checksum"]

@@ -2,26 +2,42 @@
 //! newcomer's first charge crosses a real HTTP boundary and comes back as a real signed event.
 //! In-process under `/sandbox/processor/v1`, standalone at `/v1` (`billing sandbox-processor`).
 //!
-//! - `protocol`: the processor's routes, each with the key Wompi requires.
+//! - `protocol`: the processor's routes, each with the key Wompi requires; acceptance tokens,
+//!   card tokens and payment sources.
+//! - `nequi`: Nequi tokens, which the customer accepts in the Nequi app.
+//! - `transactions`: transactions on a payment source, and voiding one.
+//! - `refunds`: refunds of an approved transaction.
+//! - `events`: a transaction turning final (or voided), and its signed event delivered.
 //! - `admin`: `_sandbox`, making merchants, behind the admin token.
-//! - `events`: a transaction turning final, and its signed event delivered.
-//! - `state`: merchants and transactions in memory, and their bounds.
+//! - `scenario`: what a card or Nequi number makes of every transaction, carried in the ids.
+//! - `merchants`, `ledger`, `retention`: what is kept in memory, and what bounds it.
 //!
-//! Transactions live only in memory, for `SandboxConfig::retention`: after a restart, or once
-//! pruned, a lookup by reference finds nothing, and the caller creates the transaction again.
+//! Transactions, their refunds and Nequi tokens live only in memory, for
+//! `SandboxConfig::retention`: after a restart, or once pruned, a lookup by reference finds
+//! nothing, and the caller creates the transaction again. What a payment source or a token
+//! does is in its id, so it keeps working across a restart.
 
 mod admin;
 mod events;
+mod ledger;
+mod merchants;
+mod nequi;
 mod protocol;
-mod state;
+mod refunds;
+mod retention;
+mod scenario;
+mod transactions;
 
 pub use admin::AdminAuth;
 
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
+use ledger::Ledger;
+use merchants::{Merchant, Merchants};
+use nequi::NequiTokens;
 use serde_json::json;
-use state::{Merchants, Transactions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -29,12 +45,17 @@ use tokio::sync::Semaphore;
 
 #[derive(Clone, Debug)]
 pub struct SandboxConfig {
-    /// How long a transaction stays PENDING.
+    /// How long a transaction (or a refund) stays PENDING.
     pub settle_delay: Duration,
-    /// Waits before re-sending an event that was not answered 200.
+    /// Waits before re-sending an event that was not answered 200: Wompi's 30 minutes, 3 hours
+    /// and 24 hours by default (tests compress them).
     pub event_retry_delays: Vec<Duration>,
-    /// How long a transaction (and its reference) is kept after it was made: 7 days by
-    /// default, far beyond the time our service takes to learn a transaction's outcome.
+    /// How long a Nequi token stays PENDING, standing for the customer accepting in the Nequi
+    /// app.
+    pub nequi_approval_delay: Duration,
+    /// How long a transaction (with its reference and refunds) and a Nequi token are kept
+    /// after they were made: 7 days by default, far beyond the time our service takes to learn
+    /// a transaction's outcome.
     pub retention: Duration,
     /// How many merchants there may be before the administration refuses a new one (409).
     pub max_merchants: usize,
@@ -44,7 +65,10 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             settle_delay: Duration::from_millis(100),
-            event_retry_delays: [1, 2, 5, 10, 30].map(Duration::from_secs).to_vec(),
+            event_retry_delays: [30 * 60, 3 * 3_600, 24 * 3_600]
+                .map(Duration::from_secs)
+                .to_vec(),
+            nequi_approval_delay: Duration::from_secs(5),
             retention: Duration::from_secs(7 * 86_400),
             max_merchants: 10_000,
         }
@@ -65,7 +89,8 @@ pub struct SandboxProcessor {
     admin: AdminAuth,
     http: crate::egress::GuardedClient,
     merchants: Merchants,
-    transactions: Transactions,
+    ledger: Ledger,
+    nequi_tokens: NequiTokens,
     counter: AtomicU64,
     event_slots: Arc<Semaphore>,
 }
@@ -75,7 +100,8 @@ impl SandboxProcessor {
     pub fn new(config: SandboxConfig, admin: AdminAuth) -> Result<Arc<Self>, reqwest::Error> {
         Ok(Arc::new(Self {
             http: events::events_client()?,
-            transactions: Transactions::new(config.retention),
+            ledger: Ledger::new(config.retention),
+            nequi_tokens: NequiTokens::new(config.retention),
             config,
             admin,
             merchants: Merchants::default(),
@@ -90,9 +116,11 @@ impl SandboxProcessor {
         self.merchants.register(keys, events_url);
     }
 
-    /// Drops the transactions past their retention (making a transaction does it too).
+    /// Drops the transactions (with their refunds) and the Nequi tokens past their retention
+    /// (making one does it too).
     pub fn prune(&self) {
-        self.transactions.prune();
+        self.ledger.prune();
+        self.nequi_tokens.prune();
     }
 
     /// The routes, relative: the caller nests them (`/sandbox/processor/v1`, `/v1`).
@@ -102,6 +130,16 @@ impl SandboxProcessor {
 
     fn next(&self) -> u64 {
         self.counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The merchant whose public key is the request's Bearer.
+    fn merchant_by_public(&self, headers: &HeaderMap) -> Option<Arc<Merchant>> {
+        bearer(headers).and_then(|key| self.merchants.by_public(key))
+    }
+
+    /// The merchant whose private key is the request's Bearer.
+    fn merchant_by_private(&self, headers: &HeaderMap) -> Option<Arc<Merchant>> {
+        bearer(headers).and_then(|key| self.merchants.by_private(key))
     }
 }
 
@@ -131,6 +169,29 @@ fn not_found(what: &str) -> Response {
     )
 }
 
+fn unauthorized(which: &str) -> Response {
+    error(
+        StatusCode::UNAUTHORIZED,
+        "INVALID_ACCESS_TOKEN",
+        &format!("Se esperaba una llave {which} válida"),
+    )
+}
+
+/// A JSON body; one that does not read as `T` is Wompi's 422, not axum's plain text.
+struct Body<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(request, state).await {
+            Ok(Json(body)) => Ok(Body(body)),
+            Err(rejection) => Err(invalid("body", &rejection.body_text())),
+        }
+    }
+}
+
+/// Wompi's 422: `messages` names the field.
 fn invalid(field: &str, message: &str) -> Response {
     (
         StatusCode::UNPROCESSABLE_ENTITY,

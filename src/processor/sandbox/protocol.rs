@@ -1,115 +1,65 @@
-//! The protocol's routes, with the keys Wompi requires (CONTRACT §7): `GET merchants/{key}`
-//! open (the public key is in the path), `POST tokens/cards` the public key, payment sources
-//! and transactions the private key. A transaction is answered only to its own merchant: by id
-//! another merchant's is 404, by reference it is not found.
+//! The protocol's routes, with the keys Wompi requires: `GET merchants/info` with the public
+//! key in `x-merchant-public-key`, `POST tokens/cards` and the Nequi tokens with the public key
+//! as Bearer, payment sources, transactions and refunds with the private key. A transaction
+//! or a refund is answered only to its own merchant: by id another merchant's is 404, by
+//! reference or transaction id it is not found. A body that does not read is Wompi's 422.
 //!
-//! Card outcomes: 4242 4242 4242 4242 → APPROVED, 4111 1111 1111 1111 → DECLINED, any other
-//! number → ERROR. The outcome travels token → payment source → every charge, and is encoded
-//! in the ids themselves (`tok_test_…_a`, payment source `n*10 + code`), so charges against a
-//! payment source keep working after the process restarts even though the sandbox keeps its
-//! state in memory.
+//! Here: the acceptance tokens, card tokens and payment sources. A payment source needs both
+//! acceptances (the end-user policy's token and the personal-data authorization's), and is
+//! made from a card token or an APPROVED Nequi token. What its transactions come to is chosen
+//! by the card or the phone number and carried in the ids (`scenario`).
 
-use super::{SandboxProcessor, bearer, error, invalid, not_found};
-use crate::processor::signature::integrity_signature;
-use axum::extract::{Path, Query, State};
+use super::nequi::TokenStatus;
+use super::scenario::{Scenario, SourceId};
+use super::{Body, SandboxProcessor, invalid, not_found, unauthorized};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The protocol's routes, relative. The browser calls the first two from the checkout page,
-/// hence CORS (the others need the private key, which no browser holds).
+/// The header `GET merchants/info` takes the public key in.
+const PUBLIC_KEY_HEADER: &str = "x-merchant-public-key";
+
+/// The protocol's routes, relative. The browser calls the acceptance, card-token and Nequi
+/// routes from the checkout page, hence CORS (the others need the private key, which no
+/// browser holds).
 pub(super) fn router(sandbox: Arc<SandboxProcessor>) -> Router {
     Router::new()
-        .route("/merchants/{public_key}", get(merchant))
+        .route("/merchants/info", get(merchant_info))
         .route("/tokens/cards", post(tokenize_card))
         .route("/payment_sources", post(create_payment_source))
         .route("/payment_sources/{id}", get(get_payment_source))
-        .route(
-            "/transactions",
-            post(create_transaction).get(find_transactions),
-        )
-        .route("/transactions/{id}", get(get_transaction))
+        .merge(super::nequi::router())
+        .merge(super::transactions::router())
+        .merge(super::refunds::router())
         .layer(tower_http::cors::CorsLayer::permissive())
         .with_state(sandbox)
 }
 
-/// A transaction's outcome, decided when its payment source was made.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outcome {
-    Approved,
-    Declined,
-    Error,
-}
-
-impl Outcome {
-    pub(super) fn of_card(number: &str) -> Self {
-        match number {
-            "4242424242424242" => Outcome::Approved,
-            "4111111111111111" => Outcome::Declined,
-            _ => Outcome::Error,
-        }
-    }
-    pub(super) fn code(self) -> i64 {
-        match self {
-            Outcome::Approved => 0,
-            Outcome::Declined => 1,
-            Outcome::Error => 2,
-        }
-    }
-    pub(super) fn from_code(code: i64) -> Option<Self> {
-        [Outcome::Approved, Outcome::Declined, Outcome::Error]
-            .into_iter()
-            .find(|o| o.code() == code)
-    }
-    pub(super) fn letter(self) -> char {
-        ['a', 'd', 'e'][self.code() as usize]
-    }
-    pub(super) fn from_letter(letter: char) -> Option<Self> {
-        [Outcome::Approved, Outcome::Declined, Outcome::Error]
-            .into_iter()
-            .find(|o| o.letter() == letter)
-    }
-    pub(super) fn status(self) -> &'static str {
-        match self {
-            Outcome::Approved => "APPROVED",
-            Outcome::Declined => "DECLINED",
-            Outcome::Error => "ERROR",
-        }
-    }
-}
-
-fn unauthorized(which: &str) -> Response {
-    error(
-        StatusCode::UNAUTHORIZED,
-        "INVALID_ACCESS_TOKEN",
-        &format!("Se esperaba una llave {which} válida"),
-    )
-}
-
-impl SandboxProcessor {
-    /// The merchant whose private key is the request's Bearer.
-    fn merchant_by_private(&self, headers: &HeaderMap) -> Option<Arc<super::state::Merchant>> {
-        bearer(headers).and_then(|key| self.merchants.by_private(key))
-    }
-}
-
-async fn merchant(
+/// The merchant and the two documents its customers accept, each with its own token.
+async fn merchant_info(
     State(sandbox): State<Arc<SandboxProcessor>>,
-    Path(public_key): Path<String>,
+    headers: HeaderMap,
 ) -> Response {
-    let Some(merchant) = sandbox.merchants.by_public(&public_key) else {
+    let merchant = headers
+        .get(PUBLIC_KEY_HEADER)
+        .and_then(|key| key.to_str().ok())
+        .and_then(|key| sandbox.merchants.by_public(key.trim()));
+    let Some(merchant) = merchant else {
         return not_found("Comercio");
     };
-    let token = merchant.acceptance_token();
     Json(json!({"data": {
-        "id": 1, "name": "Sandbox merchant", "public_key": public_key,
-        "presigned_acceptance": {"acceptance_token": token, "permalink": "https://wompi.com/assets/downloadble/reglamento-Usuarios-Colombia.pdf", "type": "END_USER_POLICY"},
-        "presigned_personal_data_auth": {"acceptance_token": format!("{token}_pd"), "permalink": "https://wompi.com/assets/downloadble/autorizacion-administracion-datos-personales.pdf", "type": "PERSONAL_DATA_AUTH"},
+        "id": 1, "name": "Sandbox merchant", "public_key": merchant.keys.public_key,
+        "presigned_acceptance": {"acceptance_token": merchant.acceptance_token(),
+            "permalink": "https://wompi.com/assets/downloadble/reglamento-Usuarios-Colombia.pdf",
+            "type": "END_USER_POLICY"},
+        "presigned_personal_data_auth": {"acceptance_token": merchant.personal_data_token(),
+            "permalink": "https://wompi.com/assets/downloadble/autorizacion-administracion-datos-personales.pdf",
+            "type": "PERSONAL_DATA_AUTH"},
     }}))
     .into_response()
 }
@@ -146,9 +96,9 @@ fn luhn(number: &str) -> bool {
 async fn tokenize_card(
     State(sandbox): State<Arc<SandboxProcessor>>,
     headers: HeaderMap,
-    Json(card): Json<CardIn>,
+    Body(card): Body<CardIn>,
 ) -> Response {
-    if bearer(&headers).is_none_or(|key| sandbox.merchants.by_public(key).is_none()) {
+    if sandbox.merchant_by_public(&headers).is_none() {
         return unauthorized("pública");
     }
     let number: String = card.number.chars().filter(|c| !c.is_whitespace()).collect();
@@ -162,7 +112,7 @@ async fn tokenize_card(
     if !(1..=12).contains(&month) || card.exp_year.len() != 2 || card.card_holder.trim().len() < 5 {
         return invalid("exp_month", "Fecha de expiración o titular inválidos");
     }
-    let outcome = Outcome::of_card(&number);
+    let letter = Scenario::of_card(&number).card_letter().unwrap_or('e');
     let last_four = &number[number.len() - 4..];
     let brand = if number.starts_with('4') {
         "VISA"
@@ -171,7 +121,7 @@ async fn tokenize_card(
     } else {
         "UNKNOWN"
     };
-    let id = format!("tok_test_{}_{}", sandbox.next(), outcome.letter());
+    let id = format!("tok_test_{}_{letter}", sandbox.next());
     (StatusCode::CREATED, Json(json!({"status": "CREATED", "data": {
         "id": id, "created_at": chrono::Utc::now().to_rfc3339(), "brand": brand, "name": format!("{brand}-{last_four}"),
         "last_four": last_four, "bin": &number[..6], "exp_year": card.exp_year, "exp_month": card.exp_month,
@@ -180,55 +130,105 @@ async fn tokenize_card(
     .into_response()
 }
 
+/// Every field optional, so that a missing one is refused in Wompi's shape, naming it.
 #[derive(Deserialize)]
 struct PaymentSourceIn {
     #[serde(rename = "type")]
-    kind: String,
-    token: String,
-    customer_email: String,
-    acceptance_token: String,
+    kind: Option<String>,
+    token: Option<String>,
+    customer_email: Option<String>,
+    acceptance_token: Option<String>,
+    accept_personal_auth: Option<String>,
 }
 
 async fn create_payment_source(
     State(sandbox): State<Arc<SandboxProcessor>>,
     headers: HeaderMap,
-    Json(body): Json<PaymentSourceIn>,
+    Body(body): Body<PaymentSourceIn>,
 ) -> Response {
     let Some(merchant) = sandbox.merchant_by_private(&headers) else {
         return unauthorized("privada");
     };
-    if body.kind != "CARD" {
-        return invalid("type", "Solo se admite CARD en el sandbox");
+    if body.acceptance_token.as_deref() != Some(&merchant.acceptance_token()) {
+        return invalid(
+            "acceptance_token",
+            "Token de aceptación de la política de usuarios inválido o ausente",
+        );
     }
-    if body.acceptance_token != merchant.acceptance_token() {
-        return invalid("acceptance_token", "Token de aceptación inválido");
+    if body.accept_personal_auth.as_deref() != Some(&merchant.personal_data_token()) {
+        return invalid(
+            "accept_personal_auth",
+            "Token de autorización de datos personales inválido o ausente",
+        );
     }
-    let outcome = body
-        .token
+    let Some(email) = body.customer_email.filter(|e| e.contains('@')) else {
+        return invalid("customer_email", "Correo electrónico inválido o ausente");
+    };
+    let token = body.token.unwrap_or_default();
+    let source = match body.kind.as_deref() {
+        Some("CARD") => card_source(&token),
+        Some("NEQUI") => {
+            let delay = sandbox.config.nequi_approval_delay;
+            let status = sandbox
+                .nequi_tokens
+                .status(&merchant.keys.public_key, &token, delay);
+            nequi_source(status)
+        }
+        _ => return invalid("type", "Debe ser CARD o NEQUI"),
+    };
+    let source = match source {
+        Ok(source) => source,
+        Err(message) => return invalid("token", message),
+    };
+    let Some(id) = source.id(sandbox.next()) else {
+        return super::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SERVICE_UNAVAILABLE_ERROR",
+            "El sandbox agotó sus identificadores de fuentes de pago",
+        );
+    };
+    let body = payment_source_body(id, &source, &token, &email);
+    (StatusCode::CREATED, Json(json!({"data": body}))).into_response()
+}
+
+fn card_source(token: &str) -> Result<SourceId, &'static str> {
+    let scenario = token
         .strip_prefix("tok_test_")
         .and_then(|rest| rest.chars().last())
-        .and_then(Outcome::from_letter);
-    let Some(outcome) = outcome else {
-        return invalid("token", "Token de tarjeta inválido");
-    };
-    let id = sandbox.next() as i64 * 10 + outcome.code();
-    (
-        StatusCode::CREATED,
-        Json(json!({"data": payment_source_body(id, outcome, &body.token, &body.customer_email)})),
-    )
-        .into_response()
+        .and_then(Scenario::of_card_letter)
+        .ok_or("Token de tarjeta inválido")?;
+    Ok(SourceId {
+        scenario,
+        phone_number: None,
+    })
 }
 
-fn payment_source_body(id: i64, outcome: Outcome, token: &str, email: &str) -> Value {
-    let last_four = match outcome {
-        Outcome::Approved => "4242",
-        Outcome::Declined => "1111",
-        Outcome::Error => "0000",
-    };
-    json!({"id": id, "type": "CARD", "token": token, "status": "AVAILABLE", "customer_email": email,
-        "public_data": {"type": "CARD", "brand": "VISA", "last_four": last_four}})
+/// A Nequi payment source needs a token the customer has accepted.
+fn nequi_source(token: Option<(TokenStatus, String)>) -> Result<SourceId, &'static str> {
+    match token {
+        Some((TokenStatus::Approved, phone_number)) => Ok(SourceId {
+            scenario: Scenario::of_nequi(&phone_number),
+            phone_number: Some(phone_number),
+        }),
+        Some((TokenStatus::Pending, _)) => Err("El cliente aún no ha aceptado el token Nequi"),
+        Some((TokenStatus::Declined, _)) => Err("El cliente rechazó el token Nequi"),
+        None => Err("Token Nequi inválido"),
+    }
 }
 
+/// A payment source as the protocol shows it.
+fn payment_source_body(id: i64, source: &SourceId, token: &str, email: &str) -> Value {
+    let public_data = match &source.phone_number {
+        Some(phone_number) => json!({"type": "NEQUI", "phone_number": phone_number}),
+        None => {
+            json!({"type": "CARD", "brand": "VISA", "last_four": source.scenario.last_four()})
+        }
+    };
+    json!({"id": id, "type": source.scenario.method_type(), "token": token, "status": "AVAILABLE",
+        "customer_email": email, "public_data": public_data})
+}
+
+/// A payment source by id, from the id alone (its token and e-mail are not kept).
 async fn get_payment_source(
     State(sandbox): State<Arc<SandboxProcessor>>,
     headers: HeaderMap,
@@ -237,100 +237,10 @@ async fn get_payment_source(
     if sandbox.merchant_by_private(&headers).is_none() {
         return unauthorized("privada");
     }
-    match Outcome::from_code(id.rem_euclid(10)) {
-        Some(outcome) if id > 0 => {
-            Json(json!({"data": payment_source_body(id, outcome, "", "")})).into_response()
+    match SourceId::decode(id) {
+        Some(source) => {
+            Json(json!({"data": payment_source_body(id, &source, "", "")})).into_response()
         }
-        _ => not_found("Fuente de pago"),
+        None => not_found("Fuente de pago"),
     }
-}
-
-#[derive(Deserialize)]
-struct TransactionIn {
-    amount_in_cents: i64,
-    currency: String,
-    signature: String,
-    customer_email: String,
-    reference: String,
-    payment_source_id: i64,
-}
-
-async fn create_transaction(
-    State(sandbox): State<Arc<SandboxProcessor>>,
-    headers: HeaderMap,
-    Json(body): Json<TransactionIn>,
-) -> Response {
-    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
-        return unauthorized("privada");
-    };
-    if body.amount_in_cents <= 0 || body.currency != "COP" {
-        return invalid("amount_in_cents", "Monto o moneda inválidos");
-    }
-    let expected = integrity_signature(
-        &body.reference,
-        body.amount_in_cents,
-        &body.currency,
-        &merchant.keys.integrity_secret,
-    );
-    if expected != body.signature {
-        return invalid("signature", "La firma es inválida");
-    }
-    let Some(outcome) = Outcome::from_code(body.payment_source_id.rem_euclid(10))
-        .filter(|_| body.payment_source_id > 0)
-    else {
-        return invalid("payment_source_id", "Fuente de pago inválida");
-    };
-    let id = format!(
-        "{}-{}-{:05}",
-        sandbox.next(),
-        chrono::Utc::now().timestamp(),
-        rand::random::<u16>() % 10_000
-    );
-    let tx = json!({
-        "id": id, "created_at": chrono::Utc::now().to_rfc3339(), "amount_in_cents": body.amount_in_cents,
-        "reference": body.reference, "customer_email": body.customer_email, "currency": "COP",
-        "payment_method_type": "CARD", "payment_source_id": body.payment_source_id, "status": "PENDING",
-        "status_message": null, "recurrent": true,
-    });
-    if !sandbox
-        .transactions
-        .insert(&id, &merchant.keys.public_key, &body.reference, &tx)
-    {
-        return invalid("reference", "La referencia ya ha sido usada");
-    }
-    sandbox.settle_later(id, outcome);
-    (StatusCode::CREATED, Json(json!({"data": tx}))).into_response()
-}
-
-async fn get_transaction(
-    State(sandbox): State<Arc<SandboxProcessor>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
-        return unauthorized("privada");
-    };
-    match sandbox.transactions.get(&merchant.keys.public_key, &id) {
-        Some(body) => Json(json!({"data": body})).into_response(),
-        None => not_found("Transacción"),
-    }
-}
-
-async fn find_transactions(
-    State(sandbox): State<Arc<SandboxProcessor>>,
-    headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
-) -> Response {
-    let Some(merchant) = sandbox.merchant_by_private(&headers) else {
-        return unauthorized("privada");
-    };
-    let Some(reference) = query.get("reference") else {
-        return invalid("reference", "Se requiere la referencia");
-    };
-    let found: Vec<Value> = sandbox
-        .transactions
-        .by_reference(&merchant.keys.public_key, reference)
-        .into_iter()
-        .collect();
-    Json(json!({"data": found})).into_response()
 }

@@ -27,6 +27,10 @@ pub struct Model {
     /// What an action waits on this charge for (JSON of `PendingChange`), applied only if
     /// it is approved: an upgrade's plan and cycle, an add-on to attach.
     pub pending_change: Option<String>,
+    /// What approved refunds gave back.
+    pub refunded_cents: i64,
+    /// The amount of the refund in flight (at most one); `refunded + refunding <= amount`.
+    pub refunding_cents: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,8 @@ pub struct Model {
     pub attempt_customer_id: Option<String>,
     pub attempt_payment_method_id: Option<String>,
     pub attempt_payment_source_id: Option<i64>,
+    /// `card` or `nequi`: what the attempt's payment source is.
+    pub attempt_source_kind: Option<String>,
     pub attempt_email: Option<String>,
     pub attempt_name: Option<String>,
     pub attempt_brand: Option<String>,

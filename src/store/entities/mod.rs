@@ -13,6 +13,7 @@ pub mod event;
 pub mod idempotency_key;
 pub mod payment_method;
 pub mod processor_event;
+pub mod refund;
 pub mod setting;
 pub mod subscription;
 pub mod subscription_addon;

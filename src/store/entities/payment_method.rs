@@ -10,6 +10,8 @@ pub struct Model {
     pub processor_payment_source_id: i64,
     pub brand: Option<String>,
     pub last4: Option<String>,
+    /// `card` or `nequi` (`processor::client::SourceKind`).
+    pub kind: String,
     pub created_at: i64,
 }
 

@@ -107,6 +107,17 @@ impl Browser {
         std::fs::write(dir.join(format!("{name}.png")), png).expect("write screenshot");
     }
 
+    /// Scrolls the page so that `css` is in the middle of the window (for a screenshot).
+    pub async fn scroll_to(&self, css: &str) {
+        self.client
+            .execute(
+                "document.querySelector(arguments[0]).scrollIntoView({block: 'center'});",
+                vec![serde_json::json!(css)],
+            )
+            .await
+            .expect(css);
+    }
+
     /// Types `text` into the element `css` after clearing it.
     pub async fn fill(&self, css: &str, text: &str) {
         let element = self.client.find(Locator::Css(css)).await.expect(css);
@@ -140,15 +151,34 @@ impl Browser {
         .await;
     }
 
-    /// Waits until `css` is enabled (a button the page enables when it is ready).
-    pub async fn wait_enabled(&self, css: &str) {
+    /// The attribute `name` of `css`, or `None` when either is missing.
+    pub async fn attribute(&self, css: &str, name: &str) -> Option<String> {
+        let element = self.client.find(Locator::Css(css)).await.ok()?;
+        element.attr(name).await.ok().flatten()
+    }
+
+    /// Whether `css` is on the page and enabled, now.
+    pub async fn is_enabled(&self, css: &str) -> bool {
+        match self.client.find(Locator::Css(css)).await {
+            Ok(element) => element.is_enabled().await.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+
+    /// Waits until the attribute `name` of `css` contains `needle`, and returns it.
+    pub async fn wait_for_attribute(&self, css: &str, name: &str, needle: &str) -> String {
         eventually(Duration::from_secs(30), || async {
-            match self.client.find(Locator::Css(css)).await {
-                Ok(element) => element.is_enabled().await.unwrap_or(false),
-                Err(_) => false,
-            }
+            self.attribute(css, name)
+                .await
+                .is_some_and(|value| value.contains(needle))
         })
         .await;
+        self.attribute(css, name).await.unwrap_or_default()
+    }
+
+    /// Waits until `css` is enabled (a button the page enables when it is ready).
+    pub async fn wait_enabled(&self, css: &str) {
+        eventually(Duration::from_secs(30), || self.is_enabled(css)).await;
     }
 
     /// Waits until the browser is on a URL starting with `prefix`, and returns it.

@@ -311,9 +311,14 @@ impl TestApp {
     }
 }
 
-/// A card tokenized at the account's sandbox processor, as the browser would: (token,
-/// acceptance token).
-pub async fn card_token(app: &TestApp, number: &str) -> (String, String) {
+/// The account's sandbox processor as our service talks to it: a client and the account's
+/// credentials (read from the database, where the private key is kept).
+pub async fn sandbox_processor(
+    app: &TestApp,
+) -> (
+    billing::processor::client::ProcessorClient,
+    billing::processor::client::ProcessorCredentials,
+) {
     let (_, account) = read(app.get("/v1/account").await).await;
     let store = billing::store::Store::connect(&app.database_url)
         .await
@@ -333,6 +338,13 @@ pub async fn card_token(app: &TestApp, number: &str) -> (String, String) {
     )
     .expect("creds");
     let client = billing::processor::client::ProcessorClient::new().expect("client");
+    (client, creds)
+}
+
+/// A card tokenized at the account's sandbox processor, as the browser would, with both
+/// acceptance tokens.
+pub async fn card_token(app: &TestApp, number: &str) -> CardToken {
+    let (client, creds) = sandbox_processor(app).await;
     let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
     let card = billing::processor::client::CardDetails {
         number: number.into(),
@@ -342,7 +354,27 @@ pub async fn card_token(app: &TestApp, number: &str) -> (String, String) {
         card_holder: "Ana Gómez".into(),
     };
     let token = client.tokenize_card(&creds, &card).await.expect("token");
-    (token.id, acceptance.acceptance_token)
+    CardToken {
+        token: token.id,
+        acceptance: acceptance.acceptance_token,
+        personal: acceptance.personal_auth_token,
+    }
+}
+
+/// A card token made at the sandbox as a browser makes it, with the two acceptance tokens
+/// the customer accepted (the processor's end-user policy and the personal-data authorization).
+pub struct CardToken {
+    pub token: String,
+    pub acceptance: String,
+    pub personal: String,
+}
+
+impl CardToken {
+    /// The body of `POST /v1/customers/{id}/payment-methods` for this card.
+    pub fn payment_method(&self) -> serde_json::Value {
+        serde_json::json!({"card_token": self.token, "acceptance_token": self.acceptance,
+            "accept_personal_auth": self.personal})
+    }
 }
 
 /// Reads a response as (status, JSON body).

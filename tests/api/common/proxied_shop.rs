@@ -117,9 +117,9 @@ impl Shop {
             .as_str()
             .expect("id")
             .to_owned();
-        let (token, acceptance) = shop.card_token(card).await;
+        let token = shop.card_token(card).await;
         let path = format!("/v1/customers/{}/payment-methods", shop.customer);
-        let body = json!({"card_token": token, "acceptance_token": acceptance});
+        let body = token.payment_method();
         shop.method = shop.call(app, Method::POST, &path, body).await["id"]
             .as_str()
             .expect("id")
@@ -132,8 +132,8 @@ impl Shop {
         shop
     }
 
-    /// A card tokenized at the sandbox as the browser does: (token, acceptance token).
-    pub async fn card_token(&self, number: &str) -> (String, String) {
+    /// A card tokenized at the sandbox as the browser does, with both acceptance tokens.
+    pub async fn card_token(&self, number: &str) -> super::CardToken {
         let client = ProcessorClient::new().expect("client");
         let acceptance = client
             .acceptance_tokens(&self.direct)
@@ -150,7 +150,11 @@ impl Shop {
             .tokenize_card(&self.direct, &card)
             .await
             .expect("token");
-        (token.id, acceptance.acceptance_token)
+        super::CardToken {
+            token: token.id,
+            acceptance: acceptance.acceptance_token,
+            personal: acceptance.personal_auth_token,
+        }
     }
 
     /// Calls the API with this shop's key; any status but 2xx fails the test.

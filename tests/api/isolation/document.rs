@@ -18,6 +18,8 @@ pub(super) enum Kind {
     CheckoutSession,
     WebhookEndpoint,
     Event,
+    Charge,
+    Refund,
 }
 
 impl Kind {
@@ -42,6 +44,8 @@ impl Kind {
             "checkout-sessions" | "checkout" => Some(Kind::CheckoutSession),
             "webhook-endpoints" => Some(Kind::WebhookEndpoint),
             "events" => Some(Kind::Event),
+            "charges" => Some(Kind::Charge),
+            "refunds" => Some(Kind::Refund),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -64,6 +68,8 @@ impl Kind {
             Kind::CheckoutSession => ids::CheckoutSessionId::generate().into_string(),
             Kind::WebhookEndpoint => ids::WebhookEndpointId::generate().into_string(),
             Kind::Event => ids::EventId::generate().into_string(),
+            Kind::Charge => ids::ChargeAttemptId::generate().into_string(),
+            Kind::Refund => ids::RefundId::generate().into_string(),
         }
     }
 }
@@ -79,6 +85,7 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
             json!({"processor_payment_source_id": 1})
         }
         ("post", "/v1/events/{id}/redeliver") => json!({}),
+        ("post", "/v1/charges/{id}/refunds") => json!({"amount_cents": 1_000}),
         ("patch", "/v1/subscriptions/{id}") => {
             json!({"default_payment_method_id": "@PaymentMethod"})
         }

@@ -1,19 +1,13 @@
-//! What the sandbox keeps in memory, and what bounds it: merchants (the administration may make
-//! at most `SandboxConfig::max_merchants`) and transactions with their references (each kept
-//! for `SandboxConfig::retention` after it was made, then pruned as later ones are made).
+//! The sandbox's merchants, in memory: their keys, where their events go, and the two
+//! acceptance tokens they present. The administration may make at most
+//! `SandboxConfig::max_merchants`; the service's own registrations are bounded by its accounts.
 //!
-//! It knows nothing of HTTP: the handlers in `protocol` and `admin` ask it, and it answers
-//! only for the merchant that asks (a transaction is found by id or reference under its own
-//! merchant, never another's).
+//! It knows nothing of HTTP: the handlers in `protocol` and `admin` ask it.
 
 use super::MerchantKeys;
-use crate::secrets::random_token;
+use crate::secrets::{random_token, sha256_hex};
 use dashmap::DashMap;
-use serde_json::Value;
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
-use tokio::time::Instant;
 
 pub(super) struct Merchant {
     pub(super) keys: MerchantKeys,
@@ -21,11 +15,16 @@ pub(super) struct Merchant {
 }
 
 impl Merchant {
+    /// The token of the end-user policy (`presigned_acceptance`, `END_USER_POLICY`).
     pub(super) fn acceptance_token(&self) -> String {
-        format!(
-            "acc_test_{}",
-            &crate::secrets::sha256_hex(&self.keys.public_key)[..24]
-        )
+        format!("acc_test_{}", &sha256_hex(&self.keys.public_key)[..24])
+    }
+
+    /// The token of the personal-data authorization (`presigned_personal_data_auth`,
+    /// `PERSONAL_DATA_AUTH`): another document, so another token.
+    pub(super) fn personal_data_token(&self) -> String {
+        let seed = format!("personal-data:{}", self.keys.public_key);
+        format!("pda_test_{}", &sha256_hex(seed)[..24])
     }
 
     pub(super) fn events_url(&self) -> Option<String> {
@@ -157,164 +156,9 @@ impl Merchants {
     }
 }
 
-/// A transaction as the sandbox keeps it: its JSON as compact text, a few hundred bytes,
-/// where a `Value` tree took several KB (a long burst keeps every transaction it made).
-struct StoredTransaction {
-    /// The merchant's public key.
-    merchant: String,
-    reference: Box<str>,
-    body: Box<str>,
-}
-
-impl StoredTransaction {
-    fn body(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-pub(super) struct Transactions {
-    retention: Duration,
-    by_id: DashMap<String, StoredTransaction>,
-    /// (merchant's public key, reference) → transaction id.
-    by_reference: DashMap<(String, String), String>,
-    /// Ids in the order they were made, with when: the front is the oldest, so pruning costs
-    /// only what it removes.
-    made: Mutex<VecDeque<(Instant, String)>>,
-}
-
-impl Transactions {
-    pub(super) fn new(retention: Duration) -> Self {
-        Self {
-            retention,
-            by_id: DashMap::new(),
-            by_reference: DashMap::new(),
-            made: Mutex::new(VecDeque::new()),
-        }
-    }
-
-    /// Keeps a new transaction of `merchant` (its public key), unless the merchant has used
-    /// `reference` already (false). Transactions past their retention go first, so the
-    /// sandbox holds at most what was made within one retention.
-    pub(super) fn insert(&self, id: &str, merchant: &str, reference: &str, body: &Value) -> bool {
-        self.prune();
-        match self
-            .by_reference
-            .entry((merchant.to_owned(), reference.to_owned()))
-        {
-            dashmap::Entry::Occupied(_) => return false,
-            dashmap::Entry::Vacant(slot) => {
-                slot.insert(id.to_owned());
-            }
-        }
-        self.by_id.insert(
-            id.to_owned(),
-            StoredTransaction {
-                merchant: merchant.to_owned(),
-                reference: reference.into(),
-                body: body.to_string().into_boxed_str(),
-            },
-        );
-        self.made_list().push_back((Instant::now(), id.to_owned()));
-        true
-    }
-
-    /// The transaction `id` if it is `merchant`'s.
-    pub(super) fn get(&self, merchant: &str, id: &str) -> Option<Value> {
-        let stored = self.by_id.get(id)?;
-        (stored.merchant == merchant).then(|| stored.body())
-    }
-
-    /// `merchant`'s transaction under `reference`.
-    pub(super) fn by_reference(&self, merchant: &str, reference: &str) -> Option<Value> {
-        let id = self
-            .by_reference
-            .get(&(merchant.to_owned(), reference.to_owned()))?
-            .clone();
-        self.get(merchant, &id)
-    }
-
-    /// Applies `change` to the transaction `id`; answers its merchant and new body.
-    pub(super) fn update(
-        &self,
-        id: &str,
-        change: impl FnOnce(&mut Value),
-    ) -> Option<(String, Value)> {
-        let mut stored = self.by_id.get_mut(id)?;
-        let mut body = stored.body();
-        change(&mut body);
-        stored.body = body.to_string().into_boxed_str();
-        Some((stored.merchant.clone(), body))
-    }
-
-    /// Drops every transaction made `retention` ago or earlier, with its reference.
-    pub(super) fn prune(&self) {
-        let mut made = self.made_list();
-        while let Some((at, _)) = made.front() {
-            if at.elapsed() < self.retention {
-                break;
-            }
-            let Some((_, id)) = made.pop_front() else {
-                break;
-            };
-            if let Some((_, stored)) = self.by_id.remove(&id) {
-                self.by_reference.remove_if(
-                    &(stored.merchant, stored.reference.into_string()),
-                    |_, held| *held == id,
-                );
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    fn made_list(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, String)>> {
-        // The list is consistent after any panic (each step is one push or pop).
-        self.made.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    const DAY: Duration = Duration::from_secs(86_400);
-
-    #[tokio::test(start_paused = true)]
-    async fn transactions_past_their_retention_go_with_their_reference_when_another_is_made() {
-        let transactions = Transactions::new(7 * DAY);
-        assert!(transactions.insert("t1", "pub_a", "ref-1", &json!({"id": "t1"})));
-        tokio::time::advance(6 * DAY).await;
-        assert!(transactions.insert("t2", "pub_a", "ref-2", &json!({"id": "t2"})));
-        assert!(transactions.get("pub_a", "t1").is_some(), "six days: kept");
-        tokio::time::advance(DAY + Duration::from_secs(1)).await;
-        assert!(transactions.insert("t3", "pub_a", "ref-3", &json!({"id": "t3"})));
-        assert!(transactions.get("pub_a", "t1").is_none());
-        assert!(transactions.by_reference("pub_a", "ref-1").is_none());
-        assert_eq!(transactions.len(), 2, "t2 and t3 remain");
-        // The reference is free again, as at a processor that never saw it.
-        assert!(transactions.insert("t4", "pub_a", "ref-1", &json!({"id": "t4"})));
-        assert!(
-            !transactions.insert("t5", "pub_a", "ref-2", &json!({})),
-            "ref-2 is kept"
-        );
-    }
-
-    #[test]
-    fn a_transaction_is_found_only_under_its_own_merchant() {
-        let transactions = Transactions::new(DAY);
-        assert!(transactions.insert("t1", "pub_a", "ref", &json!({"id": "t1"})));
-        assert!(transactions.get("pub_b", "t1").is_none());
-        assert!(transactions.by_reference("pub_b", "ref").is_none());
-        assert!(transactions.insert("t2", "pub_b", "ref", &json!({"id": "t2"})));
-        assert_eq!(
-            transactions.by_reference("pub_a", "ref"),
-            Some(json!({"id": "t1"}))
-        );
-    }
 
     fn keys(n: u32) -> ProposedKeys {
         ProposedKeys {

@@ -1,0 +1,288 @@
+//! Charges and their refunds: `GET /v1/charges` (filters `subscription_id`, `customer_id`,
+//! `status`; cursor pages), `GET /v1/charges/{id}`, `POST /v1/charges/{id}/refunds`,
+//! `GET /v1/charges/{id}/refunds` and `GET /v1/refunds/{id}`. A refund's work is `refunds`'.
+
+use super::auth::Caller;
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::extract::{ApiJson, ApiQuery};
+use super::list::{ListOut, ListQuery, page_request};
+use super::schemas::CHARGE_STATUSES;
+use super::state::AppState;
+use crate::domain::money::CURRENCY;
+use crate::domain::time::{from_millis, rfc3339};
+use crate::refunds::{RefundError, RefundRequest};
+use crate::store::charges::ChargeAttempt;
+use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_charges))
+        .routes(routes!(get_charge))
+        .routes(routes!(create_refund, list_refunds))
+        .routes(routes!(get_refund))
+}
+
+/// The longest `reason` kept.
+const MAX_REASON: usize = 500;
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ChargeListQuery {
+    pub subscription_id: Option<String>,
+    pub customer_id: Option<String>,
+    /// pending, approved, declined, error or voided.
+    #[param(schema_with = super::schemas::charge_status)]
+    pub status: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// A charge attempt: one transaction posted to the processor under the charge's id.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChargeOut {
+    pub id: String,
+    /// Null for a checkout's payment that was never approved.
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    pub amount_cents: i64,
+    pub currency: String,
+    /// pending, approved, declined, error or voided.
+    pub status: String,
+    /// The processor's raw status (APPROVED, DECLINED, …), once it gave one.
+    pub processor_status: Option<String>,
+    /// first, renewal, retry, manual, proration, addon_proration or checkout.
+    pub purpose: String,
+    /// The start of the period the charge pays, for a period's charge.
+    pub period_start: Option<String>,
+    /// Our service fee: deducted from the balance when approved (reserved while pending).
+    pub fee_cents: i64,
+    /// What approved refunds gave back.
+    pub refunded_amount_cents: i64,
+    pub created_at: String,
+}
+
+impl From<ChargeAttempt> for ChargeOut {
+    fn from(charge: ChargeAttempt) -> Self {
+        Self {
+            created_at: rfc3339(from_millis(charge.created_at)),
+            period_start: charge.period_start.map(|at| rfc3339(from_millis(at))),
+            id: charge.id,
+            subscription_id: charge.subscription_id,
+            customer_id: charge.customer_id,
+            amount_cents: charge.amount_cents,
+            currency: CURRENCY.to_owned(),
+            status: charge.status,
+            processor_status: charge.processor_status,
+            purpose: charge.purpose,
+            fee_cents: charge.fee_cents,
+            refunded_amount_cents: charge.refunded_cents,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RefundIn {
+    /// Cents to give back; by default all that is left of the charge.
+    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    pub amount_cents: Option<i64>,
+    /// Why, kept and sent to the processor.
+    #[schema(max_length = 500)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RefundOut {
+    pub id: String,
+    pub charge_id: String,
+    pub amount_cents: i64,
+    /// pending, approved or declined.
+    pub status: String,
+    pub reason: Option<String>,
+    /// Why the processor declined it, when it did.
+    pub failure_message: Option<String>,
+    pub created_at: String,
+}
+
+impl From<Refund> for RefundOut {
+    fn from(refund: Refund) -> Self {
+        Self {
+            created_at: rfc3339(from_millis(refund.created_at)),
+            failure_message: (refund.status == "declined")
+                .then_some(refund.processor_message)
+                .flatten(),
+            id: refund.id,
+            charge_id: refund.charge_id,
+            amount_cents: refund.amount_cents,
+            status: refund.status,
+            reason: refund.reason,
+        }
+    }
+}
+
+fn no_charge(id: &str) -> ApiError {
+    ApiError::not_found(format!("No charge with id `{id}`.")).param("id")
+}
+
+/// The account's charges, newest first.
+#[utoipa::path(get, path = "/v1/charges", tag = "charges", params(ChargeListQuery),
+    responses((status = 200, body = ListOut<ChargeOut>), (status = 400, body = ErrorBody)))]
+async fn list_charges(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ChargeListQuery>,
+) -> ApiResult<Json<ListOut<ChargeOut>>> {
+    if let Some(status) = &query.status
+        && !CHARGE_STATUSES.contains(&status.as_str())
+    {
+        return Err(ApiError::bad_request(format!(
+            "status must be one of {}.",
+            CHARGE_STATUSES.join(", ")
+        ))
+        .param("status"));
+    }
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let filter = ChargeFilter {
+        subscription_id: query.subscription_id,
+        customer_id: query.customer_id,
+        status: query.status,
+    };
+    let page = state
+        .store
+        .list_charges(&caller.account_id(), &filter, &page)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |c| c.id.clone(),
+        ChargeOut::from,
+    )))
+}
+
+/// One charge.
+#[utoipa::path(get, path = "/v1/charges/{id}", tag = "charges",
+    responses((status = 200, body = ChargeOut), (status = 404, body = ErrorBody)))]
+async fn get_charge(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ChargeOut>> {
+    let charge = state
+        .store
+        .charge(&caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| no_charge(&id))?;
+    Ok(Json(charge.into()))
+}
+
+/// Refund an approved charge, in full or in part. The answer is the refund as it stands after
+/// a short wait: `approved`, `declined`, or `pending` (it settles in the background and
+/// `charge.refunded` follows when approved). One refund of a charge at a time (409 while one
+/// is pending). Our service fee is not returned.
+#[utoipa::path(post, path = "/v1/charges/{id}/refunds", tag = "charges", request_body = RefundIn,
+    responses((status = 201, body = RefundOut), (status = 400, body = ErrorBody, description = "invalid_request: the amount is over what is left to refund, or the charge is not approved"),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody, description = "a refund of this charge is pending"),
+        (status = 422, body = ErrorBody, description = "processor_error: the processor refused the refund; nothing was refunded")))]
+async fn create_refund(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RefundIn>,
+) -> ApiResult<(StatusCode, Json<RefundOut>)> {
+    if let Some(amount) = body.amount_cents
+        && amount < 1
+    {
+        return Err(
+            ApiError::bad_request("amount_cents must be a positive integer.").param("amount_cents"),
+        );
+    }
+    let reason = body
+        .reason
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty());
+    if reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON)
+    {
+        return Err(ApiError::bad_request(format!(
+            "reason must be at most {MAX_REASON} characters."
+        ))
+        .param("reason"));
+    }
+    let request = RefundRequest {
+        charge_id: id.clone(),
+        amount_cents: body.amount_cents,
+        reason,
+    };
+    // Its own task: a client that hangs up does not cut the refund off between recording it
+    // and posting it (the reconciler would find it either way, later).
+    let refunds = state.runtime.refunds().clone();
+    let account = caller.0.clone();
+    let outcome = tokio::spawn(async move { refunds.refund(&account, request).await })
+        .await
+        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+    match outcome {
+        Ok(refund) => Ok((StatusCode::CREATED, Json(refund.into()))),
+        Err(RefundError::Begin(err)) => Err(match err {
+            BeginRefundError::NotFound => no_charge(&id),
+            BeginRefundError::NotApproved(_) | BeginRefundError::NothingLeft => {
+                ApiError::bad_request(format!("{err}.")).param("id")
+            }
+            BeginRefundError::OverRemaining { .. } => {
+                ApiError::bad_request(format!("{err}.")).param("amount_cents")
+            }
+            BeginRefundError::InFlight => ApiError::conflict(format!("{err}.")),
+            BeginRefundError::Store(err) => err.into(),
+        }),
+        Err(RefundError::Refused(why)) => Err(ApiError::Processor(why)),
+        Err(RefundError::Store(err)) => Err(err.into()),
+    }
+}
+
+/// A charge's refunds, newest first.
+#[utoipa::path(get, path = "/v1/charges/{id}/refunds", tag = "charges", params(ListQuery),
+    responses((status = 200, body = ListOut<RefundOut>), (status = 404, body = ErrorBody)))]
+async fn list_refunds(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<RefundOut>>> {
+    let account = caller.account_id();
+    if state.store.charge(&account, &id).await?.is_none() {
+        return Err(no_charge(&id));
+    }
+    let page = state
+        .store
+        .refunds_of_charge(&account, &id, &query.page()?)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |r| r.id.clone(),
+        RefundOut::from,
+    )))
+}
+
+/// One refund.
+#[utoipa::path(get, path = "/v1/refunds/{id}", tag = "charges",
+    responses((status = 200, body = RefundOut), (status = 404, body = ErrorBody)))]
+async fn get_refund(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<RefundOut>> {
+    let refund = state
+        .store
+        .refund(&caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No refund with id `{id}`.")).param("id"))?;
+    Ok(Json(refund.into()))
+}

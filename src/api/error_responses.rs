@@ -1,0 +1,243 @@
+//! The error responses an operation can answer before or around its handler: from the layers of
+//! its group (authentication, rate limit, Idempotency-Key) and from the extractors of its inputs
+//! (a JSON body, a query string, an id in the path). They are written into the OpenAPI document
+//! here, once per group, so that each handler's annotation lists only what the handler itself
+//! decides; a status the handler already lists gets the extra error types added to its
+//! description.
+
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Schema};
+use utoipa::openapi::{
+    Components, Content, HttpMethod, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
+};
+
+/// A layer that an operation's group of routes goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// `Authorization: Bearer <key or token>`, with failed attempts limited per client address.
+    Bearer,
+    /// The per-key limit of requests in any 60 seconds.
+    RateLimit,
+    /// `Idempotency-Key` on POSTs.
+    Idempotency,
+}
+
+/// One error response: its status, the error types it can carry there and when.
+struct ErrorResponse {
+    status: u16,
+    types: &'static str,
+    retry_after: bool,
+}
+
+const fn error(status: u16, types: &'static str) -> ErrorResponse {
+    ErrorResponse {
+        status,
+        types,
+        retry_after: false,
+    }
+}
+
+const BAD_BODY: ErrorResponse = error(
+    400,
+    "invalid_request: malformed JSON, a wrong type, a missing required field or an unknown field (named in `param`)",
+);
+const BODY_TOO_LARGE: ErrorResponse = error(413, "invalid_request: the body is over 1 MiB");
+const BAD_QUERY: ErrorResponse = error(
+    400,
+    "invalid_request: a query parameter out of range, of the wrong type or unknown (named in `param`)",
+);
+const UNKNOWN_ID: ErrorResponse = error(
+    404,
+    "invalid_request: no object with this id belongs to the caller",
+);
+const UNAUTHENTICATED: ErrorResponse = error(
+    401,
+    "authentication_error: the bearer credential is missing or wrong",
+);
+const TOO_MANY_FAILED_AUTHENTICATIONS: ErrorResponse = ErrorResponse {
+    status: 429,
+    types: "rate_limit: too many failed authentications from this address (see `Retry-After`)",
+    retry_after: true,
+};
+const TOO_MANY_REQUESTS: ErrorResponse = ErrorResponse {
+    status: 429,
+    types: "rate_limit: over the key's requests per 60 seconds (see `Retry-After`)",
+    retry_after: true,
+};
+const IDEMPOTENCY_MISMATCH: ErrorResponse = error(
+    400,
+    "idempotency_error: this Idempotency-Key was used with another body",
+);
+const IDEMPOTENCY_IN_FLIGHT: ErrorResponse = error(
+    409,
+    "idempotency_error: the first request with this Idempotency-Key is still running",
+);
+const INTERNAL: ErrorResponse = error(
+    500,
+    "api_error: an internal failure; whether anything was changed is unknown, so retry with the same Idempotency-Key",
+);
+
+/// Adds to every operation of `openapi` the error responses that `layers` and the operation's
+/// own inputs can answer.
+/// Also marks optional the bodies that may be left out: `ApiJson` reads an empty body as `{}`,
+/// which a body with no required field accepts.
+pub fn document(openapi: &mut OpenApi, layers: &[Layer]) {
+    let components = openapi.components.as_ref();
+    for item in openapi.paths.paths.values_mut() {
+        for (method, operation) in operations(item) {
+            for response in inherent(method, operation, layers) {
+                add(operation, &response);
+            }
+            if let Some(RefOr::T(body)) = operation.request_body.as_mut()
+                && body
+                    .content
+                    .values()
+                    .all(|content| accepts_empty_object(components, content))
+            {
+                body.required = Some(Required::False);
+            }
+        }
+    }
+}
+
+/// Gives every response of the whole document a description where its annotation gave none:
+/// OpenAPI requires one on each response, and generators (openapi-python-client, for one)
+/// refuse a document without. The status's reason phrase ("OK", "Created", …) is the least a
+/// reader needs, and the annotations give better ones where they have something to say.
+pub fn describe(openapi: &mut OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for (_, operation) in operations(item) {
+            for (status, response) in operation.responses.responses.iter_mut() {
+                if let RefOr::T(response) = response
+                    && response.description.trim().is_empty()
+                {
+                    response.description = status
+                        .parse::<u16>()
+                        .ok()
+                        .and_then(|code| axum::http::StatusCode::from_u16(code).ok())
+                        .and_then(|code| code.canonical_reason())
+                        .unwrap_or("The response.")
+                        .to_owned();
+                }
+            }
+        }
+    }
+}
+
+/// Whether `content`'s schema is an object schema (in the components) with no required field.
+fn accepts_empty_object(components: Option<&Components>, content: &RefOr<Content>) -> bool {
+    let RefOr::T(Content {
+        schema: Some(RefOr::Ref(reference)),
+        ..
+    }) = content
+    else {
+        return false;
+    };
+    let name = reference
+        .ref_location
+        .rsplit('/')
+        .next()
+        .unwrap_or_default();
+    matches!(
+        components.and_then(|components| components.schemas.get(name)),
+        Some(RefOr::T(Schema::Object(object))) if object.required.is_empty()
+    )
+}
+
+fn operations(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = (HttpMethod, &mut Operation)> {
+    [
+        (HttpMethod::Get, item.get.as_mut()),
+        (HttpMethod::Post, item.post.as_mut()),
+        (HttpMethod::Put, item.put.as_mut()),
+        (HttpMethod::Patch, item.patch.as_mut()),
+        (HttpMethod::Delete, item.delete.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, operation)| operation.map(|operation| (method, operation)))
+}
+
+/// The error responses `operation` can answer whatever its handler does.
+fn inherent(method: HttpMethod, operation: &Operation, layers: &[Layer]) -> Vec<ErrorResponse> {
+    let takes = |place: ParameterIn| {
+        operation.parameters.iter().flatten().any(
+            |parameter| matches!(parameter, RefOr::T(parameter) if parameter.parameter_in == place),
+        )
+    };
+    let mut responses = Vec::new();
+    if layers.contains(&Layer::Bearer) {
+        responses.extend([UNAUTHENTICATED, TOO_MANY_FAILED_AUTHENTICATIONS]);
+    }
+    if layers.contains(&Layer::RateLimit) {
+        responses.push(TOO_MANY_REQUESTS);
+    }
+    if operation.request_body.is_some() {
+        responses.extend([BAD_BODY, BODY_TOO_LARGE]);
+    }
+    if takes(ParameterIn::Query) {
+        responses.push(BAD_QUERY);
+    }
+    if takes(ParameterIn::Path) {
+        responses.push(UNKNOWN_ID);
+    }
+    if method == HttpMethod::Post && layers.contains(&Layer::Idempotency) {
+        responses.extend([IDEMPOTENCY_MISMATCH, IDEMPOTENCY_IN_FLIGHT]);
+    }
+    responses.push(INTERNAL);
+    responses
+}
+
+/// Lists `error` on `operation`, or adds its types to the description of the response the
+/// handler already lists with that status.
+fn add(operation: &mut Operation, error: &ErrorResponse) {
+    let responses = &mut operation.responses.responses;
+    match responses.get_mut(&error.status.to_string()) {
+        Some(RefOr::T(existing)) => {
+            if !existing.description.contains(error.types) {
+                existing.description = if existing.description.is_empty() {
+                    error.types.to_owned()
+                } else {
+                    format!("{}; {}", existing.description, error.types)
+                };
+            }
+            if existing.content.is_empty() {
+                existing
+                    .content
+                    .insert("application/json".to_owned(), error_body().into());
+            }
+            if error.retry_after {
+                existing
+                    .headers
+                    .insert("Retry-After".to_owned(), retry_after().into());
+            }
+        }
+        Some(RefOr::Ref(_)) => {}
+        None => {
+            let mut response = ResponseBuilder::new()
+                .description(error.types)
+                .content("application/json", error_body());
+            if error.retry_after {
+                response = response.header("Retry-After", retry_after());
+            }
+            let response: Response = response.build();
+            responses.insert(error.status.to_string(), response.into());
+        }
+    }
+}
+
+fn error_body() -> Content {
+    Content::new(Some(Ref::from_schema_name("ErrorBody")))
+}
+
+fn retry_after() -> utoipa::openapi::header::Header {
+    HeaderBuilder::new()
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0)),
+        ))
+        .description(Some("Seconds to wait before retrying."))
+        .build()
+}

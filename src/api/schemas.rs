@@ -1,0 +1,202 @@
+//! OpenAPI schemas for wire values that are strings on the Rust side and parsed by the handler:
+//! enumerations (`cycle`, the statuses a list filters by), display names and URLs. Used with
+//! `#[schema(schema_with = …)]` and `#[param(schema_with = …)]` so that the document refuses
+//! exactly what the handler refuses.
+
+use serde_json::Value;
+use utoipa::openapi::schema::{
+    AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
+    Type,
+};
+use utoipa::openapi::{OpenApi, RefOr};
+
+/// `monthly` or `annual`.
+pub const CYCLES: [&str; 2] = ["monthly", "annual"];
+
+/// A subscription's statuses.
+pub const SUBSCRIPTION_STATUSES: [&str; 6] = [
+    "trialing",
+    "active",
+    "past_due",
+    "paused",
+    "paused_insufficient_balance",
+    "canceled",
+];
+
+/// A checkout session's statuses.
+pub const SESSION_STATUSES: [&str; 3] = ["open", "complete", "expired"];
+
+/// A charge attempt's statuses.
+pub const CHARGE_STATUSES: [&str; 5] = ["pending", "approved", "declined", "error", "voided"];
+
+/// A display name as `domain::text::Name` parses it: some character other than white space
+/// (U+0085, NEL, is white space to Rust's `trim` and spelled out for generators that miss it),
+/// at most 200 characters.
+pub const NAME_PATTERN: &str = r"[^\s\u0085]";
+
+/// An absolute http(s) URL as the `url` crate reads it: a host name whose labels are
+/// ASCII letters, digits and the sub-delimiters (the last one not starting with a digit, so
+/// that it never reads as an IP address), an optional port up to 65535, then any path, query
+/// and fragment.
+const WEB_URL_PATTERN: &str = concat!(
+    r"^https?://([A-Za-z0-9!$&'()*+,;=_~-]+\.)*[A-Za-z!$&'()*+,;=_~-][A-Za-z0-9!$&'()*+,;=_~-]*\.?",
+    r"(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])?)?",
+    r"([/?#]\S*)?$",
+);
+
+pub fn web_url() -> Object {
+    url_schema(false)
+}
+
+pub fn optional_web_url() -> Object {
+    url_schema(true)
+}
+
+fn url_schema(nullable: bool) -> Object {
+    ObjectBuilder::new()
+        .schema_type(string_type(nullable))
+        .pattern(Some(WEB_URL_PATTERN))
+        .build()
+}
+
+fn string_type(nullable: bool) -> SchemaType {
+    if nullable {
+        SchemaType::from_iter([Type::String, Type::Null])
+    } else {
+        SchemaType::Type(Type::String)
+    }
+}
+
+fn strings(values: &[&str], nullable: bool) -> Object {
+    let values = values
+        .iter()
+        .map(|value| Value::from(*value))
+        .chain(nullable.then_some(Value::Null));
+    ObjectBuilder::new()
+        .schema_type(string_type(nullable))
+        .enum_values(Some(values))
+        .build()
+}
+
+pub fn cycle() -> Object {
+    strings(&CYCLES, false)
+}
+
+pub fn optional_cycle() -> Object {
+    strings(&CYCLES, true)
+}
+
+pub fn subscription_status() -> Object {
+    strings(&SUBSCRIPTION_STATUSES, false)
+}
+
+pub fn session_status() -> Object {
+    strings(&SESSION_STATUSES, false)
+}
+
+pub fn charge_status() -> Object {
+    strings(&CHARGE_STATUSES, false)
+}
+
+/// The kinds of actor under the supervision tree, as `actors` registers them.
+pub fn actor_kind() -> Object {
+    strings(&["subscription", "webhook_endpoint"], false)
+}
+
+/// At least one known event type, or `*` for every type.
+pub fn event_types() -> Array {
+    event_type_list(false)
+}
+
+pub fn optional_event_types() -> Array {
+    event_type_list(true)
+}
+
+fn event_type_list(nullable: bool) -> Array {
+    let names: Vec<&str> = std::iter::once("*")
+        .chain(crate::webhooks::EVENT_TYPES.iter().copied())
+        .collect();
+    let schema_type = if nullable {
+        SchemaType::from_iter([Type::Array, Type::Null])
+    } else {
+        SchemaType::Type(Type::Array)
+    };
+    ArrayBuilder::new()
+        .schema_type(schema_type)
+        .items(strings(&names, false))
+        .min_items(Some(1))
+        .build()
+}
+
+/// Makes the body schema `name` require exactly one of two optional fields, each given as its
+/// name and the JSON type it has when sent (null counts as not sent).
+pub fn require_one_of(openapi: &mut OpenApi, name: &str, fields: [(&str, Type); 2]) {
+    let sent = |(field, schema_type): (&str, Type)| {
+        ObjectBuilder::new()
+            .property(field, ObjectBuilder::new().schema_type(schema_type))
+            .required(field)
+    };
+    let exactly_one = fields
+        .into_iter()
+        .fold(OneOfBuilder::new(), |one_of, field| {
+            one_of.item(sent(field))
+        });
+    constrain(openapi, name, exactly_one.build().into());
+}
+
+/// Adds a rule across fields to the body schema `name`, which its derive cannot say: the body
+/// must match both the derived schema and `rule`.
+pub fn constrain(openapi: &mut OpenApi, name: &str, rule: Schema) {
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    let Some(body) = components.schemas.remove(name) else {
+        return;
+    };
+    let schema = AllOfBuilder::new().item(body).item(rule).build();
+    components
+        .schemas
+        .insert(name.to_owned(), RefOr::T(Schema::AllOf(schema)));
+}
+
+/// A string with some character other than white space (what `trim().is_empty()` refuses).
+pub fn not_blank() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(NAME_PATTERN))
+        .build()
+}
+
+/// Null, or a string of white space only: a field the server reads as not sent.
+pub fn blank() -> Object {
+    ObjectBuilder::new()
+        .schema_type(string_type(true))
+        .pattern(Some(r"^\s*$"))
+        .build()
+}
+
+/// Null or absent.
+pub fn null() -> Object {
+    ObjectBuilder::new().schema_type(Type::Null).build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::checkout::SessionStatus;
+    use crate::domain::subscription::Status;
+    use crate::domain::time::Cycle;
+
+    #[test]
+    fn every_documented_value_is_one_the_server_parses() {
+        for cycle in CYCLES {
+            assert!(Cycle::parse(cycle).is_some(), "{cycle}");
+        }
+        for status in SUBSCRIPTION_STATUSES {
+            assert!(Status::parse(status).is_some(), "{status}");
+        }
+        for status in SESSION_STATUSES {
+            assert!(SessionStatus::parse(status).is_some(), "{status}");
+        }
+    }
+}

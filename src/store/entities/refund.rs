@@ -1,0 +1,29 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "refunds")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub charge_id: String,
+    pub amount_cents: i64,
+    pub reason: Option<String>,
+    /// pending, approved, declined.
+    pub status: String,
+    pub processor_refund_id: Option<String>,
+    pub processor_status: Option<String>,
+    pub processor_message: Option<String>,
+    /// How many times the processor was asked about it while pending.
+    pub attempts: i32,
+    /// When to ask the processor next, while pending.
+    pub recheck_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub finalized_at: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,371 @@
+//! Refunds of approved charges, and the charges an integrator lists.
+//!
+//! A refund's money moves in two steps, each one transaction, like a charge's fee:
+//! 1. `begin_refund`: reserve the amount on the charge (`refunding_cents`), only if the charge is
+//!    approved, has no refund in flight and `refunded + amount <= amount_cents` (a conditional
+//!    update; the table's CHECK and the `refunds_one_in_flight` index hold it whatever the code
+//!    does), and insert the refund `pending`.
+//! 2. `settle_refund_in`: move the refund from `pending` to `approved` or `declined` with a
+//!    conditional update; only the caller whose update matched moves the reservation (into
+//!    `refunded_cents` when approved, back to nothing otherwise). Later reports change nothing.
+//!
+//! A refund the processor refused for certain is `discard_refund`ed: the row goes and the
+//! reservation with it, so a refused request leaves no trace.
+
+use super::entities::{charge_attempt, refund};
+use super::subscriptions::StoreTxn;
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::ids::{AccountId, RefundId};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+
+pub use refund::Model as Refund;
+
+use super::charges::ChargeAttempt;
+
+/// Why a refund could not begin.
+#[derive(Debug, thiserror::Error)]
+pub enum BeginRefundError {
+    #[error("no such charge")]
+    NotFound,
+    #[error("only an approved charge can be refunded; this one is {0}")]
+    NotApproved(String),
+    #[error("the charge has been refunded in full")]
+    NothingLeft,
+    #[error("at most {remaining} cents of this charge can still be refunded")]
+    OverRemaining { remaining: i64 },
+    #[error("a refund of this charge is in progress")]
+    InFlight,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A refund to begin.
+#[derive(Clone, Debug)]
+pub struct NewRefund {
+    pub account: AccountId,
+    pub charge_id: String,
+    /// None: whatever is left to refund.
+    pub amount_cents: Option<i64>,
+    pub reason: Option<String>,
+    pub now_ms: i64,
+    /// When the reconciler first asks about it, in real time, should the request that made it
+    /// never get to (a crash between recording and posting).
+    pub recheck_at_ms: i64,
+}
+
+/// Filters of `GET /v1/charges`.
+#[derive(Clone, Debug, Default)]
+pub struct ChargeFilter {
+    pub subscription_id: Option<String>,
+    pub customer_id: Option<String>,
+    pub status: Option<String>,
+}
+
+/// The outcome of `settle_refund_in` for the one caller that applied it.
+#[derive(Clone, Debug)]
+pub struct SettledRefund {
+    pub refund: Refund,
+    pub charge: ChargeAttempt,
+}
+
+impl Store {
+    /// Reserves the refund's amount on its charge and records the refund `pending`, in one
+    /// transaction (see the module doc). Answers the refund and the charge as it was read.
+    pub async fn begin_refund(
+        &self,
+        new: NewRefund,
+    ) -> Result<(Refund, ChargeAttempt), BeginRefundError> {
+        let unit = self.begin().await?;
+        let txn = unit.conn();
+        let charge = charge_attempt::Entity::find_by_id(&new.charge_id)
+            .filter(charge_attempt::Column::AccountId.eq(new.account.as_str()))
+            .one(txn)
+            .await
+            .map_err(StoreError::from)?
+            .ok_or(BeginRefundError::NotFound)?;
+        if charge.status != "approved" {
+            return Err(BeginRefundError::NotApproved(charge.status));
+        }
+        if charge.refunding_cents > 0 {
+            return Err(BeginRefundError::InFlight);
+        }
+        let remaining = charge.amount_cents - charge.refunded_cents;
+        if remaining <= 0 {
+            return Err(BeginRefundError::NothingLeft);
+        }
+        let amount = new.amount_cents.unwrap_or(remaining);
+        if amount > remaining {
+            return Err(BeginRefundError::OverRemaining { remaining });
+        }
+        let reserved = charge_attempt::Entity::update_many()
+            .col_expr(charge_attempt::Column::RefundingCents, amount.into())
+            .filter(charge_attempt::Column::Id.eq(&charge.id))
+            .filter(charge_attempt::Column::Status.eq("approved"))
+            .filter(charge_attempt::Column::RefundingCents.eq(0))
+            .filter(
+                Expr::col(charge_attempt::Column::RefundedCents)
+                    .add(amount)
+                    .lte(Expr::col(charge_attempt::Column::AmountCents)),
+            )
+            .exec(txn)
+            .await
+            .map_err(StoreError::from)?;
+        if reserved.rows_affected == 0 {
+            // Another refund began between the read and the update.
+            return Err(BeginRefundError::InFlight);
+        }
+        let row = refund::ActiveModel {
+            id: Set(RefundId::generate().into_string()),
+            account_id: Set(new.account.into_string()),
+            charge_id: Set(charge.id.clone()),
+            amount_cents: Set(amount),
+            reason: Set(new.reason),
+            status: Set("pending".to_owned()),
+            processor_refund_id: Set(None),
+            processor_status: Set(None),
+            processor_message: Set(None),
+            attempts: Set(0),
+            recheck_at: Set(Some(new.recheck_at_ms)),
+            created_at: Set(new.now_ms),
+            // Real time, not the account's test clock: the reconciler measures ages with it.
+            updated_at: Set(chrono::Utc::now().timestamp_millis()),
+            finalized_at: Set(None),
+        };
+        let refund = match row.insert(txn).await.map_err(StoreError::from) {
+            Ok(refund) => refund,
+            Err(err) if err.is_unique_violation() => return Err(BeginRefundError::InFlight),
+            Err(err) => return Err(err.into()),
+        };
+        unit.commit().await?;
+        Ok((refund, charge))
+    }
+
+    /// Forgets a refund the processor refused for certain, and frees its reservation: the
+    /// request leaves no trace. Only while it is pending.
+    pub async fn discard_refund(&self, refund: &Refund) -> StoreResult<()> {
+        let unit = self.begin().await?;
+        let deleted = refund::Entity::delete_many()
+            .filter(refund::Column::Id.eq(&refund.id))
+            .filter(refund::Column::Status.eq("pending"))
+            .exec(unit.conn())
+            .await?;
+        if deleted.rows_affected == 1 {
+            release(unit.conn(), &refund.charge_id, refund.amount_cents, false).await?;
+        }
+        unit.commit().await?;
+        Ok(())
+    }
+
+    pub async fn refund(&self, account: &AccountId, id: &str) -> StoreResult<Option<Refund>> {
+        Ok(refund::Entity::find_by_id(id)
+            .filter(refund::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    /// A charge's refunds, newest first.
+    pub async fn refunds_of_charge(
+        &self,
+        account: &AccountId,
+        charge_id: &str,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Refund>> {
+        let select = refund::Entity::find()
+            .filter(refund::Column::AccountId.eq(account.as_str()))
+            .filter(refund::Column::ChargeId.eq(charge_id));
+        fetch_page(self.conn(), select, refund::Column::Id, page).await
+    }
+
+    /// The processor ids of a charge's other refunds: what a lookup among the transaction's
+    /// refunds must not take for the one in flight.
+    pub async fn known_processor_refunds(&self, charge_id: &str) -> StoreResult<Vec<String>> {
+        Ok(refund::Entity::find()
+            .filter(refund::Column::ChargeId.eq(charge_id))
+            .filter(refund::Column::ProcessorRefundId.is_not_null())
+            .all(self.conn())
+            .await?
+            .into_iter()
+            .filter_map(|r| r.processor_refund_id)
+            .collect())
+    }
+
+    /// Notes the processor's id and status of a still-pending refund.
+    pub async fn record_processor_refund(
+        &self,
+        id: &str,
+        processor_refund_id: &str,
+        processor_status: &str,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        refund::Entity::update_many()
+            .col_expr(
+                refund::Column::ProcessorRefundId,
+                processor_refund_id.into(),
+            )
+            .col_expr(refund::Column::ProcessorStatus, processor_status.into())
+            .col_expr(refund::Column::UpdatedAt, now_ms.into())
+            .filter(refund::Column::Id.eq(id))
+            .filter(refund::Column::Status.eq("pending"))
+            .exec(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// When to ask the processor next about a pending refund, and why it is still open.
+    pub async fn schedule_refund_recheck(
+        &self,
+        id: &str,
+        attempts: i32,
+        at_ms: i64,
+        reason: &str,
+    ) -> StoreResult<()> {
+        refund::Entity::update_many()
+            .col_expr(refund::Column::Attempts, attempts.into())
+            .col_expr(refund::Column::RecheckAt, Some(at_ms).into())
+            .col_expr(
+                refund::Column::ProcessorMessage,
+                Some(reason.to_owned()).into(),
+            )
+            .filter(refund::Column::Id.eq(id))
+            .filter(refund::Column::Status.eq("pending"))
+            .exec(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// Pending refunds whose next question is due, soonest first.
+    pub async fn refunds_due(&self, now_ms: i64, limit: u64) -> StoreResult<Vec<Refund>> {
+        Ok(refund::Entity::find()
+            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::RecheckAt.lte(now_ms))
+            .order_by_asc(refund::Column::RecheckAt)
+            .limit(limit)
+            .all(self.conn())
+            .await?)
+    }
+
+    /// An account's charges, newest first, filtered.
+    pub async fn list_charges(
+        &self,
+        account: &AccountId,
+        filter: &ChargeFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<ChargeAttempt>> {
+        let mut select = charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::AccountId.eq(account.as_str()));
+        if let Some(subscription) = &filter.subscription_id {
+            select = select.filter(charge_attempt::Column::SubscriptionId.eq(subscription));
+        }
+        if let Some(customer) = &filter.customer_id {
+            select = select.filter(charge_attempt::Column::CustomerId.eq(customer));
+        }
+        if let Some(status) = &filter.status {
+            select = select.filter(charge_attempt::Column::Status.eq(status));
+        }
+        fetch_page(self.conn(), select, charge_attempt::Column::Id, page).await
+    }
+}
+
+impl StoreTxn {
+    /// Settles a pending refund with the processor's final `raw_status`; see
+    /// `settle_refund_in`.
+    pub async fn settle_refund(
+        &self,
+        id: &str,
+        raw_status: &str,
+        message: Option<&str>,
+        processor_refund_id: Option<&str>,
+        now_ms: i64,
+    ) -> StoreResult<Option<SettledRefund>> {
+        settle_refund_in(
+            self.conn(),
+            id,
+            raw_status,
+            message,
+            processor_refund_id,
+            now_ms,
+        )
+        .await
+    }
+}
+
+/// Moves a pending refund to `approved` (APPROVED) or `declined` (any other final status) and
+/// its charge's reservation with it. `None` when it was not pending (already settled by
+/// another report, or discarded) or the status is not final.
+pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    raw_status: &str,
+    message: Option<&str>,
+    processor_refund_id: Option<&str>,
+    now_ms: i64,
+) -> StoreResult<Option<SettledRefund>> {
+    let status = match raw_status {
+        "APPROVED" => "approved",
+        "DECLINED" | "ERROR" | "VOIDED" => "declined",
+        _ => return Ok(None),
+    };
+    // A decline always says why, in the processor's words when it gave any.
+    let message = match (status, message) {
+        ("declined", None) => Some(format!("The processor answered {raw_status}.")),
+        (_, message) => message.map(str::to_owned),
+    };
+    let mut update = refund::Entity::update_many()
+        .col_expr(refund::Column::Status, status.into())
+        .col_expr(refund::Column::ProcessorStatus, raw_status.into())
+        .col_expr(refund::Column::ProcessorMessage, message.into())
+        .col_expr(refund::Column::RecheckAt, Option::<i64>::None.into())
+        .col_expr(refund::Column::UpdatedAt, now_ms.into())
+        .col_expr(refund::Column::FinalizedAt, Some(now_ms).into());
+    if let Some(processor_id) = processor_refund_id {
+        update = update.col_expr(refund::Column::ProcessorRefundId, processor_id.into());
+    }
+    let applied = update
+        .filter(refund::Column::Id.eq(id))
+        .filter(refund::Column::Status.eq("pending"))
+        .exec_with_returning(conn)
+        .await?;
+    let Some(refund) = applied.into_iter().next() else {
+        return Ok(None);
+    };
+    let charge = release(
+        conn,
+        &refund.charge_id,
+        refund.amount_cents,
+        status == "approved",
+    )
+    .await?;
+    metrics::counter!("refund_outcomes_total", "outcome" => status).increment(1);
+    Ok(Some(SettledRefund { refund, charge }))
+}
+
+/// Ends a charge's reservation of `amount`: into `refunded_cents` when the refund was
+/// approved, back to nothing otherwise.
+async fn release<C: ConnectionTrait>(
+    conn: &C,
+    charge_id: &str,
+    amount: i64,
+    approved: bool,
+) -> StoreResult<ChargeAttempt> {
+    let mut update = charge_attempt::Entity::update_many().col_expr(
+        charge_attempt::Column::RefundingCents,
+        Expr::col(charge_attempt::Column::RefundingCents).sub(amount),
+    );
+    if approved {
+        update = update.col_expr(
+            charge_attempt::Column::RefundedCents,
+            Expr::col(charge_attempt::Column::RefundedCents).add(amount),
+        );
+    }
+    let rows = update
+        .filter(charge_attempt::Column::Id.eq(charge_id))
+        .exec_with_returning(conn)
+        .await?;
+    rows.into_iter().next().ok_or_else(|| {
+        StoreError::invariant(format!("refund of charge {charge_id}, which is not there"))
+    })
+}
