@@ -19,9 +19,12 @@
 use super::{Store, StoreError, StoreResult};
 use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
 
-/// The first key of the shards' advisory locks (`pg_advisory_xact_lock(int4, int4)`; the second
-/// key is the shard). "bill" in ASCII.
-const LOCK_CLASS: i32 = 0x6269_6c6c;
+/// The first key of a shard's advisory lock (`pg_advisory_xact_lock(int4, int4)`; the second
+/// key is the shard): a hash of the schema, since advisory locks belong to the whole database
+/// and two deployments in two schemas of one database (every PostgreSQL test does this) must
+/// not take each other's fences. "bill" keeps it apart from the migrations' lock
+/// (`store::MIGRATION_LOCK`), which hashes the bare schema name under another first key.
+const LOCK_CLASS: &str = "hashtext('bill:' || current_schema())";
 
 use super::DB_NOW_MS as DB_NOW;
 
@@ -71,11 +74,12 @@ pub(crate) fn lease_is(shard: u16, epoch: i64) -> sea_orm::sea_query::SimpleExpr
     )
 }
 
-/// Takes `shard`'s advisory lock in shared mode until the end of the transaction `conn`.
-pub(crate) async fn lock_shared<C: ConnectionTrait>(conn: &C, shard: u16) -> StoreResult<()> {
+/// Takes `shard`'s advisory lock in shared mode until the end of the transaction `conn`, as
+/// every fenced write does.
+pub async fn lock_shared<C: ConnectionTrait>(conn: &C, shard: u16) -> StoreResult<()> {
     conn.execute_raw(stmt(
-        "SELECT pg_advisory_xact_lock_shared($1, $2)",
-        vec![LOCK_CLASS.into(), i32::from(shard).into()],
+        &format!("SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, $1)"),
+        vec![i32::from(shard).into()],
     ))
     .await?;
     Ok(())

@@ -352,6 +352,54 @@ async fn a_sqlite_server_is_one_node_holding_every_shard() {
     assert_eq!(response.status(), 404);
 }
 
+/// Two deployments in two schemas of one database are strangers: a write in flight in one
+/// (holding its shard's fence shared) does not keep the other from taking the same shard
+/// number. Advisory locks belong to the whole database; the fence's key includes the schema.
+#[tokio::test]
+async fn a_write_in_another_schema_does_not_hold_up_a_takeover() {
+    use sea_orm::TransactionTrait;
+    let (Some(first), Some(second)) = (
+        database_url(Backend::Postgres).await,
+        database_url(Backend::Postgres).await,
+    ) else {
+        return;
+    };
+    let mut stores = Vec::new();
+    for url in [&first, &second] {
+        let store = billing::store::Store::connect(url).await.expect("store");
+        store.migrate().await.expect("migrate");
+        stores.push(store);
+    }
+    let shard = 7;
+    let writer = sea_orm::Database::connect(first.as_str())
+        .await
+        .expect("connect");
+    let in_flight = writer.begin().await.expect("begin");
+    billing::store::cluster::lock_shared(&in_flight, shard)
+        .await
+        .expect("fence");
+    // In the schema of the write, the takeover waits for it (the next pass takes the shard)...
+    let taken = stores[0]
+        .acquire_shards("node-a", "http://127.0.0.1:1", &[shard], 10_000)
+        .await
+        .expect("acquire");
+    assert!(
+        taken.is_empty(),
+        "a takeover must wait for a write in flight"
+    );
+    // ...in the other schema, nothing holds it.
+    let taken = stores[1]
+        .acquire_shards("node-b", "http://127.0.0.1:2", &[shard], 10_000)
+        .await
+        .expect("acquire");
+    assert_eq!(
+        taken.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vec![shard],
+        "another schema's write held the shard"
+    );
+    in_flight.rollback().await.expect("rollback");
+}
+
 /// Three nodes started at once on an empty database all come up (migrations take a lock), and
 /// exactly one of them makes the first start's sandbox account.
 #[tokio::test]
