@@ -15,13 +15,21 @@ pub(crate) struct Server {
     pub(crate) base: String,
 }
 
+/// Starts `billing` on `database_url` at `port`. Its log goes to a file whose path the test
+/// prints (shown when the test fails): a 500 is explained there.
 pub(crate) async fn start(database_url: &str, port: u16) -> Server {
+    let dir = std::env::temp_dir().join("billing-tests");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(format!("crash-{}.log", uuid::Uuid::new_v4().simple()));
+    let log = std::fs::File::create(&path).expect("log file");
+    eprintln!("server on port {port} logs to {}", path.display());
     let child = Command::new(env!("CARGO_BIN_EXE_billing"))
         .env("DATABASE_URL", database_url)
         .env("BILLING_BIND", format!("127.0.0.1:{port}"))
         .env("BILLING_ADMIN_TOKEN", ADMIN_TOKEN)
         .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
+        .env_remove("BILLING_LOG_FORMAT")
+        .stdout(log)
         .kill_on_drop(true)
         .spawn()
         .expect("spawn billing");
