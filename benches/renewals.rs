@@ -1,5 +1,6 @@
 //! `cargo bench --bench renewals`: the renewal burst (see `billing::bench`) with N = 10,000,
-//! or `BENCH_SUBSCRIPTIONS`. Bigger runs: `billing bench renewals --subscriptions N`.
+//! or `BENCH_SUBSCRIPTIONS`, on a new SQLite file, or on a new schema of the PostgreSQL database
+//! `BENCH_DATABASE_URL` names. Bigger runs: `billing bench renewals --subscriptions N`.
 
 /// The allocator the `billing` binary uses (see `src/main.rs`), so the figures match it.
 #[global_allocator]
@@ -15,7 +16,14 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    let report = runtime.block_on(billing::bench::renewals(n, &dir))?;
+    let database = match std::env::var("BENCH_DATABASE_URL") {
+        Ok(url) => billing::bench::BenchDatabase::from_url(&url, "", &dir)?,
+        Err(_) => billing::bench::BenchDatabase::Sqlite(
+            dir.join(format!("renewals-{}.db", std::process::id())),
+        ),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let report = runtime.block_on(billing::bench::renewals(n, &database))?;
     println!("{report}");
     Ok(())
 }

@@ -35,6 +35,8 @@ const DAY_MS: i64 = 86_400_000;
 /// What one run measured.
 #[derive(Debug)]
 pub struct RenewalsReport {
+    /// Which database it ran on, for the report's first line.
+    pub database: String,
     pub subscriptions: usize,
     pub seed: Duration,
     pub restart_to_ready: Duration,
@@ -43,6 +45,9 @@ pub struct RenewalsReport {
     pub settled: usize,
     pub settle: Duration,
     pub peak_rss_mib: f64,
+    /// CPU time (user + system) of this whole process during the burst: the service, its
+    /// in-process sandbox processor and the benchmark's polling.
+    pub burst_cpu: Duration,
     pub ceiling: Duration,
 }
 
@@ -53,8 +58,8 @@ impl std::fmt::Display for RenewalsReport {
         let ceiling_rate = n / self.ceiling.as_secs_f64();
         writeln!(
             f,
-            "renewal burst: {} subscriptions due at one instant (SQLite)",
-            self.subscriptions
+            "renewal burst: {} subscriptions due at one instant ({})",
+            self.subscriptions, self.database
         )?;
         writeln!(
             f,
@@ -89,6 +94,13 @@ impl std::fmt::Display for RenewalsReport {
         writeln!(f, "  renewals/s                {rate:.0}")?;
         writeln!(
             f,
+            "  CPU per renewal           {:.0} µs (process CPU {:.1} s over the burst, {:.0} % of 1 core)",
+            self.burst_cpu.as_secs_f64() * 1e6 / self.settled.max(1) as f64,
+            self.burst_cpu.as_secs_f64(),
+            100.0 * self.burst_cpu.as_secs_f64() / self.settle.as_secs_f64()
+        )?;
+        writeln!(
+            f,
             "  peak RSS                  {:.1} MiB",
             self.peak_rss_mib
         )?;
@@ -117,6 +129,25 @@ pub fn rss_mib() -> (f64, f64) {
             .map_or(0.0, |kb| kb / 1024.0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// CPU time (user + system) this process has used, from `/proc/self/stat` (in clock ticks of
+/// 1/100 s, Linux's fixed `USER_HZ`); zero where that file is absent.
+pub fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis,
+    // where utime and stime are the 12th and 13th.
+    let ticks: u64 = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
 }
 
 struct Server {
@@ -371,17 +402,72 @@ impl Fixture {
     }
 }
 
-/// Runs the whole benchmark with `n` subscriptions in a fresh SQLite database under `dir`.
-pub async fn renewals(n: usize, dir: &std::path::Path) -> anyhow::Result<RenewalsReport> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!("renewals-{}.db", uuid::Uuid::new_v4().simple()));
-    let database_url = format!("sqlite://{}", path.display());
-    let report = burst(&database_url, n, true, true).await;
-    // The database and its WAL and shared-memory files (a hundred MiB at a million).
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+/// Where the renewal benchmark runs: a database it creates and removes afterwards.
+#[derive(Clone, Debug)]
+pub enum BenchDatabase {
+    /// A new SQLite file (refused if it exists: the benchmark never touches a database of
+    /// someone's).
+    Sqlite(std::path::PathBuf),
+    /// A new schema of this PostgreSQL database, dropped afterwards.
+    Postgres(String),
+}
+
+impl BenchDatabase {
+    /// From `--database-url`: PostgreSQL, a schema of that database; SQLite, that file; the
+    /// default (`default_url`), a new file under `dir`.
+    pub fn from_url(url: &str, default_url: &str, dir: &std::path::Path) -> anyhow::Result<Self> {
+        if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            return Ok(Self::Postgres(url.to_owned()));
+        }
+        let path = if url == default_url {
+            std::fs::create_dir_all(dir)?;
+            dir.join(format!("renewals-{}.db", uuid::Uuid::new_v4().simple()))
+        } else {
+            let path = url
+                .strip_prefix("sqlite://")
+                .or_else(|| url.strip_prefix("sqlite:"))
+                .context("--database-url: sqlite://path or postgres://…")?;
+            std::path::PathBuf::from(path.split('?').next().unwrap_or(path))
+        };
+        anyhow::ensure!(
+            !path.exists(),
+            "{} exists: the benchmark makes its own database and removes it; name a new file",
+            path.display()
+        );
+        Ok(Self::Sqlite(path))
     }
-    report
+}
+
+/// Runs the whole benchmark with `n` subscriptions in a database of its own (`database`),
+/// which it removes afterwards.
+pub async fn renewals(n: usize, database: &BenchDatabase) -> anyhow::Result<RenewalsReport> {
+    match database {
+        BenchDatabase::Sqlite(path) => {
+            let database_url = format!("sqlite://{}", path.display());
+            let report = burst(&database_url, n, true, true).await;
+            // The database and its WAL and shared-memory files (a hundred MiB at a million).
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            report.map(|r| RenewalsReport {
+                database: format!("SQLite, {}", path.display()),
+                ..r
+            })
+        }
+        BenchDatabase::Postgres(url) => {
+            let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
+            let schema_url = crate::store::chaos::fresh_postgres_schema(url, &schema).await?;
+            let report = burst(&schema_url, n, true, true).await;
+            crate::store::chaos::drop_postgres_schema(url, &schema).await?;
+            report.map(|r| RenewalsReport {
+                database: format!(
+                    "PostgreSQL, schema {schema} of {}",
+                    crate::config::without_password(url)
+                ),
+                ..r
+            })
+        }
+    }
 }
 
 /// Two renewal bursts of `n` on PostgreSQL, each in a fresh schema of `postgres_url`: one
@@ -480,6 +566,7 @@ async fn burst(
     let made_due = store.make_all_due(&shop.account, due_at).await? as usize;
     anyhow::ensure!(made_due == n, "made {made_due} of {n} due");
     let burst = Instant::now();
+    let cpu_before = process_cpu();
     let bound = Duration::from_secs(120 + (n as u64) / 200);
     let mut settled = 0;
     let mut reported = Instant::now();
@@ -503,6 +590,7 @@ async fn burst(
         tokio::time::sleep(Duration::from_millis(if n > 20_000 { 2_000 } else { 250 })).await;
     }
     let settle = burst.elapsed();
+    let burst_cpu = process_cpu().saturating_sub(cpu_before);
     let (_, peak) = rss_mib();
     eprintln!(
         "burst: {settled} of {n} renewed in {:.2} s",
@@ -516,6 +604,7 @@ async fn burst(
         Duration::ZERO
     };
     Ok(RenewalsReport {
+        database: String::new(),
         subscriptions: n,
         seed,
         restart_to_ready,
@@ -524,6 +613,7 @@ async fn burst(
         settled,
         settle,
         peak_rss_mib: peak,
+        burst_cpu,
         ceiling,
     })
 }

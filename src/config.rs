@@ -4,6 +4,9 @@ use crate::egress::{AddressPolicy, HostResolver};
 use clap::Args;
 use std::sync::Arc;
 
+/// The database used when neither `--database-url` nor `DATABASE_URL` names one.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://billing.db";
+
 #[derive(Args, Clone)]
 pub struct Config {
     /// Address to listen on.
@@ -18,7 +21,7 @@ pub struct Config {
     #[arg(
         long,
         env = "DATABASE_URL",
-        default_value = "sqlite://billing.db",
+        default_value = DEFAULT_DATABASE_URL,
         global = true
     )]
     pub database_url: String,
@@ -238,7 +241,7 @@ impl std::fmt::Debug for Config {
 }
 
 /// `url` with its password, if any, replaced.
-fn without_password(url: &str) -> String {
+pub(crate) fn without_password(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if parsed.password().is_some() => {
             let _ = parsed.set_password(Some("redacted"));

@@ -146,7 +146,9 @@ enum BenchCommand {
     Renewals {
         #[arg(long, default_value_t = 10_000)]
         subscriptions: usize,
-        /// Where the benchmark's SQLite database is created (and removed).
+        /// Where the benchmark's SQLite database is created (and removed) when --database-url
+        /// is not given; with --database-url, a new SQLite file at that path or a new schema of
+        /// that PostgreSQL database, removed afterwards.
         #[arg(long, default_value = "target/bench-data")]
         dir: std::path::PathBuf,
     },
@@ -223,7 +225,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench {
             command: BenchCommand::Renewals { subscriptions, dir },
         } => {
-            let report = billing::bench::renewals(subscriptions.max(1), &dir).await?;
+            let database = billing::bench::BenchDatabase::from_url(
+                &cli.config.database_url,
+                billing::config::DEFAULT_DATABASE_URL,
+                &dir,
+            )?;
+            let report = billing::bench::renewals(subscriptions.max(1), &database).await?;
             println!("{report}");
             Ok(())
         }
