@@ -3,6 +3,7 @@
 //! `#[schema(schema_with = …)]` and `#[param(schema_with = …)]` so that the document refuses
 //! exactly what the handler refuses.
 
+use crate::domain::charge_purpose;
 use serde_json::Value;
 use utoipa::openapi::schema::{
     AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
@@ -28,6 +29,26 @@ pub const SESSION_STATUSES: [&str; 3] = ["open", "complete", "expired"];
 
 /// A charge attempt's statuses.
 pub const CHARGE_STATUSES: [&str; 5] = ["pending", "approved", "declined", "error", "voided"];
+
+/// What a charge is for (`domain::charge_purpose`).
+pub const CHARGE_PURPOSES: [&str; 7] = [
+    charge_purpose::FIRST,
+    charge_purpose::RENEWAL,
+    charge_purpose::RETRY,
+    charge_purpose::MANUAL,
+    charge_purpose::PRORATION,
+    charge_purpose::ADDON_PRORATION,
+    charge_purpose::CHECKOUT,
+];
+
+/// A refund's statuses.
+pub const REFUND_STATUSES: [&str; 3] = ["pending", "approved", "declined"];
+
+/// A webhook delivery's statuses.
+pub const DELIVERY_STATUSES: [&str; 3] = ["pending", "delivered", "failed"];
+
+/// The kinds of balance transaction: an operator's top-up, a charge's fee.
+pub const BALANCE_TRANSACTION_TYPES: [&str; 2] = ["top_up", "fee"];
 
 /// A display name as `domain::text::Name` parses it: some character other than white space
 /// (U+0085, NEL, is white space to Rust's `trim` and spelled out for generators that miss it),
@@ -98,9 +119,30 @@ pub fn charge_status() -> Object {
     strings(&CHARGE_STATUSES, false)
 }
 
+pub fn charge_purpose() -> Object {
+    strings(&CHARGE_PURPOSES, false)
+}
+
+pub fn refund_status() -> Object {
+    strings(&REFUND_STATUSES, false)
+}
+
+pub fn delivery_status() -> Object {
+    strings(&DELIVERY_STATUSES, false)
+}
+
+pub fn balance_transaction_type() -> Object {
+    strings(&BALANCE_TRANSACTION_TYPES, false)
+}
+
 /// The kinds of actor under the supervision tree, as `actors` registers them.
 pub fn actor_kind() -> Object {
     strings(&["subscription", "webhook_endpoint"], false)
+}
+
+/// A known event type.
+pub fn event_type() -> Object {
+    strings(crate::webhooks::EVENT_TYPES, false)
 }
 
 /// At least one known event type, or `*` for every type.

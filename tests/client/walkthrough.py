@@ -62,15 +62,22 @@ from billing_client.models import (
     CheckoutSessionIn,
     CheckoutSessionOut,
     CheckoutSessionStatusOut,
+    ChargeOutPurpose,
+    ChargeOutStatus,
+    CheckoutSessionOutStatus,
+    CheckoutSessionStatusOutStatus,
     ClockOut,
     CustomerIn,
     CustomerInMetadataType0,
     CustomerOut,
+    DeliveryOutStatus,
     EndpointIn,
     EndpointInEventsItem,
     EndpointOut,
     ErrorBody,
     ErrorType,
+    EventOutType,
+    BalanceTransactionOutType,
     ListOutBalanceTransactionOut,
     ListOutCatalogItemOut,
     ListOutChargeOut,
@@ -85,11 +92,14 @@ from billing_client.models import (
     RedeliveryOut,
     RefundIn,
     RefundOut,
+    RefundOutStatus,
     SourceKind,
     SubscriptionIn,
     SubscriptionInCycle,
     SubscriptionInMetadataType0,
     SubscriptionOut,
+    SubscriptionOutCycle,
+    SubscriptionOutStatus,
     TopUpIn,
 )
 from billing_client.models.checkout_session_in_cycle import CheckoutSessionInCycle
@@ -179,7 +189,7 @@ expect(top_up.sync_detailed(account.id, client=admin, body=TopUpIn(amount_cents=
 balance = expect(get_balance.sync_detailed(client=api), 200, BalanceOut)
 assert (balance.available_cents, balance.reserved_cents, balance.currency) == (10_000_000, 0, "COP")
 ledger = expect(list_balance_transactions.sync_detailed(client=api), 200, ListOutBalanceTransactionOut)
-assert [(t.type_, t.amount_cents) for t in ledger.data] == [("top_up", 10_000_000)]
+assert [(t.type_, t.amount_cents) for t in ledger.data] == [(BalanceTransactionOutType.TOP_UP, 10_000_000)]
 
 # ---- A card at the sandbox processor (its own routes: plain httpx, as the README's curl)
 
@@ -237,32 +247,34 @@ sub_in = SubscriptionIn(
     metadata=SubscriptionInMetadataType0.from_dict({"order": "A-1"}),
 )
 sub = expect(create_subscription.sync_detailed(client=api, body=sub_in), 201, SubscriptionOut)
-assert (sub.status, sub.cycle, sub.plan_id, sub.failed_attempts) == ("active", "monthly", basic.id, 0)
+assert (sub.status, sub.cycle, sub.plan_id, sub.failed_attempts) == (SubscriptionOutStatus.ACTIVE, SubscriptionOutCycle.MONTHLY, basic.id, 0)
 
 step("the test clock a month on: the renewal")
 expect(advance_clock.sync_detailed(client=api, body=AdvanceIn(seconds=2_678_400)), 200, ClockOut)
 renewed = expect(get_subscription.sync_detailed(sub.id, client=api), 200, SubscriptionOut)
-assert renewed.status == "active" and renewed.current_period_start == sub.current_period_end
+assert renewed.status is SubscriptionOutStatus.ACTIVE and renewed.current_period_start == sub.current_period_end
 
 step("the subscription's events")
 events = expect(list_events.sync_detailed(client=api, subscription_id=sub.id), 200, ListOutEventOut)
-assert sorted(event.type_ for event in events.data) == ["charge.approved", "charge.approved", "subscription.created"]
+assert sorted(event.type_ for event in events.data) == [EventOutType.CHARGE_APPROVED] * 2 + [EventOutType.SUBSCRIPTION_CREATED]
 assert all(event.data.metadata and event.data.metadata["order"] == "A-1" for event in events.data)
 
 # ---- Charges and refunds
 
 step("the approved charges, one refunded in part then in full")
 charges = expect(list_charges.sync_detailed(client=api, subscription_id=sub.id, status=ListChargesStatus.APPROVED), 200, ListOutChargeOut)
-assert [(c.status, c.amount_cents, c.currency) for c in charges.data] == [("approved", 3_000_000, "COP")] * 2
-assert sorted(c.purpose for c in charges.data) == ["first", "renewal"]
+assert [(c.status, c.amount_cents, c.currency) for c in charges.data] == [(ChargeOutStatus.APPROVED, 3_000_000, "COP")] * 2
+# A direct create's first month is a period's charge like the renewal after it.
+assert [c.purpose for c in charges.data] == [ChargeOutPurpose.RENEWAL] * 2
+assert [c.period_start for c in charges.data] == [renewed.current_period_start, sub.current_period_start]
 charge = charges.data[0]
 part = expect(create_refund.sync_detailed(charge.id, client=api, body=RefundIn(amount_cents=1_000_000, reason="requested_by_customer")), 201, RefundOut)
-assert (part.charge_id, part.amount_cents, part.status, part.reason) == (charge.id, 1_000_000, "approved", "requested_by_customer")
+assert (part.charge_id, part.amount_cents, part.status, part.reason) == (charge.id, 1_000_000, RefundOutStatus.APPROVED, "requested_by_customer")
 rest = expect(create_refund.sync_detailed(charge.id, client=api, body=RefundIn()), 201, RefundOut)
-assert (rest.amount_cents, rest.status) == (2_000_000, "approved")
+assert (rest.amount_cents, rest.status) == (2_000_000, RefundOutStatus.APPROVED)
 refunded = expect(get_charge.sync_detailed(charge.id, client=api), 200, ChargeOut)
-assert (refunded.status, refunded.amount_cents, refunded.refunded_amount_cents) == ("approved", 3_000_000, 3_000_000)
-expect_error(create_refund.sync_detailed(charge.id, client=api, body=RefundIn()), 422, ErrorType.INVALID_REQUEST, None)
+assert (refunded.status, refunded.amount_cents, refunded.refunded_amount_cents) == (ChargeOutStatus.APPROVED, 3_000_000, 3_000_000)
+expect_error(create_refund.sync_detailed(charge.id, client=api, body=RefundIn()), 400, ErrorType.INVALID_REQUEST, "id")
 
 # ---- Hosted checkout
 
@@ -274,10 +286,10 @@ session_in = CheckoutSessionIn(
     metadata=CheckoutSessionInMetadataType0.from_dict({"order": "1001"}),
 )
 session = expect(create_checkout_session.sync_detailed(client=api, body=session_in, idempotency_key="order-1001"), 201, CheckoutSessionOut)
-assert (session.status, session.amount_in_cents, session.currency) == ("open", 4_990_000, "COP")
+assert (session.status, session.amount_in_cents, session.currency) == (CheckoutSessionOutStatus.OPEN, 4_990_000, "COP")
 assert session.url == f"{BASE}/checkout/{session.id}"
 status = expect(get_checkout_session_status.sync_detailed(session.id, client=api), 200, CheckoutSessionStatusOut)
-assert (status.id, status.status, status.subscription_id) == (session.id, "open", None)
+assert (status.id, status.status, status.subscription_id) == (session.id, CheckoutSessionStatusOutStatus.OPEN, None)
 open_sessions = expect(list_checkout_sessions.sync_detailed(client=api, status=ListCheckoutSessionsStatus.OPEN), 200, ListOutCheckoutSessionOut)
 assert [s.id for s in open_sessions.data] == [session.id]
 
@@ -312,10 +324,10 @@ assert isinstance(endpoint.secret, str) and endpoint.secret.startswith("whsec_")
 Receiver.secret = endpoint.secret.encode()
 threading.Thread(target=server.serve_forever, daemon=True).start()
 paused = expect(pause_subscription.sync_detailed(sub.id, client=api), 200, SubscriptionOut)
-assert paused.status == "paused"
+assert paused.status is SubscriptionOutStatus.PAUSED
 eventually("the receiver verified subscription.paused", lambda: any(e["type"] == "subscription.paused" for e in Receiver.verified))
 deliveries = expect(list_deliveries.sync_detailed(endpoint.id, client=api), 200, ListOutDeliveryOut)
-assert [(d.status, d.attempt_count) for d in deliveries.data] == [("delivered", 1)]
+assert [(d.status, d.attempt_count) for d in deliveries.data] == [(DeliveryOutStatus.DELIVERED, 1)]
 
 step("an event sent again")
 approved = expect(list_events.sync_detailed(client=api, type_="charge.approved"), 200, ListOutEventOut)
