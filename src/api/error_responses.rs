@@ -8,6 +8,7 @@
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema};
+use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{
     Components, Content, HttpMethod, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
 };
@@ -126,6 +127,24 @@ pub fn describe(openapi: &mut OpenApi) {
                         .unwrap_or("The response.")
                         .to_owned();
                 }
+            }
+        }
+    }
+}
+
+/// Writes the operations that take no credential (`security(())`, which utoipa writes as one
+/// empty requirement, `[{}]`: "anonymous allowed") as OpenAPI's own way of lifting the
+/// document's requirement, an empty list: generators (openapi-python-client, for one) read `[{}]`
+/// as a requirement and ask for a token the operation never reads.
+pub fn lift_empty_security(openapi: &mut OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for (_, operation) in operations(item) {
+            if let Some(security) = operation.security.as_mut()
+                && security
+                    .iter()
+                    .all(|requirement| *requirement == SecurityRequirement::default())
+            {
+                security.clear();
             }
         }
     }

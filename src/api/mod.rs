@@ -166,7 +166,9 @@ pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
 /// What the whole document needs once every route is in it.
 fn finish(openapi: &mut utoipa::openapi::OpenApi) {
     error_responses::describe(openapi);
+    error_responses::lift_empty_security(openapi);
     list::refer_to_items(openapi);
+    schemas::add_enumerations(openapi);
 }
 
 async fn unknown_path(request: Request) -> ApiError {

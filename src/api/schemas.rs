@@ -9,7 +9,7 @@ use utoipa::openapi::schema::{
     AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
     Type,
 };
-use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::openapi::{OpenApi, Ref, RefOr};
 
 /// `monthly` or `annual`.
 pub const CYCLES: [&str; 2] = ["monthly", "annual"];
@@ -99,40 +99,65 @@ fn strings(values: &[&str], nullable: bool) -> Object {
         .build()
 }
 
-pub fn cycle() -> Object {
-    strings(&CYCLES, false)
+/// The enumerations of the document, each a component of its own: a generated client then has
+/// one type for a value wherever it appears (the `status` of a subscription is the type its
+/// list filters by, the `cycle` of a plan's subscription the type a subscription is created
+/// with).
+const ENUMERATIONS: [(&str, &[&str]); 8] = [
+    ("Cycle", &CYCLES),
+    ("SubscriptionStatus", &SUBSCRIPTION_STATUSES),
+    ("CheckoutSessionStatus", &SESSION_STATUSES),
+    ("ChargeStatus", &CHARGE_STATUSES),
+    ("ChargePurpose", &CHARGE_PURPOSES),
+    ("RefundStatus", &REFUND_STATUSES),
+    ("DeliveryStatus", &DELIVERY_STATUSES),
+    ("BalanceTransactionType", &BALANCE_TRANSACTION_TYPES),
+];
+
+/// Adds the enumerations that the schemas below refer to.
+pub fn add_enumerations(openapi: &mut OpenApi) {
+    let components = openapi.components.get_or_insert_with(Default::default);
+    for (name, values) in ENUMERATIONS {
+        components
+            .schemas
+            .insert(name.to_owned(), strings(values, false).into());
+    }
+}
+
+pub fn cycle() -> Ref {
+    Ref::from_schema_name("Cycle")
 }
 
 pub fn optional_cycle() -> Object {
     strings(&CYCLES, true)
 }
 
-pub fn subscription_status() -> Object {
-    strings(&SUBSCRIPTION_STATUSES, false)
+pub fn subscription_status() -> Ref {
+    Ref::from_schema_name("SubscriptionStatus")
 }
 
-pub fn session_status() -> Object {
-    strings(&SESSION_STATUSES, false)
+pub fn session_status() -> Ref {
+    Ref::from_schema_name("CheckoutSessionStatus")
 }
 
-pub fn charge_status() -> Object {
-    strings(&CHARGE_STATUSES, false)
+pub fn charge_status() -> Ref {
+    Ref::from_schema_name("ChargeStatus")
 }
 
-pub fn charge_purpose() -> Object {
-    strings(&CHARGE_PURPOSES, false)
+pub fn charge_purpose() -> Ref {
+    Ref::from_schema_name("ChargePurpose")
 }
 
-pub fn refund_status() -> Object {
-    strings(&REFUND_STATUSES, false)
+pub fn refund_status() -> Ref {
+    Ref::from_schema_name("RefundStatus")
 }
 
-pub fn delivery_status() -> Object {
-    strings(&DELIVERY_STATUSES, false)
+pub fn delivery_status() -> Ref {
+    Ref::from_schema_name("DeliveryStatus")
 }
 
-pub fn balance_transaction_type() -> Object {
-    strings(&BALANCE_TRANSACTION_TYPES, false)
+pub fn balance_transaction_type() -> Ref {
+    Ref::from_schema_name("BalanceTransactionType")
 }
 
 /// The kinds of actor under the supervision tree, as `actors` registers them.

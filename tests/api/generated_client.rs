@@ -33,7 +33,9 @@ async fn generator_present() -> bool {
         !required,
         "{GENERATOR} {PINNED} required but not found ({found}): pip install '{GENERATOR}=={PINNED}'"
     );
-    eprintln!("{GENERATOR} {PINNED} is not installed ({found}); skipping the generated client test");
+    eprintln!(
+        "{GENERATOR} {PINNED} is not installed ({found}); skipping the generated client test"
+    );
     false
 }
 
