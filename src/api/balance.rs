@@ -41,8 +41,9 @@ impl From<Balance> for BalanceOut {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BalanceTransactionOut {
     pub id: String,
-    /// top_up, fee_reservation, fee, reservation_release.
+    /// top_up (an operator's) or fee (an approved charge's).
     #[serde(rename = "type")]
+    #[schema(schema_with = super::schemas::balance_transaction_type)]
     pub kind: String,
     /// Signed change of the available balance, in cents.
     pub amount_cents: i64,

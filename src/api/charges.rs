@@ -54,11 +54,11 @@ pub struct ChargeOut {
     pub customer_id: String,
     pub amount_cents: i64,
     pub currency: String,
-    /// pending, approved, declined, error or voided.
+    #[schema(schema_with = super::schemas::charge_status)]
     pub status: String,
     /// The processor's raw status (APPROVED, DECLINED, …), once it gave one.
     pub processor_status: Option<String>,
-    /// first, renewal, retry, manual, proration, addon_proration or checkout.
+    #[schema(schema_with = super::schemas::charge_purpose)]
     pub purpose: String,
     /// The start of the period the charge pays, for a period's charge.
     pub period_start: Option<String>,
@@ -105,7 +105,7 @@ pub struct RefundOut {
     pub id: String,
     pub charge_id: String,
     pub amount_cents: i64,
-    /// pending, approved or declined.
+    #[schema(schema_with = super::schemas::refund_status)]
     pub status: String,
     pub reason: Option<String>,
     /// Why the processor declined it, when it did.

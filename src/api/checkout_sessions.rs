@@ -91,12 +91,13 @@ pub struct CustomerDetailsOut {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckoutSessionOut {
     pub id: String,
-    /// open, complete, expired.
+    #[schema(schema_with = super::schemas::session_status)]
     pub status: String,
     pub url: String,
     pub expires_at: String,
     pub subscription_id: Option<String>,
     pub plan_id: String,
+    #[schema(schema_with = super::schemas::cycle)]
     pub cycle: String,
     pub amount_in_cents: i64,
     pub currency: String,
@@ -114,7 +115,7 @@ pub struct CheckoutSessionOut {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckoutSessionStatusOut {
     pub id: String,
-    /// open, complete, expired.
+    #[schema(schema_with = super::schemas::session_status)]
     pub status: String,
     pub subscription_id: Option<String>,
 }

@@ -6,8 +6,9 @@
 //! description.
 
 use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema};
+use utoipa::openapi::security::SecurityRequirement;
 use utoipa::openapi::{
     Components, Content, HttpMethod, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
 };
@@ -67,7 +68,7 @@ const TOO_MANY_REQUESTS: ErrorResponse = ErrorResponse {
 };
 const IDEMPOTENCY_MISMATCH: ErrorResponse = error(
     400,
-    "idempotency_error: this Idempotency-Key was used with another body",
+    "idempotency_error: this Idempotency-Key was used with another body; invalid_request: the Idempotency-Key is not 1 to 255 printable ASCII characters (`param` Idempotency-Key)",
 );
 const IDEMPOTENCY_IN_FLIGHT: ErrorResponse = error(
     409,
@@ -79,13 +80,19 @@ const INTERNAL: ErrorResponse = error(
 );
 
 /// Adds to every operation of `openapi` the error responses that `layers` and the operation's
-/// own inputs can answer.
+/// own inputs can answer, and the `Idempotency-Key` header to the POSTs that take it.
 /// Also marks optional the bodies that may be left out: `ApiJson` reads an empty body as `{}`,
 /// which a body with no required field accepts.
 pub fn document(openapi: &mut OpenApi, layers: &[Layer]) {
     let components = openapi.components.as_ref();
     for item in openapi.paths.paths.values_mut() {
         for (method, operation) in operations(item) {
+            if method == HttpMethod::Post && layers.contains(&Layer::Idempotency) {
+                operation
+                    .parameters
+                    .get_or_insert_with(Vec::new)
+                    .push(idempotency_key().into());
+            }
             for response in inherent(method, operation, layers) {
                 add(operation, &response);
             }
@@ -120,6 +127,24 @@ pub fn describe(openapi: &mut OpenApi) {
                         .unwrap_or("The response.")
                         .to_owned();
                 }
+            }
+        }
+    }
+}
+
+/// Writes the operations that take no credential (`security(())`, which utoipa writes as one
+/// empty requirement, `[{}]`: "anonymous allowed") as OpenAPI's own way of lifting the
+/// document's requirement, an empty list: generators (openapi-python-client, for one) read `[{}]`
+/// as a requirement and ask for a token the operation never reads.
+pub fn lift_empty_security(openapi: &mut OpenApi) {
+    for item in openapi.paths.paths.values_mut() {
+        for (_, operation) in operations(item) {
+            if let Some(security) = operation.security.as_mut()
+                && security
+                    .iter()
+                    .all(|requirement| *requirement == SecurityRequirement::default())
+            {
+                security.clear();
             }
         }
     }
@@ -225,6 +250,26 @@ fn add(operation: &mut Operation, error: &ErrorResponse) {
             responses.insert(error.status.to_string(), response.into());
         }
     }
+}
+
+/// The optional `Idempotency-Key` header: what `idempotency::parse_key` accepts, less the
+/// leading and trailing spaces that HTTP strips from a header value.
+fn idempotency_key() -> utoipa::openapi::path::Parameter {
+    ParameterBuilder::new()
+        .name("Idempotency-Key")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some(
+            "Makes a retry safe: the first answer under a key is replayed for 24 hours.",
+        ))
+        .schema(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(super::idempotency::MAX_KEY_LEN))
+                .pattern(Some("^[!-~]([ -~]*[!-~])?$")),
+        ))
+        .build()
 }
 
 fn error_body() -> Content {

@@ -4,6 +4,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::list::{ListOut, page_request};
+use super::schemas;
 use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
 use axum::Json;
@@ -11,6 +12,7 @@ use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::time::Duration;
+use utoipa::openapi::{RefOr, schema::Schema};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -36,10 +38,57 @@ pub struct EventListQuery {
     pub cursor: Option<String>,
 }
 
-/// An event exactly as delivered to webhook endpoints.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
+/// An event exactly as delivered to webhook endpoints: its stored body, passed through. Its
+/// schema is `EventDoc`'s.
+#[derive(Debug, Serialize)]
 pub struct EventOut(Box<RawValue>);
+
+impl utoipa::PartialSchema for EventOut {
+    fn schema() -> RefOr<Schema> {
+        EventDoc::schema()
+    }
+}
+
+impl ToSchema for EventOut {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        EventDoc::schemas(schemas);
+    }
+}
+
+/// An event exactly as delivered to webhook endpoints.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Describes what `actors::subscription` writes; never built.
+struct EventDoc {
+    id: String,
+    /// The event's type (`subscription.created`, `charge.approved`, …).
+    #[schema(rename = "type", schema_with = schemas::event_type)]
+    event_type: String,
+    /// RFC 3339.
+    created: String,
+    data: EventData,
+}
+
+/// What an event is about.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Describes what `actors::subscription` writes; never built.
+struct EventData {
+    subscription_id: String,
+    /// The subscription's metadata, or null.
+    #[schema(value_type = Option<Object>, required = true)]
+    metadata: (),
+    /// Charge events: the charge attempt.
+    #[schema(nullable = false)]
+    charge_attempt_id: Option<String>,
+    /// Charge events: the processor's raw status (APPROVED, DECLINED, …).
+    #[schema(nullable = false)]
+    status: Option<String>,
+    /// Charge events: the charge's amount; `charge.refunded`: what this refund gave back.
+    #[schema(nullable = false)]
+    amount_in_cents: Option<i64>,
+    /// `charge.refunded`: the refund.
+    #[schema(nullable = false)]
+    refund_id: Option<String>,
+}
 
 fn event_out(body: String) -> EventOut {
     EventOut(

@@ -3,6 +3,8 @@
 use super::error::ApiError;
 use crate::store::{Page, PageRequest};
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{ArrayItems, Schema};
+use utoipa::openapi::{OpenApi, Ref, RefOr};
 use utoipa::{IntoParams, ToSchema};
 
 pub const DEFAULT_LIMIT: u64 = 10;
@@ -46,6 +48,28 @@ pub struct ListOut<T> {
     pub data: Vec<T>,
     pub has_more: bool,
     pub next_cursor: Option<String>,
+}
+
+/// Makes the items of every `ListOut_X` schema a reference to `X`, which utoipa inlines: a
+/// generated client then reads a listed object as the same type it reads one object as.
+pub fn refer_to_items(openapi: &mut OpenApi) {
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    let named: Vec<String> = components.schemas.keys().cloned().collect();
+    for (name, schema) in components.schemas.iter_mut() {
+        let Some(item) = name.strip_prefix("ListOut_") else {
+            continue;
+        };
+        if !named.iter().any(|known| known == item) {
+            continue;
+        }
+        if let RefOr::T(Schema::Object(envelope)) = schema
+            && let Some(RefOr::T(Schema::Array(data))) = envelope.properties.get_mut("data")
+        {
+            data.items = ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
+        }
+    }
 }
 
 impl<T> ListOut<T> {

@@ -3,12 +3,13 @@
 //! `#[schema(schema_with = …)]` and `#[param(schema_with = …)]` so that the document refuses
 //! exactly what the handler refuses.
 
+use crate::domain::charge_purpose;
 use serde_json::Value;
 use utoipa::openapi::schema::{
     AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
     Type,
 };
-use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::openapi::{OpenApi, Ref, RefOr};
 
 /// `monthly` or `annual`.
 pub const CYCLES: [&str; 2] = ["monthly", "annual"];
@@ -28,6 +29,26 @@ pub const SESSION_STATUSES: [&str; 3] = ["open", "complete", "expired"];
 
 /// A charge attempt's statuses.
 pub const CHARGE_STATUSES: [&str; 5] = ["pending", "approved", "declined", "error", "voided"];
+
+/// What a charge is for (`domain::charge_purpose`).
+pub const CHARGE_PURPOSES: [&str; 7] = [
+    charge_purpose::FIRST,
+    charge_purpose::RENEWAL,
+    charge_purpose::RETRY,
+    charge_purpose::MANUAL,
+    charge_purpose::PRORATION,
+    charge_purpose::ADDON_PRORATION,
+    charge_purpose::CHECKOUT,
+];
+
+/// A refund's statuses.
+pub const REFUND_STATUSES: [&str; 3] = ["pending", "approved", "declined"];
+
+/// A webhook delivery's statuses.
+pub const DELIVERY_STATUSES: [&str; 3] = ["pending", "delivered", "failed"];
+
+/// The kinds of balance transaction: an operator's top-up, a charge's fee.
+pub const BALANCE_TRANSACTION_TYPES: [&str; 2] = ["top_up", "fee"];
 
 /// A display name as `domain::text::Name` parses it: some character other than white space
 /// (U+0085, NEL, is white space to Rust's `trim` and spelled out for generators that miss it),
@@ -78,29 +99,75 @@ fn strings(values: &[&str], nullable: bool) -> Object {
         .build()
 }
 
-pub fn cycle() -> Object {
-    strings(&CYCLES, false)
+/// The enumerations of the document, each a component of its own: a generated client then has
+/// one type for a value wherever it appears (the `status` of a subscription is the type its
+/// list filters by, the `cycle` of a plan's subscription the type a subscription is created
+/// with).
+const ENUMERATIONS: [(&str, &[&str]); 8] = [
+    ("Cycle", &CYCLES),
+    ("SubscriptionStatus", &SUBSCRIPTION_STATUSES),
+    ("CheckoutSessionStatus", &SESSION_STATUSES),
+    ("ChargeStatus", &CHARGE_STATUSES),
+    ("ChargePurpose", &CHARGE_PURPOSES),
+    ("RefundStatus", &REFUND_STATUSES),
+    ("DeliveryStatus", &DELIVERY_STATUSES),
+    ("BalanceTransactionType", &BALANCE_TRANSACTION_TYPES),
+];
+
+/// Adds the enumerations that the schemas below refer to.
+pub fn add_enumerations(openapi: &mut OpenApi) {
+    let components = openapi.components.get_or_insert_with(Default::default);
+    for (name, values) in ENUMERATIONS {
+        components
+            .schemas
+            .insert(name.to_owned(), strings(values, false).into());
+    }
+}
+
+pub fn cycle() -> Ref {
+    Ref::from_schema_name("Cycle")
 }
 
 pub fn optional_cycle() -> Object {
     strings(&CYCLES, true)
 }
 
-pub fn subscription_status() -> Object {
-    strings(&SUBSCRIPTION_STATUSES, false)
+pub fn subscription_status() -> Ref {
+    Ref::from_schema_name("SubscriptionStatus")
 }
 
-pub fn session_status() -> Object {
-    strings(&SESSION_STATUSES, false)
+pub fn session_status() -> Ref {
+    Ref::from_schema_name("CheckoutSessionStatus")
 }
 
-pub fn charge_status() -> Object {
-    strings(&CHARGE_STATUSES, false)
+pub fn charge_status() -> Ref {
+    Ref::from_schema_name("ChargeStatus")
+}
+
+pub fn charge_purpose() -> Ref {
+    Ref::from_schema_name("ChargePurpose")
+}
+
+pub fn refund_status() -> Ref {
+    Ref::from_schema_name("RefundStatus")
+}
+
+pub fn delivery_status() -> Ref {
+    Ref::from_schema_name("DeliveryStatus")
+}
+
+pub fn balance_transaction_type() -> Ref {
+    Ref::from_schema_name("BalanceTransactionType")
 }
 
 /// The kinds of actor under the supervision tree, as `actors` registers them.
 pub fn actor_kind() -> Object {
     strings(&["subscription", "webhook_endpoint"], false)
+}
+
+/// A known event type.
+pub fn event_type() -> Object {
+    strings(crate::webhooks::EVENT_TYPES, false)
 }
 
 /// At least one known event type, or `*` for every type.

@@ -43,8 +43,9 @@ pub struct SubscriptionOut {
     pub id: String,
     pub customer_id: String,
     pub plan_id: String,
-    /// trialing, active, past_due, paused, paused_insufficient_balance, canceled.
+    #[schema(schema_with = super::schemas::subscription_status)]
     pub status: String,
+    #[schema(schema_with = super::schemas::cycle)]
     pub cycle: String,
     pub current_period_start: String,
     pub current_period_end: String,

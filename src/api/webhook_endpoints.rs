@@ -104,7 +104,7 @@ pub struct DeliveryOut {
     pub id: String,
     pub endpoint_id: String,
     pub event_id: String,
-    /// pending, delivered or failed.
+    #[schema(schema_with = super::schemas::delivery_status)]
     pub status: String,
     pub attempt_count: i32,
     /// When the next attempt is due (account clock); null once delivered or failed.

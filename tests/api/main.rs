@@ -16,6 +16,7 @@ mod cluster;
 mod cluster_nodes;
 mod conventions;
 mod crash;
+mod generated_client;
 
 mod idempotency;
 mod isolation;

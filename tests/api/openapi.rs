@@ -125,6 +125,13 @@ async fn openapi_covers_every_route(app: TestApp) {
         }
         if path.starts_with("/v1") && *method == "post" {
             layer_statuses.extend(["400", "409"]);
+            let parameters = operation["parameters"].as_array().into_iter().flatten();
+            assert!(
+                parameters
+                    .into_iter()
+                    .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header"),
+                "{method} {path} does not document Idempotency-Key"
+            );
         }
         for status in layer_statuses {
             assert_eq!(
@@ -135,6 +142,16 @@ async fn openapi_covers_every_route(app: TestApp) {
         }
     }
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    // A listed object has the schema of the same object read alone.
+    for (name, schema) in doc["components"]["schemas"].as_object().expect("schemas") {
+        if let Some(item) = name.strip_prefix("ListOut_") {
+            assert_eq!(
+                schema["properties"]["data"]["items"]["$ref"],
+                format!("#/components/schemas/{item}"),
+                "{name}"
+            );
+        }
+    }
     let types = &doc["components"]["schemas"]["ErrorType"]["enum"];
     assert_eq!(
         types,

@@ -6,7 +6,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: String,
-    /// `top_up`, `fee_reservation`, `fee`, `reservation_release`.
+    /// `top_up` or `fee` (`api::schemas::BALANCE_TRANSACTION_TYPES`).
     pub kind: String,
     /// Signed movement of `available_cents` (a fee records what left the reservation).
     pub amount_cents: i64,
