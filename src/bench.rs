@@ -11,14 +11,12 @@
 //! loop with the scheduler's concurrency and no actors, against a second sandbox that sends no
 //! events. The ratio of the two is the actors' efficiency.
 
-use crate::actors::subscription_event;
 use crate::config::Config;
 use crate::ids::{AccountId, SubscriptionId};
 use crate::processor::client::{
     CardDetails, NewTransaction, ProcessorClient, ProcessorCredentials, SourceKind,
 };
 use crate::store::Store;
-use crate::store::charges::NewCharge;
 use crate::store::subscriptions::Subscription;
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -29,7 +27,7 @@ use tokio::sync::Semaphore;
 const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 const AMOUNT: i64 = 100_000;
 /// The same bound as the scheduler's concurrency of due timers.
-const CEILING_CONCURRENCY: usize = 64;
+const CONCURRENCY: usize = 64;
 const DAY_MS: i64 = 86_400_000;
 
 /// What one run measured.
@@ -48,14 +46,14 @@ pub struct RenewalsReport {
     /// CPU time (user + system) of this whole process during the burst: the service, its
     /// in-process sandbox processor and the benchmark's polling.
     pub burst_cpu: Duration,
-    pub ceiling: Duration,
+    /// The machine's limit for the same work, when measured.
+    pub primitive: Option<Primitive>,
 }
 
 impl std::fmt::Display for RenewalsReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let n = self.subscriptions as f64;
         let rate = self.settled as f64 / self.settle.as_secs_f64();
-        let ceiling_rate = n / self.ceiling.as_secs_f64();
         writeln!(
             f,
             "renewal burst: {} subscriptions due at one instant ({})",
@@ -104,15 +102,22 @@ impl std::fmt::Display for RenewalsReport {
             "  peak RSS                  {:.1} MiB",
             self.peak_rss_mib
         )?;
+        let Some(primitive) = self.primitive else {
+            return Ok(());
+        };
+        let limit = primitive.rate(self.subscriptions);
         writeln!(
             f,
-            "  ceiling (plain loop)      {:.2} s = {ceiling_rate:.0}/s",
-            self.ceiling.as_secs_f64()
+            "  primitive limit           {limit:.0}/s: processor round trips {:.2} s ({:.0}/s), rows as multi-row statements {:.2} s ({:.0}/s)",
+            primitive.round_trips.as_secs_f64(),
+            n / primitive.round_trips.as_secs_f64(),
+            primitive.rows.as_secs_f64(),
+            n / primitive.rows.as_secs_f64()
         )?;
         write!(
             f,
-            "  actors / ceiling          {:.0} %",
-            100.0 * rate / ceiling_rate
+            "  renewals / limit          {:.0} %",
+            100.0 * rate / limit
         )
     }
 }
@@ -228,8 +233,6 @@ struct Shop {
     customer: String,
     plan: String,
     method: String,
-    creds: ProcessorCredentials,
-    payment_source_id: i64,
 }
 
 async fn shop(
@@ -249,7 +252,7 @@ async fn shop(
     .await?;
     let key = account["api_key"].as_str().context("api_key")?.to_owned();
     let account_id = AccountId::from_stored(account["id"].as_str().context("id")?.to_owned());
-    // Twice (with room to spare) the fees of the burst and of the ceiling loop.
+    // Twice (with room to spare) the fees of the burst and of the primitive's rows.
     let fees = 4 * (n as i64 + 10) * 1_500;
     call(
         http,
@@ -318,10 +321,6 @@ async fn shop(
         customer,
         plan: plan["id"].as_str().context("id")?.to_owned(),
         method: method["id"].as_str().context("id")?.to_owned(),
-        payment_source_id: method["processor_payment_source_id"]
-            .as_i64()
-            .context("source")?,
-        creds,
     })
 }
 
@@ -524,12 +523,12 @@ impl std::fmt::Display for FenceReport {
 }
 
 /// One burst of `n` on `database_url`: seed, restart, make all due, wait until settled; then,
-/// if `with_ceiling`, the plain loop.
+/// if `with_primitive`, the primitive limit.
 async fn burst(
     database_url: &str,
     n: usize,
     cluster: bool,
-    with_ceiling: bool,
+    with_primitive: bool,
 ) -> anyhow::Result<RenewalsReport> {
     let database_url = database_url.to_owned();
     let http = reqwest::Client::builder()
@@ -598,10 +597,13 @@ async fn burst(
     );
     server.stop().await?;
 
-    let ceiling = if with_ceiling {
-        ceiling(&store, &shop, &ids).await?
+    let primitive = if with_primitive {
+        Some(Primitive {
+            round_trips: round_trips(n).await?,
+            rows: rows(&store, &shop, &ids).await?,
+        })
     } else {
-        Duration::ZERO
+        None
     };
     Ok(RenewalsReport {
         database: String::new(),
@@ -614,14 +616,70 @@ async fn burst(
         settle,
         peak_rss_mib: peak,
         burst_cpu,
-        ceiling,
+        primitive,
     })
 }
 
-/// The plain loop: per subscription, the charge's first transaction (fee reserved, attempt
-/// recorded, subscription saved), the create-transaction round trip, a second round trip (the
-/// stand-in for the ingress's event), and the settling transaction (money, subscription, event).
-async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<Duration> {
+/// The machine's limit for the work of `n` renewals, measured beside the burst: the processor
+/// round trips alone (`round_trips`), then the rows alone (`rows`). Neither has actors,
+/// channels to a writer or per-statement hops: what is left is what the work itself costs here.
+#[derive(Debug, Clone, Copy)]
+pub struct Primitive {
+    pub round_trips: Duration,
+    pub rows: Duration,
+}
+
+impl Primitive {
+    /// Renewals per second if both parts ran one after the other on this machine.
+    pub fn rate(&self, n: usize) -> f64 {
+        n as f64 / (self.round_trips + self.rows).as_secs_f64()
+    }
+}
+
+/// The processor's part of `n` renewals over loopback HTTP, with the scheduler's concurrency:
+/// create the transaction at a standalone sandbox (settling at once), then receive its signed
+/// `transaction.updated` at a bare receiver, which checks the signature as the ingress does.
+async fn round_trips(n: usize) -> anyhow::Result<Duration> {
+    use axum::{Router, extract::State, http::HeaderMap, routing::post};
+    type Waiting = Arc<dashmap::DashMap<String, tokio::sync::oneshot::Sender<()>>>;
+    const EVENTS_SECRET: &str = "primitive_events_secret";
+
+    async fn receive(
+        State(waiting): State<Waiting>,
+        headers: HeaderMap,
+        body: axum::body::Bytes,
+    ) -> axum::http::StatusCode {
+        let event = crate::processor::signature::parse_event(&body);
+        let header = headers
+            .get("x-event-checksum")
+            .and_then(|v| v.to_str().ok());
+        let signed = event.as_ref().and_then(|event| {
+            crate::processor::signature::authenticate_event(event, header, EVENTS_SECRET)
+        });
+        let reference = event.as_ref().and_then(|event| {
+            event["data"]["transaction"]["reference"]
+                .as_str()
+                .map(str::to_owned)
+        });
+        match (signed, reference) {
+            (Some(_), Some(reference)) => {
+                if let Some((_, done)) = waiting.remove(&reference) {
+                    let _ = done.send(());
+                }
+                axum::http::StatusCode::OK
+            }
+            _ => axum::http::StatusCode::UNAUTHORIZED,
+        }
+    }
+
+    let waiting: Waiting = Arc::default();
+    let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let events_url = format!("http://{}/events", receiver.local_addr()?);
+    let router = Router::new()
+        .route("/events", post(receive))
+        .with_state(Arc::clone(&waiting));
+    let receiving = tokio::spawn(async move { axum::serve(receiver, router).await });
+
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let sandbox_base = format!("http://{}/v1", listener.local_addr()?);
     let config = crate::processor::sandbox::SandboxConfig {
@@ -635,112 +693,86 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
         config,
         crate::processor::sandbox::AdminAuth::from_token(&admin_token),
     ));
-    let account = store.account(&shop.account).await?.context("account")?;
     let http = reqwest::Client::new();
-    call(
+    let merchant = call(
         &http,
         http.post(format!("{sandbox_base}/_sandbox/merchants"))
             .bearer_auth(&admin_token)
-            .json(&json!({
-                "public_key": account.processor_public_key,
-                "private_key": account.processor_private_key.expose(),
-                "events_secret": account.processor_events_secret.expose(),
-                "integrity_secret": account.processor_integrity_secret.expose(),
-            })),
+            .json(&json!({"events_url": events_url, "events_secret": EVENTS_SECRET})),
         201,
     )
     .await?;
+    let key = |name: &str| -> anyhow::Result<String> {
+        Ok(merchant[name].as_str().context("merchant key")?.to_owned())
+    };
     let creds = ProcessorCredentials::new(
         sandbox_base,
-        account.processor_public_key.clone(),
-        account.processor_private_key.clone(),
-        account.processor_integrity_secret.clone(),
+        key("public_key")?,
+        key("private_key")?,
+        key("integrity_secret")?,
     )?;
-    let _ = &shop.creds;
     let client = ProcessorClient::new()?;
-    let slots = Arc::new(Semaphore::new(CEILING_CONCURRENCY));
+    let acceptance = client.acceptance_tokens(&creds).await?;
+    let token = client
+        .tokenize_card(
+            &creds,
+            &CardDetails {
+                number: "4242424242424242".into(),
+                cvc: "123".into(),
+                exp_month: "08".into(),
+                exp_year: "30".into(),
+                card_holder: "Bench".into(),
+            },
+        )
+        .await?;
+    let source = client
+        .create_payment_source(
+            &creds,
+            &crate::processor::client::NewPaymentSource {
+                kind: SourceKind::Card,
+                token: token.id,
+                customer_email: "bench@example.co".into(),
+                acceptance_token: acceptance.acceptance_token,
+                accept_personal_auth: acceptance.personal_auth_token,
+            },
+        )
+        .await?;
+
+    let slots = Arc::new(Semaphore::new(CONCURRENCY));
+    let run = uuid::Uuid::new_v4().simple().to_string();
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for id in ids {
+    for i in 0..n {
         let permit = Arc::clone(&slots).acquire_owned().await?;
-        let (store, client, creds, id) = (store.clone(), client.clone(), creds.clone(), id.clone());
-        let (source, account) = (shop.payment_source_id, account.clone());
+        let (client, creds, waiting) = (client.clone(), creds.clone(), Arc::clone(&waiting));
+        let reference = format!("prim_{run}_{i}");
         tasks.spawn(async move {
             let _permit = permit;
-            let result: anyhow::Result<()> = async {
-                let mut sub = store.subscription_by_id(&id).await?.context("row")?;
-                let now = chrono::Utc::now().timestamp_millis();
-                let new = NewCharge {
-                    account: AccountId::from_stored(sub.account_id.clone()),
-                    subscription_id: Some(sub.id.clone()),
-                    customer_id: sub.customer_id.clone(),
-                    payment_method_id: sub.default_payment_method_id.clone(),
-                    amount_cents: AMOUNT,
-                    fee_cents: crate::accounts::fee_schedule(&account).fee_for(AMOUNT),
-                    purpose: "renewal",
-                    period_start: Some(sub.current_period_end),
-                    pending_change: None,
-                    now_ms: now,
-                };
-                sub.due_at = None;
-                let row = sub.clone();
-                // The same units of work as the actors', on the same writer thread.
-                let charge = store
-                    .unit(move |txn| async move {
-                        let charge = txn
-                            .begin_charge(new)
-                            .await
-                            .map_err(|e| anyhow::anyhow!("{e}"))?;
-                        let row = txn.save_subscription(row).await?;
-                        txn.commit().await?;
-                        Ok::<_, anyhow::Error>((charge, row))
-                    })
-                    .await?;
-                // Written at the next version: the settling unit's save is conditional on it.
-                let (charge, mut sub) = charge;
-                let posted = client
-                    .create_transaction(
-                        &creds,
-                        &NewTransaction {
-                            source_kind: SourceKind::Card,
-                            recurrent: true,
-                            amount_in_cents: AMOUNT,
-                            currency: "COP".into(),
-                            reference: charge.reference.clone(),
-                            payment_source_id: source,
-                            customer_email: "bench@example.co".into(),
-                        },
-                    )
-                    .await;
-                let Some(tx) = posted.transaction() else {
-                    anyhow::bail!("the sandbox did not take the transaction: {posted:?}");
-                };
-                let tx = client.get_transaction(&creds, &tx.id).await?;
-                sub.current_period_start = sub.current_period_end;
-                sub.due_at = Some(sub.current_period_end + 30 * DAY_MS);
-                let row = sub.clone();
-                store
-                    .unit(move |txn| async move {
-                        let settled = txn
-                            .settle_charge(&charge.id, "APPROVED", None, Some(&tx.id), now)
-                            .await?
-                            .context("settled")?;
-                        txn.save_subscription(row.clone()).await?;
-                        txn.insert_event(subscription_event(
-                            &row,
-                            "charge.approved",
-                            Some((&settled.charge, "APPROVED")),
-                            now,
-                        ))
-                        .await?;
-                        txn.commit().await?;
-                        Ok::<_, anyhow::Error>(())
-                    })
-                    .await?;
-                Ok(())
-            }
-            .await;
-            result
+            let (done, arrived) = tokio::sync::oneshot::channel();
+            waiting.insert(reference.clone(), done);
+            let posted = client
+                .create_transaction(
+                    &creds,
+                    &NewTransaction {
+                        source_kind: SourceKind::Card,
+                        recurrent: true,
+                        amount_in_cents: AMOUNT,
+                        currency: "COP".into(),
+                        reference,
+                        payment_source_id: source.id,
+                        customer_email: "bench@example.co".into(),
+                    },
+                )
+                .await;
+            anyhow::ensure!(
+                posted.transaction().is_some(),
+                "the sandbox did not take the transaction: {posted:?}"
+            );
+            tokio::time::timeout(Duration::from_secs(60), arrived)
+                .await
+                .context("no event within 60 s")?
+                .context("receiver gone")?;
+            Ok::<_, anyhow::Error>(())
         });
         while let Some(done) = tasks.try_join_next() {
             done??;
@@ -751,5 +783,44 @@ async fn ceiling(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<D
     }
     let elapsed = started.elapsed();
     sandbox.abort();
+    receiving.abort();
     Ok(elapsed)
+}
+
+/// The rows of `ids`' renewals, written as multi-row statements of 500 renewals per
+/// transaction (`Store::write_renewal_rows`), each with its event's JSON body as the service
+/// writes it.
+async fn rows(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<Duration> {
+    let account = store.account(&shop.account).await?.context("account")?;
+    let fee = crate::accounts::fee_schedule(&account).fee_for(AMOUNT);
+    let now = chrono::Utc::now().timestamp_millis();
+    // A period no renewal of the burst charged: the one-charge-per-period index stays quiet.
+    let period_start = now + 400 * DAY_MS;
+    let started = Instant::now();
+    let renewals: Vec<crate::store::bench::RenewalRows> = ids
+        .iter()
+        .map(|id| {
+            let charge_id = crate::ids::ChargeAttemptId::generate().into_string();
+            let event_body = json!({
+                "type": "charge.approved",
+                "data": {"subscription_id": id, "charge_id": charge_id, "amount_in_cents": AMOUNT,
+                         "currency": "COP", "status": "APPROVED", "metadata": {}},
+            })
+            .to_string();
+            crate::store::bench::RenewalRows {
+                account: shop.account.clone(),
+                subscription_id: id.clone(),
+                customer_id: shop.customer.clone(),
+                payment_method_id: shop.method.clone(),
+                transaction_id: format!("tx_{charge_id}"),
+                charge_id,
+                amount_cents: AMOUNT,
+                fee_cents: fee,
+                period_start,
+                event_body,
+            }
+        })
+        .collect();
+    store.write_renewal_rows(&renewals, 500, now).await?;
+    Ok(started.elapsed())
 }

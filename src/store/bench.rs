@@ -2,12 +2,12 @@
 //! in large transactions and one statement that makes every seeded subscription due. Not used
 //! by the service itself.
 
-use super::entities::{charge_attempt, subscription};
+use super::entities::{account, balance_transaction, charge_attempt, event, subscription};
 use super::subscriptions::Subscription;
 use super::{Store, StoreResult};
 use crate::ids::AccountId;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 
 impl Store {
     /// Inserts rows in transactions of `chunk` rows (one multi-row INSERT per 500 rows).
@@ -69,4 +69,104 @@ impl Store {
             .count(self.conn())
             .await?)
     }
+
+    /// The rows renewals of `renewals` write, written as multi-row statements, `chunk` renewals
+    /// per transaction (the renewal benchmark's primitive limit): per renewal its approved
+    /// charge attempt, its fee's ledger row and its `charge.approved` event; per chunk one
+    /// UPDATE of the balance by the chunk's fees and one of the subscriptions' next timer.
+    pub async fn write_renewal_rows(
+        &self,
+        renewals: &[RenewalRows],
+        chunk: usize,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        for part in renewals.chunks(chunk.max(1)) {
+            let txn = self.begin().await?;
+            charge_attempt::Entity::insert_many(part.iter().map(|r| charge_attempt::ActiveModel {
+                id: Set(r.charge_id.clone()),
+                account_id: Set(r.account.as_str().to_owned()),
+                subscription_id: Set(Some(r.subscription_id.clone())),
+                customer_id: Set(r.customer_id.clone()),
+                payment_method_id: Set(r.payment_method_id.clone()),
+                amount_cents: Set(r.amount_cents),
+                fee_cents: Set(r.fee_cents),
+                reference: Set(r.charge_id.clone()),
+                processor_transaction_id: Set(Some(r.transaction_id.clone())),
+                status: Set("approved".into()),
+                processor_status: Set(Some("APPROVED".into())),
+                processor_message: Set(None),
+                purpose: Set("renewal".into()),
+                period_start: Set(Some(r.period_start)),
+                created_at: Set(now_ms),
+                updated_at: Set(now_ms),
+                finalized_at: Set(Some(now_ms)),
+                pending_change: Set(None),
+                refunded_cents: Set(0),
+                refunding_cents: Set(0),
+            }))
+            .exec(txn.conn())
+            .await?;
+            balance_transaction::Entity::insert_many(part.iter().map(|r| {
+                balance_transaction::ActiveModel {
+                    id: Set(format!("btx_{}", r.charge_id)),
+                    account_id: Set(r.account.as_str().to_owned()),
+                    kind: Set("fee".into()),
+                    amount_cents: Set(-r.fee_cents),
+                    charge_attempt_id: Set(Some(r.charge_id.clone())),
+                    description: Set("renewal fee".into()),
+                    created_at: Set(now_ms),
+                }
+            }))
+            .exec(txn.conn())
+            .await?;
+            event::Entity::insert_many(part.iter().map(|r| event::ActiveModel {
+                id: Set(format!("evt_{}", r.charge_id)),
+                account_id: Set(r.account.as_str().to_owned()),
+                event_type: Set("charge.approved".into()),
+                subscription_id: Set(Some(r.subscription_id.clone())),
+                body: Set(r.event_body.clone()),
+                created_at: Set(now_ms),
+            }))
+            .exec(txn.conn())
+            .await?;
+            let fees: i64 = part.iter().map(|r| r.fee_cents).sum();
+            if let Some(first) = part.first() {
+                account::Entity::update_many()
+                    .col_expr(
+                        account::Column::AvailableCents,
+                        Expr::col(account::Column::AvailableCents).sub(fees),
+                    )
+                    .filter(account::Column::Id.eq(first.account.as_str()))
+                    .exec(txn.conn())
+                    .await?;
+            }
+            subscription::Entity::update_many()
+                .col_expr(
+                    subscription::Column::Version,
+                    Expr::col(subscription::Column::Version).add(1),
+                )
+                .filter(
+                    subscription::Column::Id.is_in(part.iter().map(|r| r.subscription_id.as_str())),
+                )
+                .exec(txn.conn())
+                .await?;
+            txn.commit().await?;
+        }
+        Ok(())
+    }
+}
+
+/// What one renewal writes (`Store::write_renewal_rows`).
+#[derive(Clone, Debug)]
+pub struct RenewalRows {
+    pub account: AccountId,
+    pub subscription_id: String,
+    pub customer_id: String,
+    pub payment_method_id: String,
+    pub charge_id: String,
+    pub transaction_id: String,
+    pub amount_cents: i64,
+    pub fee_cents: i64,
+    pub period_start: i64,
+    pub event_body: String,
 }
