@@ -9,8 +9,11 @@ use crate::domain::time::{from_millis, rfc3339};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use serde_json::value::RawValue;
 use std::time::Duration;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -36,10 +39,67 @@ pub struct EventListQuery {
     pub cursor: Option<String>,
 }
 
-/// An event exactly as delivered to webhook endpoints.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
+/// An event exactly as delivered to webhook endpoints (its schema is below).
+#[derive(Debug, Serialize)]
 pub struct EventOut(Box<RawValue>);
+
+impl utoipa::PartialSchema for EventOut {
+    fn schema() -> RefOr<Schema> {
+        let text = || ObjectBuilder::new().schema_type(Type::String);
+        let event_types = crate::webhooks::EVENT_TYPES.iter().copied();
+        let data = ObjectBuilder::new()
+            .description(Some(
+                "The subscription's id and metadata; charge events add the charge's id, the \
+                 processor's raw status and the amount, `charge.refunded` the refund's id.",
+            ))
+            .property("subscription_id", text())
+            .property(
+                "metadata",
+                ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Object, Type::Null])),
+            )
+            .property("charge_attempt_id", text())
+            .property("status", text())
+            .property(
+                "amount_in_cents",
+                ObjectBuilder::new().schema_type(Type::Integer),
+            )
+            .property("refund_id", text())
+            .required("subscription_id")
+            .required("metadata");
+        ObjectBuilder::new()
+            .description(Some("An event exactly as delivered to webhook endpoints."))
+            .property("id", text())
+            .property("type", text().enum_values(Some(event_types)))
+            .property(
+                "created",
+                text().format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+            )
+            .property("data", data)
+            .required("id")
+            .required("type")
+            .required("created")
+            .required("data")
+            .examples([json!({
+                "id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+                "type": "charge.approved",
+                "created": "2026-12-02T14:30:00Z",
+                "data": {
+                    "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+                    "metadata": {"order": "A-1042"},
+                    "charge_attempt_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+                    "status": "APPROVED",
+                    "amount_in_cents": 4990000
+                }
+            })])
+            .into()
+    }
+}
+
+impl ToSchema for EventOut {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "EventOut".into()
+    }
+}
 
 fn event_out(body: String) -> EventOut {
     EventOut(
@@ -91,6 +151,19 @@ async fn get_event(
 
 /// The deliveries a redelivery queued.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "event_id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+    "deliveries": [{
+        "id": "del_0193a1fb2c3d7e4f8a5b6c7d8e9f0a1b",
+        "endpoint_id": "we_0193a1f9c0d17e2f8a3b4c5d6e7f8a9b",
+        "event_id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+        "status": "pending",
+        "attempt_count": 0,
+        "next_attempt_at": "2026-11-24T09:15:42.318Z",
+        "created_at": "2026-11-24T09:15:42.318Z",
+        "attempts": []
+    }]
+})))]
 pub struct RedeliveryOut {
     pub event_id: String,
     pub deliveries: Vec<super::webhook_endpoints::DeliveryOut>,
@@ -126,12 +199,15 @@ async fn redeliver_event(
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"now": "2026-11-24T09:15:42.318Z"})))]
 pub struct ClockOut {
+    #[schema(format = DateTime)]
     pub now: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"seconds": 2592000})))]
 pub struct AdvanceIn {
     /// Seconds to move forward, > 0.
     #[schema(minimum = 1, maximum = 316_224_000)]

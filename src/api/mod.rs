@@ -70,7 +70,7 @@ impl Modify for BearerAuth {
 /// The whole application with its OpenAPI document.
 pub fn app(state: AppState) -> Router {
     let (router, mut openapi) = routes(&state).split_for_parts();
-    error_responses::describe(&mut openapi);
+    finish(&mut openapi);
     let openapi = Arc::new(openapi);
     router
         .route(
@@ -159,8 +159,16 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
 /// The OpenAPI document, for tools that want it without a server.
 pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
     let mut openapi = routes(state).into_openapi();
-    error_responses::describe(&mut openapi);
+    finish(&mut openapi);
     openapi
+}
+
+/// What the whole document gets once every group is in: descriptions on every response and
+/// examples on every list and error response.
+fn finish(openapi: &mut utoipa::openapi::OpenApi) {
+    error_responses::describe(openapi);
+    error_responses::exemplify(openapi);
+    list::exemplify(openapi);
 }
 
 async fn unknown_path(request: Request) -> ApiError {
