@@ -81,9 +81,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[schema(examples(json!({
     "base_url": "https://sandbox.wompi.co/v1",
     "public_key": "pub_test_Q5yDA9xoKdePzhSGeVe9HAez7HgGORGf",
-    "private_key": "prv_test_4hEJ0dRTb7GcWqv9sVGEOD3wXpfNQkmi",
-    "events_secret": "test_events_2wgGxUS4XPKJfzSsxSfNPeKqIjXo1tYm",
-    "integrity_secret": "test_integrity_nAIBuqayW70XpUqJS4qf4STYNoNyHqhm"
+    "private_key": "prv_test_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "events_secret": "test_events_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "integrity_secret": "test_integrity_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"
 })))]
 pub struct ProcessorIn {
     /// Omit for the in-process sandbox processor (sandbox accounts only).
@@ -160,7 +160,7 @@ pub struct ProcessorOut {
     "id": "acct_0193a1f2c4d57e8f9a0b1c2d3e4f5a6b",
     "name": "Tienda Andina",
     "sandbox": true,
-    "api_key": "sk_test_3fK9sQ2mVx7LbR1nWc8TzY4pHd6GjE0a",
+    "api_key": "sk_test_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
     "processor": {
         "base_url": "https://billing.example.co/sandbox/processor/v1",
         "public_key": "pub_test_Q5yDA9xoKdePzhSGeVe9HAez7HgGORGf"

@@ -530,7 +530,7 @@ pub struct AttachAddonIn {
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/addons", tag = "subscriptions", request_body = AttachAddonIn,
     responses((status = 200, body = SubscriptionOut), (status = 202, body = SubscriptionOut, description = "the proration's charge is still pending"),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 422, body = ErrorBody, description = "insufficient_balance: the prepaid balance does not cover the fee of the proration; processor_error: the processor declined it, nothing changed"),
+        (status = 422, body = ErrorBody, description = "invalid_request: the add-on is deactivated; insufficient_balance: the prepaid balance does not cover the fee of the proration; processor_error: the processor declined it, nothing changed"),
         (status = 503, response = inline(ShardMoving))))]
 async fn attach_addon(
     State(state): State<AppState>,

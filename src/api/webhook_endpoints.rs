@@ -68,7 +68,7 @@ pub struct EndpointPatchIn {
     "url": "https://shop.example.co/webhooks/billing",
     "events": ["charge.approved", "charge.declined", "subscription.canceled"],
     "active": true,
-    "secret": "whsec_8Zq2Lm5Rk9Tx3Vb7Nc1Hf4Jd6Gs0Pw2Y",
+    "secret": "whsec_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
     "created_at": "2026-11-02T14:30:00Z"
 })))]
 pub struct EndpointOut {
