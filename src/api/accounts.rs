@@ -4,7 +4,7 @@ use super::auth::Caller;
 use super::balance::BalanceOut;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
-use super::schemas::{constrain, null};
+use super::schemas::{constrain, null, one_of_values};
 use super::state::AppState;
 use crate::accounts::{
     AccountError, AccountSpec, ProcessorSpec, create_account, processor_base_url,
@@ -18,7 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use utoipa::openapi::schema::{Object, ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::schema::{Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub fn admin_router() -> OpenApiRouter<AppState> {
@@ -43,21 +43,29 @@ fn one_mode() -> Schema {
             .property("events_secret", text().min_length(Some(1)))
             .property("integrity_secret", text().min_length(Some(1)))
     };
-    let http_url = || ObjectBuilder::new().pattern(Some("^https?://"));
+    let http_url = |types: SchemaType| {
+        ObjectBuilder::new()
+            .schema_type(types)
+            .pattern(Some("^https?://"))
+            .build()
+    };
     let sandbox = ObjectBuilder::new()
-        .property("sandbox", ObjectBuilder::new().enum_values(Some([true])))
+        .property("sandbox", one_of_values([true]))
         .property(
             "processor",
             OneOfBuilder::new()
-                .item(processor("test", http_url().build()))
+                .item(processor(
+                    "test",
+                    http_url(SchemaType::from_iter([Type::String, Type::Null])),
+                ))
                 .item(null()),
         )
         .required("sandbox");
     let live = ObjectBuilder::new()
-        .property("sandbox", ObjectBuilder::new().enum_values(Some([false])))
+        .property("sandbox", one_of_values([false]))
         .property(
             "processor",
-            processor("prod", http_url().schema_type(Type::String).build()).required("base_url"),
+            processor("prod", http_url(Type::String.into())).required("base_url"),
         )
         .required("processor");
     OneOfBuilder::new().item(sandbox).item(live).build().into()
@@ -70,6 +78,13 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// `Debug` leaves the private key and both secrets out (see the impl below).
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "base_url": "https://sandbox.wompi.co/v1",
+    "public_key": "pub_test_Q5yDA9xoKdePzhSGeVe9HAez7HgGORGf",
+    "private_key": "prv_test_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "events_secret": "test_events_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "integrity_secret": "test_integrity_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"
+})))]
 pub struct ProcessorIn {
     /// Omit for the in-process sandbox processor (sandbox accounts only).
     pub base_url: Option<String>,
@@ -81,6 +96,7 @@ pub struct ProcessorIn {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"percent_bps": 150, "fixed_cents": 30000})))]
 pub struct FeeIn {
     #[schema(minimum = 0, maximum = 10_000)]
     #[serde(deserialize_with = "super::extract::whole")]
@@ -92,6 +108,13 @@ pub struct FeeIn {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "name": "Tienda Andina",
+    "sandbox": true,
+    "fee": {"percent_bps": 150, "fixed_cents": 30000},
+    "rate_limit_per_minute": 100,
+    "status_rate_limit_per_minute": 20
+})))]
 pub struct AccountIn {
     #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
@@ -111,6 +134,7 @@ pub struct AccountIn {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"rate_limit_per_minute": 600, "status_rate_limit_per_minute": 60})))]
 pub struct AccountLimitsIn {
     #[schema(minimum = 0)]
     #[serde(default, deserialize_with = "super::extract::optional_whole")]
@@ -121,6 +145,10 @@ pub struct AccountLimitsIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "base_url": "https://billing.example.co/sandbox/processor/v1",
+    "public_key": "pub_test_Q5yDA9xoKdePzhSGeVe9HAez7HgGORGf"
+})))]
 pub struct ProcessorOut {
     pub base_url: String,
     pub public_key: String,
@@ -128,6 +156,20 @@ pub struct ProcessorOut {
 
 /// `Debug` leaves the API key out (see the impl below).
 #[derive(Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "acct_0193a1f2c4d57e8f9a0b1c2d3e4f5a6b",
+    "name": "Tienda Andina",
+    "sandbox": true,
+    "api_key": "sk_test_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "processor": {
+        "base_url": "https://billing.example.co/sandbox/processor/v1",
+        "public_key": "pub_test_Q5yDA9xoKdePzhSGeVe9HAez7HgGORGf"
+    },
+    "fee": {"percent_bps": 150, "fixed_cents": 30000},
+    "rate_limit_per_minute": 100,
+    "status_rate_limit_per_minute": 20,
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct AccountOut {
     pub id: String,
     pub name: String,
@@ -139,10 +181,12 @@ pub struct AccountOut {
     pub fee: FeeOut,
     pub rate_limit_per_minute: i64,
     pub status_rate_limit_per_minute: i64,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"percent_bps": 150, "fixed_cents": 30000})))]
 pub struct FeeOut {
     pub percent_bps: i64,
     pub fixed_cents: i64,
@@ -172,6 +216,7 @@ impl AccountOut {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"amount_cents": 50000000})))]
 pub struct TopUpIn {
     /// Integer cents of COP, > 0.
     #[schema(minimum = 1, maximum = 1e12)]

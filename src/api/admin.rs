@@ -32,9 +32,11 @@ pub fn admin_router() -> OpenApiRouter<AppState> {
 
 /// One node of the cluster.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"id": "node-a", "url": "http://10.0.0.11:8080", "live": true, "shards": 128})))]
 pub struct NodeOut {
     pub id: String,
     /// Where other nodes forward requests to it.
+    #[schema(format = "uri")]
     pub url: String,
     /// Whether its heartbeat is current and it is not leaving.
     pub live: bool,
@@ -44,6 +46,14 @@ pub struct NodeOut {
 
 /// The cluster as this node sees it (PostgreSQL); on SQLite, this one node holding every shard.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "node": "node-a",
+    "nodes": [
+        {"id": "node-a", "url": "http://10.0.0.11:8080", "live": true, "shards": 128},
+        {"id": "node-b", "url": "http://10.0.0.12:8080", "live": true, "shards": 128}
+    ],
+    "shards_owned": [0, 2, 4, 6]
+})))]
 pub struct ClusterOut {
     /// This node's id.
     pub node: String,
@@ -115,6 +125,7 @@ pub struct ActorsQuery {
 
 /// Counts of one kind of actor.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"kind": "subscription", "live": 42, "restarts": 0, "mailbox_backlog": 3})))]
 pub struct KindCountsOut {
     pub kind: String,
     pub live: u64,
@@ -125,6 +136,7 @@ pub struct KindCountsOut {
 
 /// One shard supervisor and its live children per kind.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"name": "shard-0", "live": {"subscription": 11, "webhook_endpoint": 1}})))]
 pub struct ShardOut {
     pub name: String,
     pub live: BTreeMap<String, u64>,
@@ -132,6 +144,14 @@ pub struct ShardOut {
 
 /// The root supervisor.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "name": "root",
+    "kinds": [
+        {"kind": "subscription", "live": 42, "restarts": 0, "mailbox_backlog": 3},
+        {"kind": "webhook_endpoint", "live": 2, "restarts": 0, "mailbox_backlog": 0}
+    ],
+    "shards": [{"name": "shard-0", "live": {"subscription": 11, "webhook_endpoint": 1}}]
+})))]
 pub struct SupervisorOut {
     pub name: String,
     pub kinds: Vec<KindCountsOut>,
@@ -140,7 +160,17 @@ pub struct SupervisorOut {
 
 /// One live actor.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "kind": "subscription",
+    "id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "shard": "shard-0",
+    "state": "idle",
+    "mailbox_len": 0,
+    "restarts": 0,
+    "next_due_at": "2026-12-02T14:30:00Z"
+})))]
 pub struct ActorOut {
+    #[schema(schema_with = super::schemas::actor_kind)]
     pub kind: String,
     pub id: String,
     /// The shard supervisor it is linked to.
@@ -149,11 +179,30 @@ pub struct ActorOut {
     pub state: String,
     pub mailbox_len: u64,
     pub restarts: u64,
+    #[schema(format = DateTime)]
     pub next_due_at: Option<String>,
 }
 
 /// The supervision tree, with one page of live actors as `children`.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "supervisor": {
+        "name": "root",
+        "kinds": [{"kind": "subscription", "live": 1, "restarts": 0, "mailbox_backlog": 0}],
+        "shards": [{"name": "shard-0", "live": {"subscription": 1}}]
+    },
+    "children": [{
+        "kind": "subscription",
+        "id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+        "shard": "shard-0",
+        "state": "idle",
+        "mailbox_len": 0,
+        "restarts": 0,
+        "next_due_at": "2026-12-02T14:30:00Z"
+    }],
+    "has_more": false,
+    "next_cursor": null
+})))]
 pub struct ActorsOut {
     pub supervisor: SupervisorOut,
     pub children: Vec<ActorOut>,
@@ -260,6 +309,20 @@ pub async fn plan_deletion(state: &AppState, id: &str) -> ApiResult<()> {
 
 /// One processor report that did not fit its charge.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "ccf_0193a1fd4e5f7a6b8c7d8e9f0a1b2c3d",
+    "account_id": "acct_0193a1f2c4d57e8f9a0b1c2d3e4f5a6b",
+    "charge_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "kind": "mismatch",
+    "recorded_status": "pending",
+    "reported_status": "APPROVED",
+    "transaction_id": "1234-1764581400-49201",
+    "amount_cents": 499000,
+    "currency": "COP",
+    "event_checksum": "8fb1e2fa0c36f9bbe1088a4b28fb19dfc04ccdb7b8ced48438ac2bee39e503f6",
+    "detail": "the event's amount 499000 is not the charge's 4990000",
+    "created_at": "2026-11-24T09:15:42.318Z"
+})))]
 pub struct ChargeConflictOut {
     pub id: String,
     pub account_id: String,
@@ -276,6 +339,7 @@ pub struct ChargeConflictOut {
     /// The checksum of the processor event that carried it, when it came as an event.
     pub event_checksum: Option<String>,
     pub detail: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

@@ -21,6 +21,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"available_cents": 48500000, "reserved_cents": 104850, "currency": "COP"})))]
 pub struct BalanceOut {
     pub available_cents: i64,
     /// Fees reserved for charges whose outcome is not known yet.
@@ -39,6 +40,14 @@ impl From<Balance> for BalanceOut {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "btx_0193a1fc3d4e7f5a8b6c7d8e9f0a1b2c",
+    "type": "fee",
+    "amount_cents": -104850,
+    "charge_attempt_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "description": "Fee for charge ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f of 4990000 cents",
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct BalanceTransactionOut {
     pub id: String,
     /// top_up (an operator's) or fee (an approved charge's).
@@ -49,6 +58,7 @@ pub struct BalanceTransactionOut {
     pub amount_cents: i64,
     pub charge_attempt_id: Option<String>,
     pub description: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

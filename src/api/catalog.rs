@@ -38,6 +38,12 @@ const MAX_AMOUNT_CENTS: i64 = 1_000_000_000_000;
 /// Body of `POST /v1/plans` and `POST /v1/addons`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "name": "Plan Pro",
+    "monthly_amount_cents": 4990000,
+    "annual_amount_cents": 49900000,
+    "metadata": {"tier": "pro"}
+})))]
 pub struct CatalogItemIn {
     #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: String,
@@ -56,6 +62,7 @@ pub struct CatalogItemIn {
 /// Body of `PATCH` on a plan or add-on.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"name": "Plan Pro 2027", "active": true})))]
 pub struct CatalogItemPatch {
     #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: Option<String>,
@@ -64,6 +71,15 @@ pub struct CatalogItemPatch {
 
 /// A plan or an add-on.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "name": "Plan Pro",
+    "monthly_amount_cents": 4990000,
+    "annual_amount_cents": 49900000,
+    "active": true,
+    "metadata": {"tier": "pro"},
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct CatalogItemOut {
     pub id: String,
     pub name: String,
@@ -72,6 +88,7 @@ pub struct CatalogItemOut {
     pub active: bool,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -91,6 +108,11 @@ impl From<CatalogItem> for CatalogItemOut {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "email": "ana.gomez@example.co",
+    "name": "Ana Gómez",
+    "metadata": {"crm_id": "A-1042"}
+})))]
 pub struct CustomerIn {
     #[schema(format = Email, max_length = 254)]
     pub email: String,
@@ -101,12 +123,21 @@ pub struct CustomerIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "email": "ana.gomez@example.co",
+    "name": "Ana Gómez",
+    "metadata": {"crm_id": "A-1042"},
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct CustomerOut {
     pub id: String,
+    #[schema(format = Email)]
     pub email: String,
     pub name: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

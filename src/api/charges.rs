@@ -47,6 +47,20 @@ pub struct ChargeListQuery {
 
 /// A charge attempt: one transaction posted to the processor under the charge's id.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "amount_cents": 4990000,
+    "currency": "COP",
+    "status": "approved",
+    "processor_status": "APPROVED",
+    "purpose": "renewal",
+    "period_start": "2026-11-02T14:30:00Z",
+    "fee_cents": 104850,
+    "refunded_amount_cents": 0,
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct ChargeOut {
     pub id: String,
     /// Null for a checkout's payment that was never approved.
@@ -61,11 +75,13 @@ pub struct ChargeOut {
     #[schema(schema_with = super::schemas::charge_purpose)]
     pub purpose: String,
     /// The start of the period the charge pays, for a period's charge.
+    #[schema(format = DateTime)]
     pub period_start: Option<String>,
     /// Our service fee: deducted from the balance when approved (reserved while pending).
     pub fee_cents: i64,
     /// What approved refunds gave back.
     pub refunded_amount_cents: i64,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -90,6 +106,7 @@ impl From<ChargeAttempt> for ChargeOut {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"amount_cents": 1000000, "reason": "The customer was charged twice this month."})))]
 pub struct RefundIn {
     /// Cents to give back; by default all that is left of the charge.
     #[schema(minimum = 1)]
@@ -101,6 +118,15 @@ pub struct RefundIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "re_0193a1fe5f6a7b7c8d8e9f0a1b2c3d4e",
+    "charge_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "amount_cents": 1000000,
+    "status": "approved",
+    "reason": "The customer was charged twice this month.",
+    "failure_message": null,
+    "created_at": "2026-11-24T09:15:42.318Z"
+})))]
 pub struct RefundOut {
     pub id: String,
     pub charge_id: String,
@@ -110,6 +136,7 @@ pub struct RefundOut {
     pub reason: Option<String>,
     /// Why the processor declined it, when it did.
     pub failure_message: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

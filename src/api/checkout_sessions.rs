@@ -48,6 +48,7 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"email": "ana.gomez@example.co", "name": "Ana Gómez"})))]
 pub struct NewCustomerIn {
     #[schema(format = Email, max_length = 254)]
     pub email: String,
@@ -57,6 +58,15 @@ pub struct NewCustomerIn {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "cycle": "monthly",
+    "customer": {"email": "ana.gomez@example.co", "name": "Ana Gómez"},
+    "success_url": "https://shop.example.co/gracias",
+    "cancel_url": "https://shop.example.co/planes",
+    "expires_in_seconds": 86400,
+    "metadata": {"order": "A-1042"}
+})))]
 pub struct CheckoutSessionIn {
     #[schema(pattern = "^plan_")]
     pub plan_id: String,
@@ -83,17 +93,38 @@ pub struct CheckoutSessionIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"email": "ana.gomez@example.co", "name": "Ana Gómez"})))]
 pub struct CustomerDetailsOut {
+    #[schema(format = Email)]
     pub email: Option<String>,
     pub name: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "cs_0193a1f4b5c67d7e8f9a0b1c2d3e4f5a",
+    "status": "open",
+    "url": "https://billing.example.co/checkout/cs_0193a1f4b5c67d7e8f9a0b1c2d3e4f5a",
+    "expires_at": "2026-11-25T09:15:42.318Z",
+    "subscription_id": null,
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "cycle": "monthly",
+    "amount_in_cents": 4990000,
+    "currency": "COP",
+    "customer_id": null,
+    "customer": {"email": "ana.gomez@example.co", "name": "Ana Gómez"},
+    "success_url": "https://shop.example.co/gracias",
+    "cancel_url": "https://shop.example.co/planes",
+    "metadata": {"order": "A-1042"},
+    "created_at": "2026-11-24T09:15:42.318Z"
+})))]
 pub struct CheckoutSessionOut {
     pub id: String,
     #[schema(schema_with = super::schemas::session_status)]
     pub status: String,
+    #[schema(format = "uri")]
     pub url: String,
+    #[schema(format = DateTime)]
     pub expires_at: String,
     pub subscription_id: Option<String>,
     pub plan_id: String,
@@ -109,10 +140,12 @@ pub struct CheckoutSessionOut {
     pub cancel_url: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"id": "cs_0193a1f4b5c67d7e8f9a0b1c2d3e4f5a", "status": "complete", "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a"})))]
 pub struct CheckoutSessionStatusOut {
     pub id: String,
     #[schema(schema_with = super::schemas::session_status)]

@@ -9,6 +9,13 @@ use utoipa::ToSchema;
 
 /// The error envelope every failure is answered with.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "error": {
+        "type": "invalid_request",
+        "message": "No subscription with id `sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a`.",
+        "param": "id"
+    }
+})))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
@@ -152,6 +159,13 @@ impl ApiError {
         }
     }
 
+    /// The body this error is answered with.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: self.detail(),
+        }
+    }
+
     fn detail(&self) -> ErrorDetail {
         let (kind, message, param) = match self {
             Self::InvalidRequest { message, param, .. } => {
@@ -226,13 +240,7 @@ impl IntoResponse for ApiError {
         }
         let nothing_committed = matches!(self, Self::Uncommitted(_) | Self::Unavailable { .. });
         let status = self.status();
-        let mut response = (
-            status,
-            axum::Json(ErrorBody {
-                error: self.detail(),
-            }),
-        )
-            .into_response();
+        let mut response = (status, axum::Json(self.body())).into_response();
         if nothing_committed {
             response.extensions_mut().insert(NothingCommitted);
         }

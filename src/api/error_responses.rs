@@ -3,8 +3,12 @@
 //! (a JSON body, a query string, an id in the path). They are written into the OpenAPI document
 //! here, once per group, so that each handler's annotation lists only what the handler itself
 //! decides; a status the handler already lists gets the extra error types added to its
-//! description.
+//! description. Every error response gets examples here too (`exemplify`): one body per error
+//! type it can carry, as the server sends it.
 
+use super::error::{ApiError, ErrorType};
+use axum::http::StatusCode;
+use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Schema};
@@ -74,6 +78,11 @@ const IDEMPOTENCY_IN_FLIGHT: ErrorResponse = error(
     409,
     "idempotency_error: the first request with this Idempotency-Key is still running",
 );
+const SHARD_MOVING: ErrorResponse = ErrorResponse {
+    status: 503,
+    types: "api_error: the object's shard is moving between nodes; nothing was done, retry after `Retry-After` seconds",
+    retry_after: true,
+};
 const INTERNAL: ErrorResponse = error(
     500,
     "api_error: an internal failure; whether anything was changed is unknown, so retry with the same Idempotency-Key",
@@ -270,6 +279,209 @@ fn idempotency_key() -> utoipa::openapi::path::Parameter {
                 .pattern(Some("^[!-~]([ -~]*[!-~])?$")),
         ))
         .build()
+}
+
+/// The 503 of an operation that acts on a subscription through its actor (`actors`, and the
+/// ingress applying a charge's outcome): the subscription's shard is moving between nodes, this
+/// node no longer writes it and nothing was done. Listed as
+/// `(status = 503, response = inline(ShardMoving))`.
+pub struct ShardMoving;
+
+impl<'s> utoipa::ToResponse<'s> for ShardMoving {
+    fn response() -> (&'s str, RefOr<Response>) {
+        let response = ResponseBuilder::new()
+            .description(SHARD_MOVING.types)
+            .content("application/json", error_body())
+            .header("Retry-After", retry_after())
+            .build();
+        ("ShardMoving", response.into())
+    }
+}
+
+/// Gives every error response of the whole document (those the annotations list and those
+/// `document` adds) one example per error type its description names, or else the type its
+/// status usually carries: each the body the server answers, about this operation's objects.
+pub fn exemplify(openapi: &mut OpenApi) {
+    for (path, item) in openapi.paths.paths.iter_mut() {
+        for (_, operation) in operations(item) {
+            let about = About::of(path, operation);
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let (Ok(status), RefOr::T(response)) = (status.parse::<u16>(), response) else {
+                    continue;
+                };
+                let Some(RefOr::T(content)) = response.content.get_mut("application/json") else {
+                    continue;
+                };
+                if !is_error_body(content) || content.example.is_some() {
+                    continue;
+                }
+                for kind in types_named(&response.description, status) {
+                    let Some(error) = about.error(status, kind) else {
+                        continue;
+                    };
+                    let Ok(value) = serde_json::to_value(error.body()) else {
+                        continue;
+                    };
+                    let name = wire_name(kind);
+                    let summary = when(&response.description, &name).unwrap_or(&name);
+                    let example = ExampleBuilder::new()
+                        .summary(summary)
+                        .value(Some(value))
+                        .build();
+                    content.examples.entry(name).or_insert(example.into());
+                }
+            }
+        }
+    }
+}
+
+/// What a description says of the error type `name` (`name: when; …`), if it names it.
+fn when<'d>(description: &'d str, name: &str) -> Option<&'d str> {
+    description
+        .split("; ")
+        .find_map(|part| part.strip_prefix(name)?.strip_prefix(": "))
+}
+
+const ERROR_TYPES: [ErrorType; 7] = [
+    ErrorType::InvalidRequest,
+    ErrorType::AuthenticationError,
+    ErrorType::InsufficientBalance,
+    ErrorType::ProcessorError,
+    ErrorType::RateLimit,
+    ErrorType::IdempotencyError,
+    ErrorType::ApiError,
+];
+
+fn wire_name(kind: ErrorType) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|name| name.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The error types a response's description names (`type: when; type: when`), or the one its
+/// status carries when it names none.
+fn types_named(description: &str, status: u16) -> Vec<ErrorType> {
+    let named: Vec<ErrorType> = ERROR_TYPES
+        .into_iter()
+        .filter(|kind| description.contains(&format!("{}:", wire_name(*kind))))
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    vec![match status {
+        401 => ErrorType::AuthenticationError,
+        429 => ErrorType::RateLimit,
+        500.. => ErrorType::ApiError,
+        _ => ErrorType::InvalidRequest,
+    }]
+}
+
+fn is_error_body(content: &Content) -> bool {
+    matches!(&content.schema, Some(RefOr::Ref(reference)) if reference.ref_location == error_body_ref())
+}
+
+fn error_body_ref() -> String {
+    Ref::from_schema_name("ErrorBody").ref_location
+}
+
+/// What an operation is about, for the messages of its examples: the kind of object its path
+/// names last, with an id of that kind, and the inputs it reads.
+struct About {
+    noun: &'static str,
+    id: String,
+    param: String,
+    body: bool,
+    limit: bool,
+}
+
+impl About {
+    fn of(path: &str, operation: &Operation) -> Self {
+        let segments: Vec<&str> = path.split('/').collect();
+        let last_param = segments
+            .iter()
+            .rposition(|segment| segment.starts_with('{'))
+            .map(|at| (at, segments[at].trim_matches(['{', '}'])));
+        let collection = last_param
+            .and_then(|(at, _)| at.checked_sub(1))
+            .map_or("customers", |at| segments[at]);
+        let (noun, prefix) = match collection {
+            "subscriptions" => ("subscription", "sub_"),
+            "plans" => ("plan", "plan_"),
+            "addons" => ("add-on", "addon_"),
+            "charges" => ("charge", "ch_"),
+            "refunds" => ("refund", "re_"),
+            "checkout-sessions" | "checkout" => ("checkout session", "cs_"),
+            "events" => ("event", "evt_"),
+            "webhook-endpoints" => ("webhook endpoint", "we_"),
+            "accounts" => ("account", "acct_"),
+            _ => ("customer", "cus_"),
+        };
+        let takes =
+            |name: &str| {
+                operation.parameters.iter().flatten().any(
+                    |parameter| matches!(parameter, RefOr::T(parameter) if parameter.name == name),
+                )
+            };
+        Self {
+            noun,
+            id: format!("{prefix}0193a1f7b2c37d5e8f6a7b8c9d0e1f2a"),
+            // Without an id in the path, the body names the object (`customer_id`).
+            param: last_param.map_or_else(|| "customer_id".to_owned(), |(_, name)| name.to_owned()),
+            body: operation.request_body.is_some(),
+            limit: takes("limit"),
+        }
+    }
+
+    /// The error this operation answers with `status` and `kind`, as the server words it.
+    fn error(&self, status: u16, kind: ErrorType) -> Option<ApiError> {
+        let code = StatusCode::from_u16(status).ok()?;
+        Some(match kind {
+            ErrorType::InvalidRequest => self.invalid(code),
+            ErrorType::AuthenticationError => ApiError::Authentication,
+            ErrorType::InsufficientBalance => ApiError::InsufficientBalance(
+                "The prepaid balance does not cover the fee of this charge.".into(),
+            ),
+            ErrorType::ProcessorError => {
+                ApiError::Processor("The payment processor rejected the charge (DECLINED).".into())
+            }
+            ErrorType::RateLimit => ApiError::RateLimited {
+                retry_after_secs: 12,
+            },
+            ErrorType::IdempotencyError if status == 409 => ApiError::Idempotency {
+                status: code,
+                message: "A request with this Idempotency-Key is still being processed; retry \
+                          after it finishes to get its response."
+                    .into(),
+            },
+            ErrorType::IdempotencyError => ApiError::Idempotency {
+                status: code,
+                message: "This Idempotency-Key was already used with a different request.".into(),
+            },
+            ErrorType::ApiError if status == 503 => ApiError::Unavailable {
+                retry_after_secs: 1,
+            },
+            ErrorType::ApiError => ApiError::Internal("example".into()),
+        })
+    }
+
+    /// An `invalid_request` with `status` about this operation's inputs or objects.
+    fn invalid(&self, status: StatusCode) -> ApiError {
+        let message = |text: &str| ApiError::invalid(status, text);
+        match status.as_u16() {
+            400 if self.body => {
+                message("Malformed JSON body: EOF while parsing an object at line 1 column 1")
+            }
+            400 if self.limit => message("limit must be between 1 and 100.").param("limit"),
+            404 => message(&format!("No {} with id `{}`.", self.noun, self.id)).param(&self.param),
+            409 if self.noun == "subscription" => message("The subscription is canceled."),
+            409 => message(
+                "The object changed while this request ran; nothing was changed. Try again.",
+            ),
+            413 => message("Request body too large."),
+            _ => message("The request is not valid for this object."),
+        }
+    }
 }
 
 fn error_body() -> Content {

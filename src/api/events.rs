@@ -57,6 +57,18 @@ impl ToSchema for EventOut {
 
 /// An event exactly as delivered to webhook endpoints.
 #[derive(ToSchema)]
+#[schema(examples(json!({
+    "id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+    "type": "charge.approved",
+    "created": "2026-12-02T14:30:00Z",
+    "data": {
+        "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+        "metadata": {"order": "A-1042"},
+        "charge_attempt_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+        "status": "APPROVED",
+        "amount_in_cents": 4990000
+    }
+})))]
 #[allow(dead_code)] // Describes what `actors::subscription` writes; never built.
 struct EventDoc {
     id: String,
@@ -64,6 +76,7 @@ struct EventDoc {
     #[schema(rename = "type", schema_with = schemas::event_type)]
     event_type: String,
     /// RFC 3339.
+    #[schema(format = DateTime)]
     created: String,
     data: EventData,
 }
@@ -140,6 +153,19 @@ async fn get_event(
 
 /// The deliveries a redelivery queued.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "event_id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+    "deliveries": [{
+        "id": "del_0193a1fb2c3d7e4f8a5b6c7d8e9f0a1b",
+        "endpoint_id": "we_0193a1f9c0d17e2f8a3b4c5d6e7f8a9b",
+        "event_id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+        "status": "pending",
+        "attempt_count": 0,
+        "next_attempt_at": "2026-11-24T09:15:42.318Z",
+        "created_at": "2026-11-24T09:15:42.318Z",
+        "attempts": []
+    }]
+})))]
 pub struct RedeliveryOut {
     pub event_id: String,
     pub deliveries: Vec<super::webhook_endpoints::DeliveryOut>,
@@ -175,12 +201,15 @@ async fn redeliver_event(
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"now": "2026-11-24T09:15:42.318Z"})))]
 pub struct ClockOut {
+    #[schema(format = DateTime)]
     pub now: String,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"seconds": 2592000})))]
 pub struct AdvanceIn {
     /// Seconds to move forward, > 0.
     #[schema(minimum = 1, maximum = 316_224_000)]

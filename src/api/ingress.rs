@@ -39,6 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"received": true, "first_delivery": true})))]
 pub struct IngressOut {
     pub received: bool,
     /// False when this event (by checksum) had already been received and applied.
@@ -47,10 +48,36 @@ pub struct IngressOut {
 
 /// Receives a processor event. No Bearer: the event's checksum authenticates it.
 #[utoipa::path(post, path = "/webhooks/processor/{developer_id}", tag = "processor",
-    security(()), request_body(content = Object, description = "A Wompi event, e.g. transaction.updated"),
+    security(()),
+    request_body(content = Object, description = "A Wompi event, e.g. transaction.updated", example = json!({
+        "event": "transaction.updated",
+        "data": {
+            "transaction": {
+                "id": "1234-1795944600-49201",
+                "amount_in_cents": 4990000,
+                "reference": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+                "customer_email": "ana.gomez@example.co",
+                "currency": "COP",
+                "payment_method_type": "CARD",
+                "redirect_url": null,
+                "status": "APPROVED",
+                "shipping_address": null,
+                "payment_link_id": null,
+                "payment_source_id": 18342
+            }
+        },
+        "environment": "test",
+        "signature": {
+            "properties": ["transaction.id", "transaction.status", "transaction.amount_in_cents"],
+            "checksum": "3476dda50470d3f5ac9b7a6b2b8b7e9bb1a0d4a8f2bd1f4cc1b1a2e8b5e4f0d7"
+        },
+        "timestamp": 1795944600,
+        "sent_at": "2026-11-29T09:30:00.000Z"
+    })),
     responses((status = 200, body = IngressOut), (status = 400, body = super::error::ErrorBody),
         (status = 401, body = super::error::ErrorBody), (status = 413, body = super::error::ErrorBody),
-        (status = 500, body = super::error::ErrorBody)))]
+        (status = 500, body = super::error::ErrorBody),
+        (status = 503, response = inline(super::error_responses::ShardMoving))))]
 async fn receive_processor_event(
     State(state): State<AppState>,
     Path(developer_id): Path<String>,

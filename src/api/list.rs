@@ -3,6 +3,7 @@
 use super::error::ApiError;
 use crate::store::{Page, PageRequest};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use utoipa::openapi::schema::{ArrayItems, Schema};
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 use utoipa::{IntoParams, ToSchema};
@@ -68,6 +69,54 @@ pub fn refer_to_items(openapi: &mut OpenApi) {
             && let Some(RefOr::T(Schema::Array(data))) = envelope.properties.get_mut("data")
         {
             data.items = ArrayItems::RefOrSchema(Box::new(Ref::from_schema_name(item).into()));
+        }
+    }
+}
+
+/// Gives every list schema of the document (`ListOut_<item>`) an example: a page holding its
+/// item's example, with more to come after it.
+pub fn exemplify(openapi: &mut OpenApi) {
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    let items: Vec<(String, Value)> = components
+        .schemas
+        .iter()
+        .filter(|(name, _)| name.starts_with("ListOut_"))
+        .filter_map(|(name, schema)| {
+            let RefOr::T(Schema::Object(list)) = schema else {
+                return None;
+            };
+            let Some(RefOr::T(Schema::Array(data))) = list.properties.get("data") else {
+                return None;
+            };
+            let item = match &data.items {
+                ArrayItems::RefOrSchema(item) => match item.as_ref() {
+                    RefOr::T(Schema::Object(item)) => item.examples.first().cloned(),
+                    RefOr::Ref(reference) => {
+                        let name = reference.ref_location.rsplit('/').next()?;
+                        match components.schemas.get(name)? {
+                            RefOr::T(Schema::Object(item)) => item.examples.first().cloned(),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                },
+                ArrayItems::False => None,
+            }?;
+            Some((name.clone(), item))
+        })
+        .collect();
+    for (name, item) in items {
+        if let Some(RefOr::T(Schema::Object(list))) = components.schemas.get_mut(&name)
+            && list.examples.is_empty()
+        {
+            let cursor = item.get("id").cloned().unwrap_or(Value::Null);
+            list.examples = vec![json!({
+                "data": [item],
+                "has_more": !cursor.is_null(),
+                "next_cursor": cursor,
+            })];
         }
     }
 }

@@ -163,12 +163,16 @@ pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
     openapi
 }
 
-/// What the whole document needs once every route is in it.
+/// What the whole document gets once every group is in: descriptions on every response, no
+/// credential asked where none is read, list items and enumerations referred to by name, and
+/// examples on every list and error response.
 fn finish(openapi: &mut utoipa::openapi::OpenApi) {
     error_responses::describe(openapi);
     error_responses::lift_empty_security(openapi);
     list::refer_to_items(openapi);
     schemas::add_enumerations(openapi);
+    error_responses::exemplify(openapi);
+    list::exemplify(openapi);
 }
 
 async fn unknown_path(request: Request) -> ApiError {

@@ -7,7 +7,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::list::{ListOut, ListQuery};
 use super::payment_source::{SourceFields, SourceRequest};
-use super::schemas::{blank, constrain, not_blank, null};
+use super::schemas::{blank, constrain, not_blank, null, one_of_values};
 use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::ids::PaymentMethodId;
@@ -34,10 +34,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 fn one_shape() -> Schema {
     let token = |kinds: &[serde_json::Value], token: &str, other: &str| {
         let mut shape = ObjectBuilder::new()
-            .property(
-                "type",
-                ObjectBuilder::new().enum_values(Some(kinds.iter().cloned())),
-            )
+            .property("type", one_of_values(kinds.iter().cloned()))
             .property(token, not_blank())
             .property(other, blank())
             .property("acceptance_token", not_blank())
@@ -74,6 +71,12 @@ fn one_shape() -> Schema {
 /// A card or Nequi token with both acceptances, or an existing payment source id.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "type": "card",
+    "card_token": "tok_test_41978_b6E1a0b3C7f2d9E4A8c5F0e1B2d3C4a5",
+    "acceptance_token": "eyJhbGciOiJIUzI1NiJ9.eyJjb250cmFjdF9pZCI6MSwicGVybWFsaW5rIjoiaHR0cHM6Ly93b21waS5jb20vYWNlcHRhY2lvbiJ9.Kq3c",
+    "accept_personal_auth": "eyJhbGciOiJIUzI1NiJ9.eyJjb250cmFjdF9pZCI6MiwicGVybWFsaW5rIjoiaHR0cHM6Ly93b21waS5jb20vZGF0b3MifQ.Zm8w"
+})))]
 pub struct PaymentMethodIn {
     /// `card` (the default, with `card_token`) or `nequi` (with `nequi_token`).
     #[serde(rename = "type")]
@@ -93,6 +96,15 @@ pub struct PaymentMethodIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "type": "card",
+    "brand": "VISA",
+    "last4": "4242",
+    "processor_payment_source_id": 18342,
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct PaymentMethodOut {
     pub id: String,
     pub customer_id: String,
@@ -103,6 +115,7 @@ pub struct PaymentMethodOut {
     /// The last four digits of the card, or of the Nequi phone number.
     pub last4: Option<String>,
     pub processor_payment_source_id: i64,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 

@@ -18,19 +18,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"status": "ready"})))]
 pub struct ProbeOut {
     pub status: &'static str,
 }
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "probes", responses((status = 200, body = ProbeOut)))]
+#[utoipa::path(get, path = "/healthz", tag = "probes", responses((status = 200, body = ProbeOut, example = json!({"status": "ok"}))))]
 async fn healthz() -> Json<ProbeOut> {
     Json(ProbeOut { status: "ok" })
 }
 
 /// The database answers and every actor has been recovered.
 #[utoipa::path(get, path = "/readyz", tag = "probes",
-    responses((status = 200, body = ProbeOut), (status = 503, body = ProbeOut)))]
+    responses((status = 200, body = ProbeOut, example = json!({"status": "ready"})),
+        (status = 503, body = ProbeOut, example = json!({"status": "starting"}))))]
 async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<ProbeOut>) {
     if !state.ready.load(Ordering::Acquire) {
         return (
@@ -54,7 +56,9 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<ProbeOut>) {
 
 /// Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "probes",
-    responses((status = 200, content_type = "text/plain", body = String)))]
+    responses((status = 200, content_type = "text/plain", body = String, example = json!(
+        "# TYPE http_requests_total counter\nhttp_requests_total{method=\"GET\",route=\"/v1/subscriptions/{id}\",status=\"200\"} 1027\n"
+    ))))]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -195,6 +195,15 @@ fn event_type_list(nullable: bool) -> Array {
         .build()
 }
 
+/// One of `values`, whatever their JSON type (a schema with no `type`: `ObjectBuilder` alone
+/// would make it an object, which no such value is).
+pub fn one_of_values<V: Into<Value>>(values: impl IntoIterator<Item = V>) -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::AnyValue)
+        .enum_values(Some(values.into_iter().map(Into::into)))
+        .build()
+}
+
 /// Makes the body schema `name` require exactly one of two optional fields, each given as its
 /// name and the JSON type it has when sent (null counts as not sent).
 pub fn require_one_of(openapi: &mut OpenApi, name: &str, fields: [(&str, Type); 2]) {
@@ -212,15 +221,21 @@ pub fn require_one_of(openapi: &mut OpenApi, name: &str, fields: [(&str, Type); 
 }
 
 /// Adds a rule across fields to the body schema `name`, which its derive cannot say: the body
-/// must match both the derived schema and `rule`.
+/// must match both the derived schema and `rule`. The derived schema's examples move up to the
+/// whole, so that they are read (and checked) against the rule too.
 pub fn constrain(openapi: &mut OpenApi, name: &str, rule: Schema) {
     let Some(components) = openapi.components.as_mut() else {
         return;
     };
-    let Some(body) = components.schemas.remove(name) else {
+    let Some(mut body) = components.schemas.remove(name) else {
         return;
     };
-    let schema = AllOfBuilder::new().item(body).item(rule).build();
+    let examples = match &mut body {
+        RefOr::T(Schema::Object(object)) => std::mem::take(&mut object.examples),
+        _ => Vec::new(),
+    };
+    let mut schema = AllOfBuilder::new().item(body).item(rule).build();
+    schema.examples = examples;
     components
         .schemas
         .insert(name.to_owned(), RefOr::T(Schema::AllOf(schema)));

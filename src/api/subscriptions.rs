@@ -3,6 +3,7 @@
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::error_responses::ShardMoving;
 use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use super::list::{ListOut, page_request};
 use super::state::AppState;
@@ -39,6 +40,22 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "status": "active",
+    "cycle": "monthly",
+    "current_period_start": "2026-11-02T14:30:00Z",
+    "current_period_end": "2026-12-02T14:30:00Z",
+    "next_charge_date": "2026-12-02T14:30:00Z",
+    "default_payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
+    "trial_end": null,
+    "cancel_at_period_end": false,
+    "failed_attempts": 0,
+    "created_at": "2026-11-02T14:30:00Z",
+    "metadata": {"order": "A-1042"}
+})))]
 pub struct SubscriptionOut {
     pub id: String,
     pub customer_id: String,
@@ -47,13 +64,18 @@ pub struct SubscriptionOut {
     pub status: String,
     #[schema(schema_with = super::schemas::cycle)]
     pub cycle: String,
+    #[schema(format = DateTime)]
     pub current_period_start: String,
+    #[schema(format = DateTime)]
     pub current_period_end: String,
+    #[schema(format = DateTime)]
     pub next_charge_date: String,
     pub default_payment_method_id: String,
+    #[schema(format = DateTime)]
     pub trial_end: Option<String>,
     pub cancel_at_period_end: bool,
     pub failed_attempts: i32,
+    #[schema(format = DateTime)]
     pub created_at: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
@@ -83,6 +105,14 @@ impl From<Subscription> for SubscriptionOut {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "cycle": "monthly",
+    "payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
+    "trial_days": 14,
+    "metadata": {"order": "A-1042"}
+})))]
 pub struct SubscriptionIn {
     pub customer_id: String,
     pub plan_id: String,
@@ -252,6 +282,7 @@ async fn get_subscription(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"default_payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f"})))]
 pub struct SubscriptionPatch {
     /// A payment method of the same customer; used from the next charge.
     pub default_payment_method_id: String,
@@ -259,7 +290,7 @@ pub struct SubscriptionPatch {
 
 /// Change the card used from the next charge.
 #[utoipa::path(patch, path = "/v1/subscriptions/{id}", tag = "subscriptions", request_body = SubscriptionPatch,
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn update_subscription(
     State(state): State<AppState>,
     caller: Caller,
@@ -291,6 +322,7 @@ async fn update_subscription(
 
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"at_period_end": true})))]
 pub struct CancelIn {
     /// Default true.
     pub at_period_end: Option<bool>,
@@ -298,7 +330,7 @@ pub struct CancelIn {
 
 /// Cancel now (`at_period_end: false`) or at the end of the period (default).
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/cancel", tag = "subscriptions", request_body = CancelIn,
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn cancel_subscription(
     State(state): State<AppState>,
     caller: Caller,
@@ -318,7 +350,7 @@ async fn cancel_subscription(
 
 /// Pause: no charge and no renewal until resumed.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/pause", tag = "subscriptions",
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn pause_subscription(
     State(state): State<AppState>,
     caller: Caller,
@@ -334,7 +366,7 @@ async fn pause_subscription(
 
 /// Resume a paused subscription.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/resume", tag = "subscriptions",
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn resume_subscription(
     State(state): State<AppState>,
     caller: Caller,
@@ -350,6 +382,7 @@ async fn resume_subscription(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"plan_id": "plan_0193a1f3b1c27d3e8f0a1b2c3d4e5f6a", "cycle": "annual", "prorate": true})))]
 pub struct ChangePlanIn {
     pub plan_id: String,
     #[schema(schema_with = super::schemas::optional_cycle)]
@@ -364,7 +397,9 @@ pub struct ChangePlanIn {
 /// if the charge is later approved.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/change-plan", tag = "subscriptions", request_body = ChangePlanIn,
     responses((status = 200, body = SubscriptionOut), (status = 202, body = SubscriptionOut, description = "the upgrade's charge is still pending"),
-        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "insufficient_balance: the prepaid balance does not cover the fee of the proration; processor_error: the processor declined it, nothing changed"),
+        (status = 503, response = inline(ShardMoving))))]
 async fn change_plan(
     State(state): State<AppState>,
     caller: Caller,
@@ -383,11 +418,13 @@ async fn change_plan(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"plan_id": "plan_0193a1f3b1c27d3e8f0a1b2c3d4e5f6a"})))]
 pub struct PreviewIn {
     pub plan_id: String,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"prorated_amount_cents": 2495000, "immediate_charge": true})))]
 pub struct PreviewOut {
     pub prorated_amount_cents: i64,
     pub immediate_charge: bool,
@@ -395,7 +432,7 @@ pub struct PreviewOut {
 
 /// What change-plan would charge now, for the current cycle. Changes nothing.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/change-plan/preview", tag = "subscriptions", request_body = PreviewIn,
-    responses((status = 200, body = PreviewOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = PreviewOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn preview_change_plan(
     State(state): State<AppState>,
     caller: Caller,
@@ -414,23 +451,38 @@ async fn preview_change_plan(
     }))
 }
 
+/// A charge attempt as charge-now answers it.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ManualChargeOut)]
+#[schema(examples(json!({
+    "id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "amount_in_cents": 4990000,
+    "status": "approved",
+    "processor_status": "APPROVED",
+    "processor_transaction_id": "1234-1764581400-49201",
+    "reference": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "created_at": "2026-11-24T09:15:42.318Z"
+})))]
 pub struct ChargeOut {
     pub id: String,
     pub subscription_id: Option<String>,
     pub amount_in_cents: i64,
     /// pending, approved, declined, error, voided.
+    #[schema(schema_with = super::schemas::charge_status)]
     pub status: String,
     pub processor_status: Option<String>,
     pub processor_transaction_id: Option<String>,
     pub reference: String,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
 /// Force a charge attempt now and wait (up to 10 s) for its outcome.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/charge-now", tag = "subscriptions",
     responses((status = 200, body = ChargeOut), (status = 202, body = ChargeOut, description = "still pending"),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "insufficient_balance: the prepaid balance does not cover the fee; processor_error: the processor declined the charge"), (status = 503, response = inline(ShardMoving))))]
 async fn charge_now(
     State(state): State<AppState>,
     caller: Caller,
@@ -465,6 +517,7 @@ async fn charge_now(
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"addon_id": "addon_0193a1f3e7d87b1a9c2d3e4f5a6b7c8d", "prorate": true})))]
 pub struct AttachAddonIn {
     pub addon_id: String,
     /// Default true.
@@ -475,7 +528,9 @@ pub struct AttachAddonIn {
 /// charged at once and the add-on is attached when the charge is approved, as change-plan.
 #[utoipa::path(post, path = "/v1/subscriptions/{id}/addons", tag = "subscriptions", request_body = AttachAddonIn,
     responses((status = 200, body = SubscriptionOut), (status = 202, body = SubscriptionOut, description = "the proration's charge is still pending"),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "invalid_request: the add-on is deactivated; insufficient_balance: the prepaid balance does not cover the fee of the proration; processor_error: the processor declined it, nothing changed"),
+        (status = 503, response = inline(ShardMoving))))]
 async fn attach_addon(
     State(state): State<AppState>,
     caller: Caller,
@@ -542,7 +597,7 @@ async fn action_after_charge(
 
 /// Detach an add-on: it stops billing from the next period.
 #[utoipa::path(delete, path = "/v1/subscriptions/{id}/addons/{addon_id}", tag = "subscriptions",
-    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
 async fn detach_addon(
     State(state): State<AppState>,
     caller: Caller,

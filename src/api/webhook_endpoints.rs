@@ -37,6 +37,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "url": "https://shop.example.co/webhooks/billing",
+    "events": ["charge.approved", "charge.declined", "subscription.canceled"]
+})))]
 pub struct EndpointIn {
     /// An http(s) URL.
     #[schema(schema_with = super::schemas::web_url)]
@@ -48,6 +52,7 @@ pub struct EndpointIn {
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"events": ["*"], "active": true})))]
 pub struct EndpointPatchIn {
     #[schema(schema_with = super::schemas::optional_web_url)]
     pub url: Option<String>,
@@ -58,6 +63,14 @@ pub struct EndpointPatchIn {
 
 /// `Debug` leaves the secret out (see the impl at the end of the file).
 #[derive(Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "we_0193a1f9c0d17e2f8a3b4c5d6e7f8a9b",
+    "url": "https://shop.example.co/webhooks/billing",
+    "events": ["charge.approved", "charge.declined", "subscription.canceled"],
+    "active": true,
+    "secret": "whsec_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX",
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
 pub struct EndpointOut {
     pub id: String,
     pub url: String,
@@ -66,6 +79,7 @@ pub struct EndpointOut {
     /// Only in the creation response.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
 }
 
@@ -83,6 +97,7 @@ impl From<WebhookEndpoint> for EndpointOut {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"id": "we_0193a1f9c0d17e2f8a3b4c5d6e7f8a9b", "deleted": true})))]
 pub struct DeletedOut {
     pub id: String,
     pub deleted: bool,
@@ -90,7 +105,9 @@ pub struct DeletedOut {
 
 /// One attempt of a delivery.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({"attempted_at": "2026-11-24T09:15:42.318Z", "status_code": 500, "latency_ms": 212, "error": null})))]
 pub struct AttemptOut {
+    #[schema(format = DateTime)]
     pub attempted_at: String,
     /// The receiver's HTTP status, null when none came (timeout, refused connection).
     pub status_code: Option<i32>,
@@ -100,6 +117,16 @@ pub struct AttemptOut {
 
 /// One event's delivery to one endpoint, with every attempt so far.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "del_0193a1fb2c3d7e4f8a5b6c7d8e9f0a1b",
+    "endpoint_id": "we_0193a1f9c0d17e2f8a3b4c5d6e7f8a9b",
+    "event_id": "evt_0193a1fa1b2c7d3e8f4a5b6c7d8e9f0a",
+    "status": "pending",
+    "attempt_count": 1,
+    "next_attempt_at": "2026-11-24T09:16:42.530Z",
+    "created_at": "2026-11-24T09:15:42.318Z",
+    "attempts": [{"attempted_at": "2026-11-24T09:15:42.318Z", "status_code": 500, "latency_ms": 212, "error": null}]
+})))]
 pub struct DeliveryOut {
     pub id: String,
     pub endpoint_id: String,
@@ -108,7 +135,9 @@ pub struct DeliveryOut {
     pub status: String,
     pub attempt_count: i32,
     /// When the next attempt is due (account clock); null once delivered or failed.
+    #[schema(format = DateTime)]
     pub next_attempt_at: Option<String>,
+    #[schema(format = DateTime)]
     pub created_at: String,
     pub attempts: Vec<AttemptOut>,
 }

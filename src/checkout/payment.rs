@@ -51,6 +51,14 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// the Nequi app, with both documents the customer accepted on the page.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "type": "card",
+    "card_token": "tok_test_41978_b6E1a0b3C7f2d9E4A8c5F0e1B2d3C4a5",
+    "acceptance_token": "eyJhbGciOiJIUzI1NiJ9.eyJjb250cmFjdF9pZCI6MSwicGVybWFsaW5rIjoiaHR0cHM6Ly93b21waS5jb20vYWNlcHRhY2lvbiJ9.Kq3c",
+    "accept_personal_auth": "eyJhbGciOiJIUzI1NiJ9.eyJjb250cmFjdF9pZCI6MiwicGVybWFsaW5rIjoiaHR0cHM6Ly93b21waS5jb20vZGF0b3MifQ.Zm8w",
+    "customer_name": "Ana Gómez",
+    "customer_email": "ana.gomez@example.co"
+})))]
 pub struct CompleteIn {
     /// `card` (the default, with `card_token`) or `nequi` (with `nequi_token`).
     #[serde(rename = "type")]
@@ -73,6 +81,18 @@ pub struct CompleteIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "status": "APPROVED",
+    "customer_email": "ana.gomez@example.co",
+    "customer_name": "Ana Gómez",
+    "plan_name": "Plan Pro",
+    "amount_in_cents": 4990000,
+    "currency": "COP",
+    "payment_method_type": "card",
+    "card_brand": "VISA",
+    "card_last4": "4242",
+    "nequi_phone_last4": null
+})))]
 pub struct SummaryOut {
     /// The processor's status of the payment: APPROVED.
     pub status: String,
@@ -92,6 +112,23 @@ pub struct SummaryOut {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "status": "complete",
+    "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "redirect_url": "https://shop.example.co/gracias?subscription_id=sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a&status=APPROVED&amount_in_cents=4990000&currency=COP",
+    "summary": {
+        "status": "APPROVED",
+        "customer_email": "ana.gomez@example.co",
+        "customer_name": "Ana Gómez",
+        "plan_name": "Plan Pro",
+        "amount_in_cents": 4990000,
+        "currency": "COP",
+        "payment_method_type": "card",
+        "card_brand": "VISA",
+        "card_last4": "4242",
+        "nequi_phone_last4": null
+    }
+})))]
 pub struct CompleteOut {
     /// The session's status: `complete`, or `open` (202) while the processor has not answered.
     pub status: String,

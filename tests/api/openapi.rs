@@ -5,13 +5,16 @@
 
 use crate::common::{TestApp, read};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 crate::db_tests!(
     openapi_covers_every_route,
     every_list_documents_the_limits_it_enforces,
     delete_on_a_plan_is_a_405_that_is_no_operation,
     whole_number_floats_are_integers_and_arrays_are_no_bodies,
+    every_body_has_an_example_that_fits_its_schema,
+    timestamps_are_date_times,
+    operations_on_a_subscriptions_actor_document_the_503_of_a_moving_shard,
 );
 
 /// Every route of the service, as (method, path template).
@@ -255,4 +258,291 @@ async fn whole_number_floats_are_integers_and_arrays_are_no_bodies(app: TestApp)
     let (status, body) = read(response).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["type"], "invalid_request");
+}
+
+/// Every request body and every response body carries an example, on its media type or on its
+/// schema (or the component that schema refers to), and every example in the document, on a
+/// media type or on a schema at any depth, validates against the schema it illustrates:
+/// enums, patterns, bounds, formats, required fields, `additionalProperties: false`.
+async fn every_body_has_an_example_that_fits_its_schema(app: TestApp) {
+    let doc = document(&app).await;
+    let mut missing = Vec::new();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (path, method, operation) in operations(&doc) {
+        let request = operation["requestBody"]["content"].as_object();
+        let mut bodies: Vec<(String, &Value)> = request
+            .into_iter()
+            .flatten()
+            .map(|(media, content)| (format!("request {media}"), content))
+            .collect();
+        for (status, response) in operation["responses"].as_object().into_iter().flatten() {
+            let response = resolve(&doc, response);
+            for (media, content) in response["content"].as_object().into_iter().flatten() {
+                bodies.push((format!("{status} {media}"), content));
+            }
+        }
+        for (place, content) in bodies {
+            let here = format!("{method} {path} {place}");
+            let examples = media_examples(content);
+            if examples.is_empty() && schema_examples(resolve(&doc, &content["schema"])).is_empty()
+            {
+                missing.push(here);
+                continue;
+            }
+            for (name, example) in examples {
+                checked += 1;
+                check(
+                    &doc,
+                    &content["schema"],
+                    example,
+                    &format!("{here} ({name})"),
+                    &mut wrong,
+                );
+            }
+        }
+    }
+    for_each_schema(&doc, &mut |at, schema| {
+        for example in schema_examples(schema) {
+            checked += 1;
+            check(&doc, schema, example, at, &mut wrong);
+        }
+    });
+    assert!(missing.is_empty(), "no example: {missing:#?}");
+    assert!(
+        wrong.is_empty(),
+        "examples that do not fit their schema: {wrong:#?}"
+    );
+    assert!(checked > 100, "{checked} examples");
+
+    // The check catches a wrong example: a subscription with a status it cannot have.
+    let mut example = schema_examples(&doc["components"]["schemas"]["SubscriptionOut"])[0].clone();
+    example["status"] = json!("suspended");
+    let mut errors = Vec::new();
+    let schema = json!({"$ref": "#/components/schemas/SubscriptionOut"});
+    check(&doc, &schema, &example, "altered", &mut errors);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+}
+
+/// A timestamp in any schema of the document is a `date-time` string: every string property
+/// named `*_at`, `*_period_start`, `*_period_end`, `*_date`, `*_end` or `created`.
+async fn timestamps_are_date_times(app: TestApp) {
+    let doc = document(&app).await;
+    let mut plain = Vec::new();
+    let mut timestamps = 0;
+    for_each_schema(&doc, &mut |at, schema| {
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            let timestamp = name.ends_with("_at")
+                || name.ends_with("period_start")
+                || name.ends_with("period_end")
+                || name.ends_with("_date")
+                || name.ends_with("_end")
+                || name == "created";
+            let types = match &property["type"] {
+                Value::Array(types) => types.clone(),
+                other => vec![other.clone()],
+            };
+            if !timestamp || !types.contains(&json!("string")) {
+                continue;
+            }
+            timestamps += 1;
+            if property["format"] != "date-time" {
+                plain.push(format!("{at}/properties/{name}"));
+            }
+        }
+    });
+    assert!(
+        plain.is_empty(),
+        "timestamps without format date-time: {plain:#?}"
+    );
+    assert!(timestamps > 20, "{timestamps} timestamps");
+}
+
+/// The operations that act on a subscription through its actor answer 503 with `Retry-After`
+/// while the subscription's shard moves between nodes (nothing was done); the document says so.
+async fn operations_on_a_subscriptions_actor_document_the_503_of_a_moving_shard(app: TestApp) {
+    let doc = document(&app).await;
+    let acting = [
+        ("patch", "/v1/subscriptions/{id}"),
+        ("post", "/v1/subscriptions/{id}/cancel"),
+        ("post", "/v1/subscriptions/{id}/pause"),
+        ("post", "/v1/subscriptions/{id}/resume"),
+        ("post", "/v1/subscriptions/{id}/change-plan"),
+        ("post", "/v1/subscriptions/{id}/change-plan/preview"),
+        ("post", "/v1/subscriptions/{id}/charge-now"),
+        ("post", "/v1/subscriptions/{id}/addons"),
+        ("delete", "/v1/subscriptions/{id}/addons/{addon_id}"),
+        ("post", "/webhooks/processor/{developer_id}"),
+    ];
+    for (method, path) in acting {
+        let unavailable = resolve(&doc, &doc["paths"][path][method]["responses"]["503"]);
+        let here = format!("{method} {path}");
+        assert!(
+            unavailable["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("shard is moving between nodes")),
+            "{here}: {unavailable}"
+        );
+        let content = &unavailable["content"]["application/json"];
+        assert_eq!(
+            content["schema"]["$ref"], "#/components/schemas/ErrorBody",
+            "{here}"
+        );
+        let examples = media_examples(content);
+        assert!(!examples.is_empty(), "{here}");
+        for (_, example) in examples {
+            assert_eq!(example["error"]["type"], "api_error", "{here}");
+        }
+        let retry_after = &unavailable["headers"]["Retry-After"]["schema"];
+        assert_eq!(retry_after["type"], "integer", "{here}");
+    }
+    // No other operation answers it.
+    for (path, method, operation) in operations(&doc) {
+        if !acting.contains(&(method, path)) && path != "/readyz" {
+            assert!(operation["responses"]["503"].is_null(), "{method} {path}");
+        }
+    }
+}
+
+fn operations(doc: &Value) -> impl Iterator<Item = (&str, &str, &Value)> {
+    doc["paths"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(method, _)| {
+                    ["get", "put", "post", "patch", "delete"].contains(&method.as_str())
+                })
+                .map(move |(method, operation)| (path.as_str(), method.as_str(), operation))
+        })
+}
+
+/// `value`, or what its `$ref` points at within `doc`.
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value["$ref"].as_str().and_then(|r| r.strip_prefix('#')) {
+        Some(pointer) => doc.pointer(pointer).unwrap_or(&Value::Null),
+        None => value,
+    }
+}
+
+/// The examples a media type gives: `example`, and the values of `examples`.
+fn media_examples(content: &Value) -> Vec<(String, &Value)> {
+    let single = content
+        .get("example")
+        .map(|example| ("example".to_owned(), example));
+    let named = content["examples"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, example)| Some((name.clone(), example.get("value")?)));
+    single.into_iter().chain(named).collect()
+}
+
+/// The examples a schema object gives (`examples`, or the older `example`).
+fn schema_examples(schema: &Value) -> Vec<&Value> {
+    let list = schema["examples"].as_array().into_iter().flatten();
+    list.chain(schema.get("example")).collect()
+}
+
+/// Calls `visit` with every schema object of the document (components, parameters, bodies,
+/// headers) and every schema nested in one, with where it is.
+fn for_each_schema(doc: &Value, visit: &mut dyn FnMut(&str, &Value)) {
+    for (name, schema) in doc["components"]["schemas"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        walk(&format!("#/components/schemas/{name}"), schema, visit);
+    }
+    for (path, method, operation) in operations(doc) {
+        let at = format!("{method} {path}");
+        for parameter in operation["parameters"].as_array().into_iter().flatten() {
+            walk(
+                &format!("{at} {}", parameter["name"]),
+                &parameter["schema"],
+                visit,
+            );
+        }
+        let request = operation["requestBody"]["content"].as_object();
+        for (media, content) in request.into_iter().flatten() {
+            walk(&format!("{at} request {media}"), &content["schema"], visit);
+        }
+        for (status, response) in operation["responses"].as_object().into_iter().flatten() {
+            for (media, content) in response["content"].as_object().into_iter().flatten() {
+                walk(&format!("{at} {status} {media}"), &content["schema"], visit);
+            }
+            for (name, header) in response["headers"].as_object().into_iter().flatten() {
+                walk(&format!("{at} {status} {name}"), &header["schema"], visit);
+            }
+        }
+    }
+}
+
+fn walk(at: &str, schema: &Value, visit: &mut dyn FnMut(&str, &Value)) {
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    visit(at, schema);
+    let map = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+    };
+    for (name, property) in map("properties") {
+        walk(&format!("{at}/properties/{name}"), property, visit);
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(inner) = object.get(key) {
+            walk(&format!("{at}/{key}"), inner, visit);
+        }
+    }
+    for key in ["allOf", "oneOf", "anyOf", "prefixItems"] {
+        let list = object
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        for (index, inner) in list.enumerate() {
+            walk(&format!("{at}/{key}/{index}"), inner, visit);
+        }
+    }
+}
+
+/// Validates `example` against `schema` (draft 2020-12, formats asserted), resolving `$ref`s
+/// into the document's components; a failure is pushed onto `wrong`.
+fn check(doc: &Value, schema: &Value, example: &Value, at: &str, wrong: &mut Vec<String>) {
+    let mut root = Map::new();
+    root.insert(
+        "$schema".into(),
+        json!("https://json-schema.org/draft/2020-12/schema"),
+    );
+    if let Some(object) = schema.as_object() {
+        root.extend(object.clone());
+    } else {
+        wrong.push(format!("{at}: the schema is not an object: {schema}"));
+        return;
+    }
+    root.insert("components".into(), doc["components"].clone());
+    let validator = match jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&Value::Object(root))
+    {
+        Ok(validator) => validator,
+        Err(err) => {
+            wrong.push(format!("{at}: the schema does not compile: {err}"));
+            return;
+        }
+    };
+    let errors: Vec<String> = validator
+        .iter_errors(example)
+        .map(|err| format!("{} at {}", err, err.instance_path()))
+        .collect();
+    if !errors.is_empty() {
+        wrong.push(format!("{at}: {example} — {}", errors.join("; ")));
+    }
 }
