@@ -292,19 +292,7 @@ async fn shop(
         row.processor_integrity_secret.clone(),
     )?;
     let client = ProcessorClient::new()?;
-    let acceptance = client.acceptance_tokens(&creds).await?;
-    let token = client
-        .tokenize_card(
-            &creds,
-            &CardDetails {
-                number: "4242424242424242".into(),
-                cvc: "123".into(),
-                exp_month: "08".into(),
-                exp_year: "30".into(),
-                card_holder: "Bench".into(),
-            },
-        )
-        .await?;
+    let (acceptance, token) = approved_card(&client, &creds).await?;
     let method = call(
         http,
         http.post(format!("{base}/v1/customers/{customer}/payment-methods"))
@@ -322,6 +310,26 @@ async fn shop(
         plan: plan["id"].as_str().context("id")?.to_owned(),
         method: method["id"].as_str().context("id")?.to_owned(),
     })
+}
+
+/// The processor's acceptance tokens and a token of the card it approves, as a browser would
+/// get them.
+async fn approved_card(
+    client: &ProcessorClient,
+    creds: &ProcessorCredentials,
+) -> anyhow::Result<(
+    crate::processor::client::AcceptanceTokens,
+    crate::processor::client::CardToken,
+)> {
+    let acceptance = client.acceptance_tokens(creds).await?;
+    let card = CardDetails {
+        number: "4242424242424242".into(),
+        cvc: "123".into(),
+        exp_month: "08".into(),
+        exp_year: "30".into(),
+        card_holder: "Bench".into(),
+    };
+    Ok((acceptance, client.tokenize_card(creds, &card).await?))
 }
 
 fn seeded(shop: &Shop, now: i64) -> Subscription {
@@ -712,19 +720,7 @@ async fn round_trips(n: usize) -> anyhow::Result<Duration> {
         key("integrity_secret")?,
     )?;
     let client = ProcessorClient::new()?;
-    let acceptance = client.acceptance_tokens(&creds).await?;
-    let token = client
-        .tokenize_card(
-            &creds,
-            &CardDetails {
-                number: "4242424242424242".into(),
-                cvc: "123".into(),
-                exp_month: "08".into(),
-                exp_year: "30".into(),
-                card_holder: "Bench".into(),
-            },
-        )
-        .await?;
+    let (acceptance, token) = approved_card(&client, &creds).await?;
     let source = client
         .create_payment_source(
             &creds,
