@@ -820,3 +820,60 @@ async fn rows(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<Dura
     store.write_renewal_rows(&renewals, 500, now).await?;
     Ok(started.elapsed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str = "sqlite://billing.db";
+
+    #[test]
+    fn the_default_url_makes_a_new_file_under_the_directory() {
+        let dir = std::env::temp_dir().join(format!("bench-{}", uuid::Uuid::new_v4().simple()));
+        let BenchDatabase::Sqlite(path) = BenchDatabase::from_url(DEFAULT, DEFAULT, &dir).unwrap()
+        else {
+            panic!("SQLite expected");
+        };
+        assert!(path.starts_with(&dir) && !path.exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_existing_sqlite_file_is_never_used() {
+        let file = std::env::temp_dir().join(format!("bench-{}.db", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&file, b"someone's data").unwrap();
+        let url = format!("sqlite://{}", file.display());
+        let refused = BenchDatabase::from_url(&url, DEFAULT, std::path::Path::new("unused"));
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"someone's data");
+        std::fs::remove_file(&file).unwrap();
+        let fresh = BenchDatabase::from_url(&url, DEFAULT, std::path::Path::new("unused"));
+        assert!(matches!(fresh, Ok(BenchDatabase::Sqlite(path)) if path == file));
+    }
+
+    #[test]
+    fn a_postgres_url_is_a_schema_of_that_database() {
+        let url = "postgres://postgres@127.0.0.1:5432/postgres";
+        assert!(matches!(
+            BenchDatabase::from_url(url, DEFAULT, std::path::Path::new("unused")),
+            Ok(BenchDatabase::Postgres(named)) if named == url
+        ));
+    }
+
+    #[test]
+    fn process_cpu_grows_with_work() {
+        let before = process_cpu();
+        let started = Instant::now();
+        let mut x = 0u64;
+        // Busy until the kernel has counted some of it (ticks of 10 ms), within a bound.
+        while process_cpu() <= before {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no CPU counted for 20 s of work"
+            );
+            for _ in 0..1_000_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        }
+    }
+}
