@@ -830,7 +830,8 @@ mod tests {
     #[test]
     fn the_default_url_makes_a_new_file_under_the_directory() {
         let dir = std::env::temp_dir().join(format!("bench-{}", uuid::Uuid::new_v4().simple()));
-        let BenchDatabase::Sqlite(path) = BenchDatabase::from_url(DEFAULT, DEFAULT, &dir).unwrap()
+        let BenchDatabase::Sqlite(path) =
+            BenchDatabase::from_url(DEFAULT, DEFAULT, &dir).expect("test setup")
         else {
             panic!("SQLite expected");
         };
@@ -841,12 +842,12 @@ mod tests {
     #[test]
     fn an_existing_sqlite_file_is_never_used() {
         let file = std::env::temp_dir().join(format!("bench-{}.db", uuid::Uuid::new_v4().simple()));
-        std::fs::write(&file, b"someone's data").unwrap();
+        std::fs::write(&file, b"someone's data").expect("test setup");
         let url = format!("sqlite://{}", file.display());
         let refused = BenchDatabase::from_url(&url, DEFAULT, std::path::Path::new("unused"));
         assert!(refused.is_err(), "{refused:?}");
-        assert_eq!(std::fs::read(&file).unwrap(), b"someone's data");
-        std::fs::remove_file(&file).unwrap();
+        assert_eq!(std::fs::read(&file).expect("test setup"), b"someone's data");
+        std::fs::remove_file(&file).expect("test setup");
         let fresh = BenchDatabase::from_url(&url, DEFAULT, std::path::Path::new("unused"));
         assert!(matches!(fresh, Ok(BenchDatabase::Sqlite(path)) if path == file));
     }
