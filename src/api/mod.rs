@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -104,7 +104,14 @@ pub fn app(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             ApiError::Internal("handler panicked".into()).into_response()
         }))
-        .layer(TraceLayer::new_for_http().make_span_with(request_id::span_for::<axum::body::Body>))
+        // A 5xx is logged once, at ERROR with its cause, by `ApiError` itself: the trace
+        // layer's own line about it (status and latency, also a starting server's `/readyz`
+        // 503) is DEBUG, beside its lines about every request.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_id::span_for::<axum::body::Body>)
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .layer(middleware::from_fn(request_id::assign))
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,

@@ -293,6 +293,66 @@ async fn a_forwarded_command_is_logged_on_its_owner_with_the_request_id() {
     );
 }
 
+/// A request that fails inside the server (its database schema dropped under it) is logged
+/// once at ERROR, with its cause, in its request's span: not a second time by the HTTP trace
+/// layer, whose lines about a 5xx say nothing the first does not (and would put a starting
+/// server's `/readyz` 503 at ERROR too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_request_is_logged_once_with_its_cause() {
+    use sea_orm::ConnectionTrait;
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let server = ServerProcess::start_with(&url, RUST_LOG, &["--log-format", "json"]).await;
+    let mut app = server.app();
+    let (status, account) = read(
+        app.admin(Method::POST, "/admin/accounts")
+            .json(&json!({"name": "Failing", "sandbox": true, "rate_limit_per_minute": 0}))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 201, "{account}");
+    app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
+    let schema = url
+        .rsplit("search_path%3D")
+        .next()
+        .expect("the test's schema");
+    let database = crate::common::postgres_database().await.expect("postgres");
+    sea_orm::Database::connect(&database)
+        .await
+        .expect("connect")
+        .execute_unprepared(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .expect("drop the schema");
+    let response = app
+        .request(Method::GET, "/v1/plans")
+        .header("x-request-id", "failing-1")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 500);
+    let (stdout, _) = server.stop_split().await;
+    let lines = json_lines(&stdout);
+    let errors: Vec<&Value> = lines
+        .iter()
+        .filter(|line| request_ids(line).contains(&"failing-1") && line["level"] == "ERROR")
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one ERROR line for the failed request: {errors:#?}"
+    );
+    assert!(
+        errors[0]["fields"]["source"]
+            .as_str()
+            .is_some_and(|cause| cause.contains("does not exist")),
+        "the line names the cause: {}",
+        errors[0]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_json_lines_carry_the_request_id_into_the_actor() {
     json_lines_carry_the_request_id_into_the_actor(Backend::Sqlite).await;
