@@ -24,7 +24,18 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait, Value};
 /// and two deployments in two schemas of one database (every PostgreSQL test does this) must
 /// not take each other's fences. "bill" keeps it apart from the migrations' lock
 /// (`store::MIGRATION_LOCK`), which hashes the bare schema name under another first key.
-const LOCK_CLASS: &str = "hashtext('bill:' || current_schema())";
+macro_rules! lock_class {
+    () => {
+        "hashtext('bill:' || current_schema())"
+    };
+}
+const LOCK_CLASS: &str = lock_class!();
+/// What every fenced write runs first (a constant: it is on the renewal path).
+const LOCK_SHARED: &str = concat!(
+    "SELECT pg_advisory_xact_lock_shared(",
+    lock_class!(),
+    ", $1)"
+);
 
 use super::DB_NOW_MS as DB_NOW;
 
@@ -77,11 +88,8 @@ pub(crate) fn lease_is(shard: u16, epoch: i64) -> sea_orm::sea_query::SimpleExpr
 /// Takes `shard`'s advisory lock in shared mode until the end of the transaction `conn`, as
 /// every fenced write does.
 pub async fn lock_shared<C: ConnectionTrait>(conn: &C, shard: u16) -> StoreResult<()> {
-    conn.execute_raw(stmt(
-        &format!("SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, $1)"),
-        vec![i32::from(shard).into()],
-    ))
-    .await?;
+    conn.execute_raw(stmt(LOCK_SHARED, vec![i32::from(shard).into()]))
+        .await?;
     Ok(())
 }
 

@@ -305,15 +305,7 @@ async fn a_failed_request_is_logged_once_with_its_cause() {
     };
     let server = ServerProcess::start_with(&url, RUST_LOG, &["--log-format", "json"]).await;
     let mut app = server.app();
-    let (status, account) = read(
-        app.admin(Method::POST, "/admin/accounts")
-            .json(&json!({"name": "Failing", "sandbox": true, "rate_limit_per_minute": 0}))
-            .send()
-            .await
-            .expect("send"),
-    )
-    .await;
-    assert_eq!(status, 201, "{account}");
+    let account = app.create_account("Failing").await;
     app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
     let schema = url
         .rsplit("search_path%3D")
