@@ -21,7 +21,10 @@ use crate::processor::client::{
 };
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
-use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, Settled};
+use crate::store::catalog::Customer;
+use crate::store::charges::{
+    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, Settled,
+};
 use crate::store::conflicts::Report;
 use crate::store::{Store, StoreError};
 use std::time::Duration;
@@ -54,6 +57,16 @@ struct Payer {
     payment_source_id: i64,
     kind: SourceKind,
     email: String,
+}
+
+impl Payer {
+    fn of(method: &PaymentMethod, customer: &Customer) -> Self {
+        Payer {
+            payment_source_id: method.processor_payment_source_id,
+            kind: SourceKind::from_stored(&method.kind),
+            email: customer.email.clone(),
+        }
+    }
 }
 
 /// The default first wait before asking again about an unknown outcome (see
@@ -165,7 +178,23 @@ impl Charger {
     /// processor is scheduled. A pending one writes nothing (its event, or a recheck once it is
     /// stale, brings the outcome): in a burst that saves a write per renewal.
     pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
-        let outcome = self.post(account, charge).await;
+        self.submit_with(account, charge, None).await
+    }
+
+    /// `submit`, with the charge's payment method and customer already read (a renewal's
+    /// prefetched snapshot); read here when absent or not the charge's.
+    pub async fn submit_with(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+        payer: Option<&(PaymentMethod, Customer)>,
+    ) -> ProcessorOutcome {
+        let payer = payer
+            .filter(|(method, customer)| {
+                method.id == charge.payment_method_id && customer.id == charge.customer_id
+            })
+            .map(|(method, customer)| Payer::of(method, customer));
+        let outcome = self.post(account, charge, payer).await;
         if let ProcessorOutcome::Unknown(reason) = &outcome {
             self.not_settled(charge, reason).await;
         }
@@ -173,8 +202,17 @@ impl Charger {
     }
 
     /// One post of the charge's transaction under its reference.
-    async fn post(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
-        let payer = match self.payer(account, charge).await {
+    async fn post(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+        payer: Option<Payer>,
+    ) -> ProcessorOutcome {
+        let payer = match payer {
+            Some(payer) => Ok(Some(payer)),
+            None => self.payer(account, charge).await,
+        };
+        let payer = match payer {
             Ok(Some(source)) => source,
             Ok(None) => {
                 return ProcessorOutcome::Refused("payment method or customer not found".into());
@@ -224,11 +262,7 @@ impl Charger {
             .customer(&account_id, &charge.customer_id)
             .await?;
         if let (Some(method), Some(customer)) = (method, customer) {
-            return Ok(Some(Payer {
-                payment_source_id: method.processor_payment_source_id,
-                kind: SourceKind::from_stored(&method.kind),
-                email: customer.email,
-            }));
+            return Ok(Some(Payer::of(&method, &customer)));
         }
         Ok(self
             .store
@@ -269,7 +303,7 @@ impl Charger {
         let mut outcome = self.ask(account, charge).await;
         if matches!(outcome, ProcessorOutcome::Unseen) {
             tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
-            outcome = self.post(account, charge).await;
+            outcome = self.post(account, charge, None).await;
         }
         if let Some(why) = outcome.transaction().and_then(|tx| mismatch(charge, tx)) {
             let tx = outcome.transaction().cloned();

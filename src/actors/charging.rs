@@ -12,7 +12,11 @@ use crate::domain::subscription::{Status, parse_retry_days};
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
+use crate::store::catalog::Customer;
+use crate::store::charges::{
+    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent,
+};
+use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::{PeriodCharges, StoreTxn, Subscription};
 
 /// What applying a charge's outcome did, for the actor to finish after the commit.
@@ -110,6 +114,7 @@ impl Runtime {
         now: i64,
         purpose: &'static str,
         pause_when_short: bool,
+        snapshot: Option<&DueSnapshot>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let period_start = if charges.paid(sub.current_period_start) {
             sub.current_period_end
@@ -126,9 +131,13 @@ impl Runtime {
         } else {
             cycle_of(sub)
         };
-        let amount = self
-            .recurring_amount(sub, &sub.plan_id.clone(), cycle)
-            .await?;
+        let amount = match snapshot.and_then(|s| s.recurring_amount(&sub.plan_id, cycle)) {
+            Some(amount) => amount,
+            None => {
+                self.recurring_amount(sub, &sub.plan_id.clone(), cycle)
+                    .await?
+            }
+        };
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight_slot().await;
         let new = new_charge(sub, account, amount, purpose, Some(period_start), None, now);
@@ -174,14 +183,17 @@ impl Runtime {
         };
         self.arm(sub, now);
         self.hold_until_settled(&charge.id, slot);
-        self.submit(account, &charge).await?;
+        let payer = snapshot.and_then(|s| s.payer.as_ref());
+        self.submit_with(account, &charge, payer).await?;
         // As it began: a caller that shows it reads it again (a renewal does not).
         Ok(Some(charge))
     }
 
     /// A charge an action waits on (a proration): the fee's reservation and the attempt, which
     /// carries the `change` to apply when it is approved, in one transaction; nothing else of
-    /// the subscription is written now. Short of balance, nothing is written at all.
+    /// the subscription is written now but its version (every charge of a subscription bumps
+    /// it, which is what makes a renewal's prefetched reads safe: `store::prefetch`). Short of
+    /// balance, nothing is written at all.
     pub(super) async fn one_off_charge(
         &self,
         sub: &Subscription,
@@ -212,6 +224,7 @@ impl Runtime {
                 }
                 BeginChargeError::Store(err) => err.into(),
             })?;
+        txn.save_subscription(sub.clone()).await?;
         txn.commit().await?;
         self.submit(account, &charge).await?;
         Ok(self
@@ -229,7 +242,17 @@ impl Runtime {
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<(), ActionError> {
-        let outcome = self.charger().submit(account, charge).await;
+        self.submit_with(account, charge, None).await
+    }
+
+    /// `submit`, with the payer's payment method and customer already read (`store::prefetch`).
+    async fn submit_with(
+        &self,
+        account: &Account,
+        charge: &ChargeAttempt,
+        payer: Option<&(PaymentMethod, Customer)>,
+    ) -> Result<(), ActionError> {
+        let outcome = self.charger().submit_with(account, charge, payer).await;
         let Some(settlement) = outcome.settlement() else {
             return Ok(());
         };

@@ -152,6 +152,7 @@ impl Runtime {
                         now,
                         charge_purpose::MANUAL,
                         false,
+                        None,
                     )
                     .await?
                     .ok_or(ActionError::InsufficientBalance)?;

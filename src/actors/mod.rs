@@ -123,6 +123,11 @@ pub enum Request {
         reply: RpcReplyPort<Result<i64, ActionError>>,
     },
     Due(RpcReplyPort<Result<(), ActionError>>),
+    /// A timer came due, with what its renewal reads prefetched for its batch.
+    DuePrefetched(
+        Arc<crate::store::prefetch::DueSnapshot>,
+        RpcReplyPort<Result<(), ActionError>>,
+    ),
     Outcome {
         charge_id: String,
         raw_status: String,
@@ -262,7 +267,7 @@ fn refuse(request: Request) {
     match request {
         Request::Act(_, reply) => drop(reply.send(Err(ActionError::Moving))),
         Request::Preview { reply, .. } => drop(reply.send(Err(ActionError::Moving))),
-        Request::Due(reply) | Request::Outcome { reply, .. } => {
+        Request::Due(reply) | Request::DuePrefetched(_, reply) | Request::Outcome { reply, .. } => {
             drop(reply.send(Err(ActionError::Moving)))
         }
     }
@@ -297,6 +302,9 @@ impl SubscriptionActor {
             }
             Request::Due(reply) => {
                 let _ = reply.send(runtime.apply_due(&state.id).await);
+            }
+            Request::DuePrefetched(snapshot, reply) => {
+                let _ = reply.send(runtime.apply_due_prefetched(&state.id, &snapshot).await);
             }
             Request::Outcome {
                 charge_id,
@@ -581,6 +589,21 @@ impl Runtime {
             };
         }
         self.call(id, Request::Due).await
+    }
+
+    /// `due`, with the renewal's reads prefetched for a batch of timers (`store::prefetch`).
+    pub async fn due_prefetched(
+        &self,
+        snapshot: Arc<crate::store::prefetch::DueSnapshot>,
+    ) -> Result<(), ActionError> {
+        let id = snapshot.sub.id.clone();
+        if self.elsewhere(&id).is_some() {
+            return self.due(&id).await;
+        }
+        self.call(&id, |reply| {
+            Request::DuePrefetched(Arc::clone(&snapshot), reply)
+        })
+        .await
     }
 
     pub async fn outcome(

@@ -30,6 +30,8 @@ const LOAD_EVERY: Duration = Duration::from_secs(2);
 const LOAD_BATCH: u64 = 10_000;
 const FULL_RESCAN: Duration = Duration::from_secs(30);
 const CONCURRENCY: usize = 64;
+/// The most expired timers whose renewals' reads are prefetched together.
+const PREFETCH_BATCH: usize = 256;
 /// Charges asked about at once in a reconciler pass: each is one or two processor calls that
 /// may each take the client's whole timeout while the processor is down.
 const RECONCILE_CONCURRENCY: usize = 16;
@@ -142,22 +144,50 @@ async fn schedule(
     loop {
         tokio::select! {
             Some(expired) = std::future::poll_fn(|cx| window.queue.poll_expired(cx)), if !window.queue.is_empty() => {
-                let id = expired.into_inner();
-                window.keys.remove(&id);
+                // Every timer expired by now, up to a batch, whose renewals' reads are made
+                // together (`store::prefetch`).
+                let mut batch = vec![expired.into_inner()];
+                while batch.len() < PREFETCH_BATCH {
+                    let next = std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(match window.queue.poll_expired(cx) {
+                            std::task::Poll::Ready(Some(expired)) => Some(expired.into_inner()),
+                            _ => None,
+                        })
+                    })
+                    .await;
+                    let Some(id) = next else { break };
+                    batch.push(id);
+                }
+                for id in &batch {
+                    window.keys.remove(id);
+                }
                 metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 // A shard given away since the timer was loaded: its new owner loads it.
-                if !runtime.owns(&id) {
-                    continue;
-                }
-                let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
-                let runtime = runtime.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    metrics::counter!("timers_fired_total").increment(1);
-                    if let Err(err) = runtime.due(&id).await {
-                        tracing::warn!(subscription = %id, error = %err, "timer failed");
+                batch.retain(|id| runtime.owns(id));
+                let mut snapshots = match runtime.store().due_snapshots(&batch).await {
+                    Ok(snapshots) => snapshots,
+                    Err(err) => {
+                        // Each actor reads for itself.
+                        tracing::warn!(error = %err, "prefetching due renewals failed");
+                        HashMap::new()
                     }
-                });
+                };
+                for id in batch {
+                    let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
+                    let runtime = runtime.clone();
+                    let snapshot = snapshots.remove(&id);
+                    tokio::spawn(async move {
+                        let _permit = permit;
+                        metrics::counter!("timers_fired_total").increment(1);
+                        let result = match snapshot {
+                            Some(snapshot) => runtime.due_prefetched(Arc::new(snapshot)).await,
+                            None => runtime.due(&id).await,
+                        };
+                        if let Err(err) = result {
+                            tracing::warn!(subscription = %id, error = %err, "timer failed");
+                        }
+                    });
+                }
             }
             Some(arm) = arms.recv() => {
                 if arm.delay <= WINDOW {

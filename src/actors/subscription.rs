@@ -16,6 +16,7 @@ use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::ChargeAttempt;
+use crate::store::prefetch::DueSnapshot;
 use crate::store::refunds::Refund;
 use crate::store::subscriptions::{Event, StoreTxn, Subscription};
 use serde_json::{Value, json};
@@ -191,11 +192,65 @@ impl Runtime {
         result.map(|_| ())
     }
 
+    /// `apply_due` with the reads prefetched for the timer's batch. A snapshot that turns out
+    /// stale (the subscription changed since it was read) ends in a refused conditional save
+    /// with nothing written; the timer then runs again on fresh reads.
+    pub(super) async fn apply_due_prefetched(
+        &self,
+        id: &str,
+        snapshot: &DueSnapshot,
+    ) -> Result<(), ActionError> {
+        if snapshot.sub.id != id {
+            return self.apply_due(id).await;
+        }
+        let mut sub = snapshot.sub.clone();
+        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account = self
+            .account(&account_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound("account".into()))?;
+        let now = self.clock().now_ms(&account_id).await?;
+        if sub.due_at.is_none_or(|due| due > now) {
+            // Not due as of the snapshot: the row decides, as for any early timer.
+            return self.apply_due(id).await;
+        }
+        metrics::counter!("renewals_due_total").increment(1);
+        let result = match self
+            .run_due_with(&mut sub, &account, now, Some(snapshot))
+            .await
+        {
+            Err(ActionError::Store(StoreError::Conflict(_))) => {
+                metrics::counter!("renewal_snapshots_stale_total").increment(1);
+                let (mut sub, account, now) = self.load(id).await?;
+                if sub.due_at.is_none_or(|due| due > now) {
+                    return Ok(());
+                }
+                self.run_due(&mut sub, &account, now).await
+            }
+            other => other,
+        };
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("renewals_processed_total", "result" => outcome).increment(1);
+        result.map(|_| ())
+    }
+
     pub(super) async fn run_due(
         &self,
         sub: &mut Subscription,
         account: &Account,
         now: i64,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        self.run_due_with(sub, account, now, None).await
+    }
+
+    /// The timer's work on `sub` (read at `now`), reading what it needs unless `snapshot`
+    /// holds it.
+    pub(super) async fn run_due_with(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+        snapshot: Option<&DueSnapshot>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let status = status_of(sub);
         // Whatever happened in between (a pause, a balance too short), a subscription set to
@@ -206,10 +261,14 @@ impl Runtime {
         }
         // One read for the pending check and both periods' payment (the trial's end moves the
         // period forward, never back, so `since` covers every period asked about below).
-        let charges = self
-            .store()
-            .period_charges(&sub.id, sub.current_period_start)
-            .await?;
+        let charges = match snapshot {
+            Some(snapshot) => snapshot.charges.clone(),
+            None => {
+                self.store()
+                    .period_charges(&sub.id, sub.current_period_start)
+                    .await?
+            }
+        };
         if charges.pending {
             return Ok(None);
         }
@@ -221,16 +280,40 @@ impl Runtime {
                 sub.status = Status::Active.as_str().to_owned();
                 reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
-                self.charge_period(sub, account, &charges, now, charge_purpose::FIRST, true)
-                    .await
+                self.charge_period(
+                    sub,
+                    account,
+                    &charges,
+                    now,
+                    charge_purpose::FIRST,
+                    true,
+                    snapshot,
+                )
+                .await
             }
             Status::Active => {
-                self.charge_period(sub, account, &charges, now, charge_purpose::RENEWAL, true)
-                    .await
+                self.charge_period(
+                    sub,
+                    account,
+                    &charges,
+                    now,
+                    charge_purpose::RENEWAL,
+                    true,
+                    snapshot,
+                )
+                .await
             }
             Status::PastDue => {
-                self.charge_period(sub, account, &charges, now, charge_purpose::RETRY, true)
-                    .await
+                self.charge_period(
+                    sub,
+                    account,
+                    &charges,
+                    now,
+                    charge_purpose::RETRY,
+                    true,
+                    snapshot,
+                )
+                .await
             }
             Status::PausedInsufficientBalance => self.resume_after_top_up(sub, account, now).await,
             _ => Ok(None),
@@ -352,5 +435,75 @@ mod tests {
             "{} bytes",
             event.body.len()
         );
+    }
+
+    /// A renewal's reads prefetched for its batch, then the subscription changes (here its plan,
+    /// as an action would) before its actor gets the timer: the stale snapshot's unit is refused
+    /// by the conditional save with nothing written, and the renewal runs again on fresh reads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_snapshot_writes_nothing_and_the_renewal_reads_again() {
+        use crate::store::entities::charge_attempt;
+        use crate::store::prefetch::fixture::{ADDON, PLAN_B, shop};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+        let now = chrono::Utc::now().timestamp_millis();
+        let shop = shop(now).await;
+        let store = shop.store.clone();
+        let id = shop.sub.id.clone();
+        let snapshot = store
+            .due_snapshots(std::slice::from_ref(&id))
+            .await
+            .expect("snapshots")
+            .remove(&id)
+            .expect("snapshot");
+        let mut changed = shop.sub.clone();
+        changed.plan_id = shop.plan_b.clone();
+        let txn = store.begin().await.expect("begin");
+        txn.save_subscription(changed).await.expect("save");
+        txn.commit().await.expect("commit");
+
+        let config = crate::config::Config::new("sqlite://unused.db");
+        let charger = crate::charges::Charger::new(
+            store.clone(),
+            crate::processor::client::ProcessorClient::new().expect("client"),
+            "http://127.0.0.1:9".into(),
+        );
+        let (runtime, _arms) = Runtime::start(
+            store.clone(),
+            charger,
+            std::time::Duration::from_secs(5),
+            crate::webhooks::send::Clients::new(&config).expect("clients"),
+            None,
+        )
+        .await
+        .expect("runtime");
+        runtime
+            .due_prefetched(Arc::new(snapshot))
+            .await
+            .expect("renewal");
+
+        let charges = charge_attempt::Entity::find()
+            .filter(charge_attempt::Column::SubscriptionId.eq(id.as_str()))
+            .all(store.conn())
+            .await
+            .expect("charges");
+        assert_eq!(charges.len(), 1, "one charge: {charges:?}");
+        assert_eq!(
+            charges[0].amount_cents,
+            PLAN_B + ADDON,
+            "priced on fresh reads"
+        );
+        let balance = store
+            .balance(&shop.account)
+            .await
+            .expect("balance")
+            .expect("account");
+        assert_eq!(
+            balance.reserved_cents, charges[0].fee_cents,
+            "one fee reserved"
+        );
+        assert_eq!(balance.available_cents, 1_000_000 - charges[0].fee_cents);
+        runtime.stop().await;
+        shop.remove();
     }
 }

@@ -19,6 +19,7 @@ mod dashboard_sessions;
 pub mod entities;
 mod group;
 pub mod idempotency;
+pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;

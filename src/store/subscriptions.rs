@@ -51,6 +51,27 @@ pub struct PeriodCharges {
 }
 
 impl PeriodCharges {
+    /// From the (status, period start) of the subscription's charges that are pending, or
+    /// approved for a period starting at `since` or later.
+    pub(super) fn from_rows<'a>(
+        since: i64,
+        rows: impl Iterator<Item = (&'a str, Option<i64>)>,
+    ) -> Self {
+        let mut charges = PeriodCharges {
+            since,
+            pending: false,
+            paid: Vec::new(),
+        };
+        for (status, start) in rows {
+            match (status, start) {
+                ("pending", _) => charges.pending = true,
+                ("approved", Some(start)) if start >= since => charges.paid.push(start),
+                _ => {}
+            }
+        }
+        charges
+    }
+
     /// Whether the period starting at `period_start` (not before `since`) is paid.
     pub fn paid(&self, period_start: i64) -> bool {
         debug_assert!(
@@ -276,15 +297,10 @@ impl Store {
             .into_tuple()
             .all(self.conn())
             .await?;
-        Ok(PeriodCharges {
+        Ok(PeriodCharges::from_rows(
             since,
-            pending: rows.iter().any(|(status, _)| status == "pending"),
-            paid: rows
-                .into_iter()
-                .filter(|(status, _)| status == "approved")
-                .filter_map(|(_, start)| start)
-                .collect(),
-        })
+            rows.iter().map(|(status, start)| (status.as_str(), *start)),
+        ))
     }
 
     pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
