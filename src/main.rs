@@ -142,7 +142,8 @@ enum ChaosCommand {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// N subscriptions due at one instant, renewed through the actors, the sandbox processor
-    /// and the ingress; then the same work in a plain loop (the ceiling).
+    /// and the ingress; then the primitive limit: the same processor round trips and rows
+    /// without the service around them.
     Renewals {
         #[arg(long, default_value_t = 10_000)]
         subscriptions: usize,
