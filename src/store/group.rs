@@ -226,13 +226,13 @@ impl WriteLane {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::ids::{AccountId, EventId};
     use crate::store::accounts::NewAccount;
     use crate::store::subscriptions::Event;
     use crate::store::{PageRequest, Store};
 
-    fn account(id: &AccountId) -> NewAccount {
+    pub(crate) fn account(id: &AccountId) -> NewAccount {
         NewAccount {
             id: id.clone(),
             name: "Group".into(),

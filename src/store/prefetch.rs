@@ -18,7 +18,7 @@ use super::entities::{
 use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::time::Cycle;
-use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
 
 /// A due subscription as its renewal needs it, read with the rest of its batch.
@@ -76,15 +76,7 @@ impl Store {
             .column(charge_attempt::Column::Status)
             .column(charge_attempt::Column::PeriodStart)
             .filter(charge_attempt::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)))
-            .filter(
-                Condition::any()
-                    .add(charge_attempt::Column::Status.eq("pending"))
-                    .add(
-                        Condition::all()
-                            .add(charge_attempt::Column::Status.eq("approved"))
-                            .add(charge_attempt::Column::PeriodStart.gte(since)),
-                    ),
-            )
+            .filter(PeriodCharges::rows_since(since))
             .into_tuple()
             .all(conn)
             .await?;
@@ -205,7 +197,6 @@ impl Store {
 pub(crate) mod fixture {
     use crate::ids::{AccountId, SubscriptionId};
     use crate::store::Store;
-    use crate::store::accounts::NewAccount;
     use crate::store::catalog::{CatalogItem, Customer};
     use crate::store::charges::PaymentMethod;
     use crate::store::subscriptions::{Subscription, SubscriptionAddon};
@@ -246,27 +237,10 @@ pub(crate) mod fixture {
             .expect("connect");
         store.migrate().await.expect("migrate");
         let account = AccountId::generate();
-        store
-            .create_account(NewAccount {
-                id: account.clone(),
-                name: "Prefetch".into(),
-                sandbox: true,
-                api_key_hash: "hash".into(),
-                // Nothing listens there: a charge's post is an unknown outcome, left pending.
-                processor_base_url: Some("http://127.0.0.1:9".into()),
-                processor_public_key: "pub_test_x".into(),
-                processor_private_key: "prv_test_x".into(),
-                processor_events_secret: "test_events_x".into(),
-                processor_integrity_secret: "test_integrity_x".into(),
-                fee_percent_bps: 150,
-                fee_fixed_cents: 0,
-                rate_limit_per_minute: 100,
-                status_rate_limit_per_minute: 20,
-                dunning_retry_days: "1,3,5,7".into(),
-                created_at: 0,
-            })
-            .await
-            .expect("account");
+        let mut new = crate::store::group::tests::account(&account);
+        // Nothing listens there: a charge's post is an unknown outcome, left pending.
+        new.processor_base_url = Some("http://127.0.0.1:9".into());
+        store.create_account(new).await.expect("account");
         store.top_up(&account, 1_000_000, 0).await.expect("top up");
         let plan_a = store
             .insert_catalog_item(item(&account, "plan", PLAN_A))

@@ -51,6 +51,18 @@ pub struct PeriodCharges {
 }
 
 impl PeriodCharges {
+    /// The charges a renewal looks at: pending ones, and approved ones of a period starting at
+    /// `since` or later.
+    pub(super) fn rows_since(since: i64) -> Condition {
+        Condition::any()
+            .add(charge_attempt::Column::Status.eq("pending"))
+            .add(
+                Condition::all()
+                    .add(charge_attempt::Column::Status.eq("approved"))
+                    .add(charge_attempt::Column::PeriodStart.gte(since)),
+            )
+    }
+
     /// From the (status, period start) of the subscription's charges that are pending, or
     /// approved for a period starting at `since` or later.
     pub(super) fn from_rows<'a>(
@@ -285,15 +297,7 @@ impl Store {
             .column(charge_attempt::Column::Status)
             .column(charge_attempt::Column::PeriodStart)
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
-            .filter(
-                Condition::any()
-                    .add(charge_attempt::Column::Status.eq("pending"))
-                    .add(
-                        Condition::all()
-                            .add(charge_attempt::Column::Status.eq("approved"))
-                            .add(charge_attempt::Column::PeriodStart.gte(since)),
-                    ),
-            )
+            .filter(PeriodCharges::rows_since(since))
             .into_tuple()
             .all(self.conn())
             .await?;
