@@ -108,13 +108,22 @@ impl Runtime {
             .subscription_by_id(id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No subscription with id `{id}`.")))?;
+        let (account, now) = self.account_and_now(&sub).await?;
+        Ok((sub, account, now))
+    }
+
+    /// The subscription's account and the time in its clock.
+    async fn account_and_now(
+        &self,
+        sub: &Subscription,
+    ) -> Result<(Arc<Account>, i64), ActionError> {
         let account_id = AccountId::from_stored(sub.account_id.clone());
         let account = self
             .account(&account_id)
             .await?
             .ok_or_else(|| ActionError::NotFound("account".into()))?;
         let now = self.clock().now_ms(&account_id).await?;
-        Ok((sub, account, now))
+        Ok((account, now))
     }
 
     /// The per-period amount of `plan_id` for `cycle` plus the attached add-ons.
@@ -204,12 +213,7 @@ impl Runtime {
             return self.apply_due(id).await;
         }
         let mut sub = snapshot.sub.clone();
-        let account_id = AccountId::from_stored(sub.account_id.clone());
-        let account = self
-            .account(&account_id)
-            .await?
-            .ok_or_else(|| ActionError::NotFound("account".into()))?;
-        let now = self.clock().now_ms(&account_id).await?;
+        let (account, now) = self.account_and_now(&sub).await?;
         if sub.due_at.is_none_or(|due| due > now) {
             // Not due as of the snapshot: the row decides, as for any early timer.
             return self.apply_due(id).await;
