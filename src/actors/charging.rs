@@ -8,6 +8,7 @@ use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
 use super::subscription::{ChargeInfo, emit};
 use super::{ActionError, Runtime};
 use crate::accounts::fee_schedule;
+use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::ids::AccountId;
 use crate::store::StoreError;
@@ -113,7 +114,6 @@ impl Runtime {
         charges: &PeriodCharges,
         now: i64,
         purpose: &'static str,
-        pause_when_short: bool,
         snapshot: Option<&DueSnapshot>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let period_start = if charges.paid(sub.current_period_start) {
@@ -169,7 +169,8 @@ impl Runtime {
             // approved), which this actor's read did not see. Nothing to do.
             Err(BeginChargeError::PeriodTaken) => return Ok(None),
             Err(BeginChargeError::InsufficientBalance) => {
-                if !pause_when_short {
+                // A timer's charge pauses the subscription; an operator's only refuses.
+                if purpose == charge_purpose::MANUAL {
                     return Ok(None);
                 }
                 let txn = self.store().begin().await?;

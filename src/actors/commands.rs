@@ -151,7 +151,6 @@ impl Runtime {
                         &charges,
                         now,
                         charge_purpose::MANUAL,
-                        false,
                         None,
                     )
                     .await?

@@ -284,16 +284,8 @@ impl Runtime {
                 sub.status = Status::Active.as_str().to_owned();
                 reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
-                self.charge_period(
-                    sub,
-                    account,
-                    &charges,
-                    now,
-                    charge_purpose::FIRST,
-                    true,
-                    snapshot,
-                )
-                .await
+                self.charge_period(sub, account, &charges, now, charge_purpose::FIRST, snapshot)
+                    .await
             }
             Status::Active => {
                 self.charge_period(
@@ -302,22 +294,13 @@ impl Runtime {
                     &charges,
                     now,
                     charge_purpose::RENEWAL,
-                    true,
                     snapshot,
                 )
                 .await
             }
             Status::PastDue => {
-                self.charge_period(
-                    sub,
-                    account,
-                    &charges,
-                    now,
-                    charge_purpose::RETRY,
-                    true,
-                    snapshot,
-                )
-                .await
+                self.charge_period(sub, account, &charges, now, charge_purpose::RETRY, snapshot)
+                    .await
             }
             Status::PausedInsufficientBalance => self.resume_after_top_up(sub, account, now).await,
             _ => Ok(None),
