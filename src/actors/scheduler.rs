@@ -164,7 +164,13 @@ async fn schedule(
                 metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 // A shard given away since the timer was loaded: its new owner loads it.
                 batch.retain(|id| runtime.owns(id));
-                let mut snapshots = match runtime.store().due_snapshots(&batch).await {
+                // A lone timer's actor reads for itself: seven queries for one would be more.
+                let prefetched = if batch.len() > 1 {
+                    runtime.store().due_snapshots(&batch).await
+                } else {
+                    Ok(HashMap::new())
+                };
+                let mut snapshots = match prefetched {
                     Ok(snapshots) => snapshots,
                     Err(err) => {
                         // Each actor reads for itself.

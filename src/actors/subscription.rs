@@ -209,14 +209,12 @@ impl Runtime {
         id: &str,
         snapshot: &DueSnapshot,
     ) -> Result<(), ActionError> {
-        if snapshot.sub.id != id {
-            return self.apply_due(id).await;
-        }
         let mut sub = snapshot.sub.clone();
         let (account, now) = self.account_and_now(&sub).await?;
+        // Not due when read: an early or stale timer, as in `apply_due` (whatever made the row
+        // due since then armed its timer again).
         if sub.due_at.is_none_or(|due| due > now) {
-            // Not due as of the snapshot: the row decides, as for any early timer.
-            return self.apply_due(id).await;
+            return Ok(());
         }
         metrics::counter!("renewals_due_total").increment(1);
         let result = match self
