@@ -5,7 +5,7 @@
 
 use super::commands::{apply_addon, apply_plan_change};
 use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
-use super::subscription::{ChargeInfo, emit};
+use super::subscription::{ChargeInfo, emit, subscription_event};
 use super::{ActionError, Runtime};
 use crate::accounts::fee_schedule;
 use crate::domain::charge_purpose;
@@ -15,8 +15,9 @@ use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::Customer;
 use crate::store::charges::{
-    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent,
+    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, final_status,
 };
+use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::{PeriodCharges, StoreTxn, Subscription};
 
@@ -144,21 +145,11 @@ impl Runtime {
         let mut row = sub.clone();
         row.due_at = None;
         row.updated_at = now;
-        // On the writer's thread: the fee's reservation, the attempt and the subscription.
+        // The fee's reservation, the attempt and the subscription, batched with the renewals
+        // that begin at the same time (`store::batch`).
         let began = self
             .store()
-            .unit(move |txn| async move {
-                match txn.begin_charge(new).await {
-                    Ok(charge) => {
-                        let row = txn.save_subscription(row).await?;
-                        txn.commit().await?;
-                        Ok(Ok((charge, row)))
-                    }
-                    // Nothing was written (the unit rolls back).
-                    Err(BeginChargeError::Store(err)) => Err(err),
-                    Err(refused) => Ok(Err(refused)),
-                }
-            })
+            .begin_period_charge(PeriodChargeBegin { charge: new, row })
             .await?;
         let charge = match began {
             Ok((charge, row)) => {
@@ -264,13 +255,17 @@ impl Runtime {
             settlement.message,
             settlement.transaction_id,
             None,
+            Some(charge),
         )
         .await
     }
 
     /// Applies a charge's final outcome once: the money, the subscription's transition and
     /// the events, in one transaction, which also records the processor `event` that reported
-    /// the outcome (when it came through the ingress).
+    /// the outcome (when it came through the ingress). `known` is the charge as the caller
+    /// read it: a period's charge read pending is settled in a batch with the outcomes that
+    /// arrive at the same time (`store::batch`), any other alone.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn apply_outcome(
         &self,
         subscription_id: Option<&str>,
@@ -279,6 +274,7 @@ impl Runtime {
         message: Option<&str>,
         transaction_id: Option<&str>,
         event: Option<ProcessorEvent>,
+        known: Option<&ChargeAttempt>,
     ) -> Result<(), ActionError> {
         // The actor knows its subscription; only a caller that does not reads the charge.
         let sub_id = match subscription_id {
@@ -297,6 +293,20 @@ impl Runtime {
         };
         let (sub, account, now) = self.load(&sub_id).await?;
         let due_at = sub.due_at;
+        let reported = Reported {
+            raw_status,
+            message,
+            transaction_id,
+        };
+        if let Some(settle) =
+            known.and_then(|charge| settle_in_batch(&sub, &account, charge, &reported, &event, now))
+        {
+            if let Some(saved) = self.store().settle_period_charge(settle).await? {
+                self.release_slot(charge_id);
+                self.arm(&saved, now);
+                return Ok(());
+            }
+        }
         let (id, raw_status) = (charge_id.to_owned(), raw_status.to_owned());
         let message = message.map(str::to_owned);
         let transaction_id = transaction_id.map(str::to_owned);
@@ -362,6 +372,79 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// What the processor reported about a charge.
+struct Reported<'a> {
+    raw_status: &'a str,
+    message: Option<&'a str>,
+    transaction_id: Option<&'a str>,
+}
+
+/// The outcome of a period's `charge` (read pending) as a batch applies it: what `transition`
+/// writes for it, decided in memory. `None` for any charge that is not a period's, not read
+/// pending or not final: it settles alone.
+fn settle_in_batch(
+    sub: &Subscription,
+    account: &Account,
+    charge: &ChargeAttempt,
+    reported: &Reported<'_>,
+    event: &Option<ProcessorEvent>,
+    now: i64,
+) -> Option<PeriodChargeSettle> {
+    let status = final_status(reported.raw_status)?;
+    let period_start = charge.period_start?;
+    if charge.status != "pending"
+        || charge.pending_change.is_some()
+        || charge.subscription_id.as_deref() != Some(sub.id.as_str())
+    {
+        return None;
+    }
+    let mut charge = charge.clone();
+    // Real time, as `settle_charge` records it.
+    let settled_at = chrono::Utc::now().timestamp_millis();
+    charge.status = status.to_owned();
+    charge.processor_status = Some(reported.raw_status.to_owned());
+    charge.processor_message = reported.message.map(str::to_owned);
+    if let Some(transaction_id) = reported.transaction_id {
+        charge.processor_transaction_id = Some(transaction_id.to_owned());
+    }
+    charge.updated_at = settled_at;
+    charge.finalized_at = Some(settled_at);
+    let approved = status == "approved";
+    let charge_event = if approved {
+        "charge.approved"
+    } else {
+        "charge.declined"
+    };
+    let mut sub = sub.clone();
+    let mut events = vec![subscription_event(
+        &sub,
+        charge_event,
+        Some((&charge, reported.raw_status)),
+        now,
+    )];
+    let settlement = decide::settle(
+        &mut sub,
+        approved,
+        period_start,
+        &parse_retry_days(&account.dunning_retry_days),
+        now,
+    );
+    events.extend(
+        settlement
+            .events
+            .iter()
+            .map(|event_type| subscription_event(&sub, event_type, None, now)),
+    );
+    sub.updated_at = now;
+    Some(PeriodChargeSettle {
+        charge,
+        event: event.clone(),
+        events,
+        drop_detached_addons: settlement.drop_detached_addons,
+        row: sub,
+    })
 }
 
 /// A charge of `amount` on the subscription's card, with the account's fee reserved for it.

@@ -135,6 +135,8 @@ pub enum Request {
         transaction_id: Option<String>,
         /// The processor event that reported it, recorded in the same transaction.
         event: Option<Box<ProcessorEvent>>,
+        /// The charge as the sender read it, when it did (`apply_outcome`'s `known`).
+        charge: Option<Box<ChargeAttempt>>,
         reply: RpcReplyPort<Result<(), ActionError>>,
     },
 }
@@ -312,6 +314,7 @@ impl SubscriptionActor {
                 message,
                 transaction_id,
                 event,
+                charge,
                 reply,
             } => {
                 let _ = reply.send(
@@ -323,6 +326,7 @@ impl SubscriptionActor {
                             message.as_deref(),
                             transaction_id.as_deref(),
                             event.map(|e| *e),
+                            charge.as_deref(),
                         )
                         .await,
                 );
@@ -609,7 +613,7 @@ impl Runtime {
     pub async fn outcome(
         &self,
         subscription_id: &str,
-        charge_id: &str,
+        charge: &ChargeAttempt,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
@@ -617,7 +621,7 @@ impl Runtime {
     ) -> Result<(), ActionError> {
         if let Some(shard) = self.elsewhere(subscription_id) {
             let message = Message::Outcome {
-                charge_id: charge_id.to_owned(),
+                charge_id: charge.id.clone(),
                 raw_status: raw_status.to_owned(),
                 message: message.map(str::to_owned),
                 transaction_id: transaction_id.map(str::to_owned),
@@ -629,11 +633,12 @@ impl Runtime {
             };
         }
         self.call(subscription_id, |reply| Request::Outcome {
-            charge_id: charge_id.to_owned(),
+            charge_id: charge.id.clone(),
             raw_status: raw_status.to_owned(),
             message: message.map(str::to_owned),
             transaction_id: transaction_id.map(str::to_owned),
             event: event.clone().map(Box::new),
+            charge: Some(Box::new(charge.clone())),
             reply,
         })
         .await
@@ -706,6 +711,7 @@ impl Runtime {
                     message: message.clone(),
                     transaction_id: transaction_id.clone(),
                     event: event.clone(),
+                    charge: None,
                     reply,
                 })
                 .await

@@ -31,7 +31,7 @@ impl Runtime {
             (Some(subscription), Some(settlement)) => {
                 self.outcome(
                     subscription,
-                    &charge.id,
+                    charge,
                     settlement.raw_status,
                     settlement.message,
                     settlement.transaction_id,

@@ -8,7 +8,7 @@ use super::entities::{account, balance_transaction};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::{AccountId, BalanceTransactionId};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -136,14 +136,26 @@ pub(crate) async fn insert_ledger_row<C: ConnectionTrait>(
     description: &str,
     now_ms: i64,
 ) -> StoreResult<BalanceTransaction> {
-    let row = balance_transaction::ActiveModel {
-        id: Set(BalanceTransactionId::generate().into_string()),
-        account_id: Set(account.as_str().to_owned()),
-        kind: Set(kind.to_owned()),
-        amount_cents: Set(amount_cents),
-        charge_attempt_id: Set(charge_attempt_id),
-        description: Set(description.to_owned()),
-        created_at: Set(now_ms),
-    };
-    Ok(row.insert(conn).await?)
+    let row = ledger_row(account, kind, amount_cents, charge_attempt_id, description, now_ms);
+    Ok(row.into_active_model().reset_all().insert(conn).await?)
+}
+
+/// A ledger row as `insert_ledger_row` writes it.
+pub(crate) fn ledger_row(
+    account: &AccountId,
+    kind: &str,
+    amount_cents: i64,
+    charge_attempt_id: Option<String>,
+    description: &str,
+    now_ms: i64,
+) -> BalanceTransaction {
+    BalanceTransaction {
+        id: BalanceTransactionId::generate().into_string(),
+        account_id: account.as_str().to_owned(),
+        kind: kind.to_owned(),
+        amount_cents,
+        charge_attempt_id,
+        description: description.to_owned(),
+        created_at: now_ms,
+    }
 }

@@ -18,7 +18,7 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, ChargeAttemptId};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -266,37 +266,50 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
     if reserved.rows_affected == 0 {
         return Err(BeginChargeError::InsufficientBalance);
     }
-    let id = ChargeAttemptId::generate().into_string();
-    let charge = charge_attempt::ActiveModel {
-        // The reference is the attempt's own id: unique, and stable across retries of the
-        // processor call, which is what lets a retry find instead of re-create.
-        reference: Set(id.clone()),
-        id: Set(id),
-        account_id: Set(new.account.into_string()),
-        subscription_id: Set(new.subscription_id),
-        customer_id: Set(new.customer_id),
-        payment_method_id: Set(new.payment_method_id),
-        amount_cents: Set(new.amount_cents),
-        fee_cents: Set(new.fee_cents),
-        processor_transaction_id: Set(None),
-        status: Set("pending".to_owned()),
-        processor_status: Set(None),
-        processor_message: Set(None),
-        purpose: Set(new.purpose.to_owned()),
-        period_start: Set(new.period_start),
-        created_at: Set(new.now_ms),
-        // Real time, not the account's test clock: the reconciler measures staleness with it.
-        updated_at: Set(chrono::Utc::now().timestamp_millis()),
-        finalized_at: Set(None),
-        pending_change: Set(new.pending_change),
-        refunded_cents: Set(0),
-        refunding_cents: Set(0),
-    };
+    let charge = attempt_of(new).into_active_model().reset_all();
     match charge.insert(conn).await.map_err(StoreError::from) {
         Ok(charge) => Ok(charge),
         Err(err) if err.is_unique_violation() => Err(BeginChargeError::PeriodTaken),
         Err(err) => Err(err.into()),
     }
+}
+
+/// The pending attempt `new` begins, as it is inserted.
+pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
+    let id = ChargeAttemptId::generate().into_string();
+    ChargeAttempt {
+        // The reference is the attempt's own id: unique, and stable across retries of the
+        // processor call, which is what lets a retry find instead of re-create.
+        reference: id.clone(),
+        id,
+        account_id: new.account.into_string(),
+        subscription_id: new.subscription_id,
+        customer_id: new.customer_id,
+        payment_method_id: new.payment_method_id,
+        amount_cents: new.amount_cents,
+        fee_cents: new.fee_cents,
+        processor_transaction_id: None,
+        status: "pending".to_owned(),
+        processor_status: None,
+        processor_message: None,
+        purpose: new.purpose.to_owned(),
+        period_start: new.period_start,
+        created_at: new.now_ms,
+        // Real time, not the account's test clock: the reconciler measures staleness with it.
+        updated_at: chrono::Utc::now().timestamp_millis(),
+        finalized_at: None,
+        pending_change: new.pending_change,
+        refunded_cents: 0,
+        refunding_cents: 0,
+    }
+}
+
+/// The ledger's description of an approved charge's fee.
+pub(super) fn fee_description(charge: &ChargeAttempt) -> String {
+    format!(
+        "Fee for charge {} of {} cents",
+        charge.id, charge.amount_cents
+    )
 }
 
 pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
@@ -382,10 +395,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             "fee",
             -fee,
             Some(charge.id.clone()),
-            &format!(
-                "Fee for charge {} of {} cents",
-                charge.id, charge.amount_cents
-            ),
+            &fee_description(&charge),
             now_ms,
         )
         .await?;

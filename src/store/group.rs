@@ -212,6 +212,11 @@ impl WriteLane {
         })
     }
 
+    /// Starts `work` on the writer's thread, without waiting for it.
+    pub(crate) fn spawn(&self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(work);
+    }
+
     /// Runs `work` to completion on the writer's thread, even if the caller stops waiting.
     pub(crate) async fn run<T: Send + 'static>(
         &self,

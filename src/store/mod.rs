@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod admin;
 pub mod audit;
 pub mod balance;
+pub mod batch;
 pub mod bench;
 pub mod catalog;
 pub mod chaos;
@@ -114,6 +115,8 @@ pub struct Store {
     /// What this node holds: every write of a subscription or a delivery is fenced with it.
     /// A single node (SQLite, and stores made outside `run`) holds everything.
     ownership: std::sync::Arc<crate::cluster::Ownership>,
+    /// Renewals' writes waiting for their step's next batch (`batch`).
+    batches: batch::Batches,
 }
 
 impl Store {
@@ -143,6 +146,7 @@ impl Store {
             db,
             writer,
             signal: webhooks::DeliverySignal::default(),
+            batches: batch::Batches::default(),
         })
     }
 

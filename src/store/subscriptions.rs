@@ -469,6 +469,13 @@ impl StoreTxn {
 
     /// Writes an event and, in the same transaction, one pending delivery per active endpoint
     /// of the account subscribed to its type.
+    /// Notes endpoints given deliveries in this transaction, announced once it commits.
+    pub(super) fn touch(&self, endpoint_ids: impl IntoIterator<Item = String>) {
+        if let Ok(mut touched) = self.touched.lock() {
+            touched.extend(endpoint_ids);
+        }
+    }
+
     pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
         row.clone()
             .into_active_model()
@@ -476,9 +483,7 @@ impl StoreTxn {
             .insert(&self.txn)
             .await?;
         let deliveries = super::webhooks::fan_out(&self.txn, &row).await?;
-        if let Ok(mut touched) = self.touched.lock() {
-            touched.extend(deliveries.into_iter().map(|d| d.endpoint_id));
-        }
+        self.touch(deliveries.into_iter().map(|d| d.endpoint_id));
         Ok(())
     }
 

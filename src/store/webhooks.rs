@@ -84,15 +84,44 @@ async fn subscribed_endpoints<C: ConnectionTrait>(
     account_id: &str,
     event_type: &str,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
-    let endpoints = webhook_endpoint::Entity::find()
-        .filter(webhook_endpoint::Column::AccountId.eq(account_id))
-        .filter(webhook_endpoint::Column::Active.eq(true))
-        .all(conn)
-        .await?;
-    Ok(endpoints
+    Ok(active_endpoints(conn, account_id)
+        .await?
         .into_iter()
         .filter(|e| subscribes(e, event_type))
         .collect())
+}
+
+/// The active endpoints of `account`.
+pub(super) async fn active_endpoints<C: ConnectionTrait>(
+    conn: &C,
+    account_id: &str,
+) -> StoreResult<Vec<WebhookEndpoint>> {
+    Ok(webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::AccountId.eq(account_id))
+        .filter(webhook_endpoint::Column::Active.eq(true))
+        .all(conn)
+        .await?)
+}
+
+/// A delivery of `event` to `endpoint_id`, pending and due at `due_ms`.
+pub(super) fn pending_delivery(
+    event: &event::Model,
+    endpoint_id: &str,
+    due_ms: i64,
+) -> WebhookDelivery {
+    WebhookDelivery {
+        id: DeliveryId::generate().into_string(),
+        account_id: event.account_id.clone(),
+        endpoint_id: endpoint_id.to_owned(),
+        event_id: event.id.clone(),
+        status: "pending".into(),
+        attempts: 0,
+        next_attempt_at: Some(due_ms),
+        last_status_code: None,
+        last_error: None,
+        created_at: due_ms,
+        updated_at: due_ms,
+    }
 }
 
 /// Inserts one pending delivery of `event` per endpoint, due at `due_ms`; returns them.
@@ -104,19 +133,7 @@ async fn insert_deliveries<C: ConnectionTrait>(
 ) -> StoreResult<Vec<WebhookDelivery>> {
     let mut deliveries = Vec::with_capacity(endpoints.len());
     for endpoint in endpoints {
-        let row = WebhookDelivery {
-            id: DeliveryId::generate().into_string(),
-            account_id: event.account_id.clone(),
-            endpoint_id: endpoint.id.clone(),
-            event_id: event.id.clone(),
-            status: "pending".into(),
-            attempts: 0,
-            next_attempt_at: Some(due_ms),
-            last_status_code: None,
-            last_error: None,
-            created_at: due_ms,
-            updated_at: due_ms,
-        };
+        let row = pending_delivery(event, &endpoint.id, due_ms);
         row.clone()
             .into_active_model()
             .reset_all()

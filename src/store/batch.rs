@@ -1,0 +1,696 @@
+//! A renewal's first write, batched: the fee's reservation, the pending attempt and the
+//! subscription's row, for every renewal that waits to write at once, as one unit of a few
+//! multi-row statements instead of one unit of three statements each.
+//!
+//! Each actor still decides its own subscription's transition and hands the rows it would write
+//! to `Store::begin_period_charge`. The first caller to find no batch being written starts one
+//! (on SQLite, on the writer's thread); callers that arrive meanwhile queue, and the next batch
+//! takes every one queued (up to `MAX_BATCH`). A batch is one unit: per account one UPDATE of
+//! the balance by the batch's fees (`available >= sum`), one INSERT of every attempt, and one
+//! conditional upsert of every subscription (`version` as read), which returns the ids it
+//! wrote. Anything refused (a balance short of the sum, a period that already has a live charge,
+//! a row changed since it was read) rolls the whole batch back, and each of its renewals is then
+//! written as its own unit, exactly as a lone renewal is: whoever would have been refused alone
+//! is refused alone, with the reason, and the rest go through.
+//!
+//! In a cluster each subscription's write is fenced by its shard's lease
+//! (`StoreTxn::save_subscription`); a node of a cluster writes each renewal as its own unit.
+
+use super::balance::ledger_row;
+use super::charges::{
+    BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_description,
+};
+use super::entities::{
+    account, balance_transaction, charge_attempt, event, processor_event, subscription,
+    subscription_addon, webhook_delivery,
+};
+use super::subscriptions::{Event, Subscription};
+use super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
+use super::{Store, StoreError, StoreResult};
+use crate::ids::AccountId;
+use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable, QueryFilter, QueryTrait,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// The most renewals one batch writes: about 7,000 bound values in its largest statement, well
+/// under SQLite's and PostgreSQL's limits.
+const MAX_BATCH: usize = 256;
+
+/// A period's charge about to begin: the attempt, and the subscription's row as it is to be
+/// saved (its `version` as read).
+pub struct PeriodChargeBegin {
+    pub charge: NewCharge,
+    pub row: Subscription,
+}
+
+/// What beginning a period's charge did: the attempt and the saved row, or why nothing was
+/// written.
+pub type Began = Result<(ChargeAttempt, Subscription), BeginChargeError>;
+
+type BeginWaiter = (PeriodChargeBegin, oneshot::Sender<StoreResult<Began>>);
+type SettleWaiter = (
+    PeriodChargeSettle,
+    oneshot::Sender<StoreResult<Option<Subscription>>>,
+);
+
+/// The writes waiting for the next batch of one step, and whether a batch is being written.
+pub(crate) struct Queue<W>(Arc<Mutex<Queued<W>>>);
+
+impl<W> Clone for Queue<W> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<W> Default for Queue<W> {
+    fn default() -> Self {
+        Self(Arc::new(Mutex::new(Queued {
+            waiting: Vec::new(),
+            writing: false,
+        })))
+    }
+}
+
+struct Queued<W> {
+    waiting: Vec<W>,
+    writing: bool,
+}
+
+impl<W> Queue<W> {
+    /// Queues `waiter`; true when the caller is to start writing batches.
+    fn push(&self, waiter: W) -> bool {
+        let Ok(mut queued) = self.0.lock() else {
+            return false;
+        };
+        queued.waiting.push(waiter);
+        !std::mem::replace(&mut queued.writing, true)
+    }
+
+    /// The next batch; empty when none waits, and then the writer stops.
+    fn next(&self) -> Vec<W> {
+        let Ok(mut queued) = self.0.lock() else {
+            return Vec::new();
+        };
+        let take = queued.waiting.len().min(MAX_BATCH);
+        let batch: Vec<W> = queued.waiting.drain(..take).collect();
+        if batch.is_empty() {
+            queued.writing = false;
+        }
+        batch
+    }
+}
+
+/// The batch queues of a `Store`.
+#[derive(Clone, Default)]
+pub(crate) struct Batches {
+    begins: Queue<BeginWaiter>,
+    settles: Queue<SettleWaiter>,
+}
+
+impl Store {
+    /// Begins a period's charge: reserves its fee, inserts the pending attempt and saves the
+    /// subscription's `row`, in one unit that is refused whole (`BeginChargeError`) or written
+    /// whole, batched with the renewals that wait at the same time (see the module doc).
+    pub async fn begin_period_charge(&self, begin: PeriodChargeBegin) -> StoreResult<Began> {
+        if !self.ownership.is_single() {
+            let store = self.clone();
+            let one = async move { store.begin_one(begin).await };
+            return match &self.lane {
+                Some(lane) => lane.run(one).await?,
+                None => one.await,
+            };
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.batches.begins.push((begin, reply)) {
+            let store = self.clone();
+            self.start_writer(async move { store.write_begins().await });
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::invariant("the batch writer stopped".into()))?
+    }
+
+    /// Starts a step's writer: on SQLite on the writer's thread, where every unit runs. It runs
+    /// in a task of its own, so a caller that stops waiting never leaves the writes queued
+    /// behind it unwritten.
+    fn start_writer(&self, write: impl std::future::Future<Output = ()> + Send + 'static) {
+        match &self.lane {
+            Some(lane) => lane.spawn(write),
+            None => {
+                tokio::spawn(write);
+            }
+        }
+    }
+
+    /// Writes batches of begins until none waits.
+    async fn write_begins(self) {
+        loop {
+            let batch = self.batches.begins.next();
+            if batch.is_empty() {
+                return;
+            }
+            self.write_begin_batch(batch).await;
+        }
+    }
+
+    async fn write_begin_batch(&self, batch: Vec<BeginWaiter>) {
+        let size = batch.len();
+        if size > 1 {
+            let (begins, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            match self.begin_many(&begins).await {
+                Ok(Some(began)) => {
+                    metrics::histogram!("charge_begin_batch_size").record(size as f64);
+                    for (reply, began) in replies.into_iter().zip(began) {
+                        let _ = reply.send(Ok(Ok(began)));
+                    }
+                    return;
+                }
+                Ok(None) => {}
+                Err(err) => tracing::debug!(error = %err, "a batch of charge begins failed"),
+            }
+            metrics::counter!("charge_begin_batches_refused_total").increment(1);
+            // One unit each, side by side: their units share the group's commit.
+            let mut singles = tokio::task::JoinSet::new();
+            for (begin, reply) in begins.into_iter().zip(replies) {
+                let store = self.clone();
+                singles.spawn(async move {
+                    let _ = reply.send(store.begin_one(begin).await);
+                });
+            }
+            singles.join_all().await;
+            return;
+        }
+        for (begin, reply) in batch {
+            let _ = reply.send(self.begin_one(begin).await);
+        }
+    }
+
+    /// One renewal's write as its own unit.
+    async fn begin_one(&self, begin: PeriodChargeBegin) -> StoreResult<Began> {
+        let txn = self.begin().await?;
+        match txn.begin_charge(begin.charge).await {
+            Ok(charge) => {
+                let row = txn.save_subscription(begin.row).await?;
+                txn.commit().await?;
+                Ok(Ok((charge, row)))
+            }
+            // Nothing was written (the unit rolls back).
+            Err(BeginChargeError::Store(err)) => Err(err),
+            Err(refused) => Ok(Err(refused)),
+        }
+    }
+
+    /// The whole batch as one unit, or `None` (nothing written) when any of it is refused.
+    async fn begin_many(
+        &self,
+        begins: &[PeriodChargeBegin],
+    ) -> StoreResult<Option<Vec<(ChargeAttempt, Subscription)>>> {
+        let txn = self.begin().await?;
+        let conn = txn.conn();
+        let mut fees: BTreeMap<&str, i64> = BTreeMap::new();
+        for begin in begins {
+            *fees.entry(begin.charge.account.as_str()).or_default() += begin.charge.fee_cents;
+        }
+        // The reservations first: on SQLite they take the write lock at once.
+        for (account_id, sum) in fees {
+            let reserved = account::Entity::update_many()
+                .col_expr(
+                    account::Column::AvailableCents,
+                    Expr::col(account::Column::AvailableCents).sub(sum),
+                )
+                .col_expr(
+                    account::Column::ReservedCents,
+                    Expr::col(account::Column::ReservedCents).add(sum),
+                )
+                .filter(account::Column::Id.eq(account_id))
+                .filter(account::Column::AvailableCents.gte(sum))
+                .exec(conn)
+                .await?;
+            if reserved.rows_affected == 0 {
+                return Ok(None);
+            }
+        }
+        let charges: Vec<ChargeAttempt> = begins
+            .iter()
+            .map(|begin| attempt_of(begin.charge.clone()))
+            .collect();
+        let inserted = charge_attempt::Entity::insert_many(
+            charges
+                .iter()
+                .map(|charge| charge.clone().into_active_model().reset_all()),
+        )
+        .exec_without_returning(conn)
+        .await
+        .map_err(StoreError::from);
+        match inserted {
+            Ok(_) => {}
+            // A period with a live charge already (`charge_attempts_live_period`).
+            Err(err) if err.is_unique_violation() => return Ok(None),
+            Err(err) => return Err(err),
+        }
+        let rows = begins.iter().map(|begin| begin.row.clone()).collect();
+        let Some(rows) = save_all(conn, rows).await? else {
+            return Ok(None);
+        };
+        txn.commit().await?;
+        Ok(Some(charges.into_iter().zip(rows).collect()))
+    }
+}
+
+/// A period charge's final outcome as its subscription's actor decided to apply it, assuming
+/// the charge is still pending (`Store::settle_period_charge`).
+pub struct PeriodChargeSettle {
+    /// The charge as it is to be stored once settled: its final status, the processor's
+    /// status, message and transaction id, `updated_at` and `finalized_at`.
+    pub charge: ChargeAttempt,
+    /// The processor event that reported the outcome, recorded with it.
+    pub event: Option<ProcessorEvent>,
+    /// The events it emits, in order: the charge's, then the subscription's transition's.
+    pub events: Vec<Event>,
+    /// Whether the add-ons detached at the period's end leave now.
+    pub drop_detached_addons: bool,
+    /// The subscription's row as it is to be saved (its `version` as read).
+    pub row: Subscription,
+}
+
+impl Store {
+    /// Applies a period charge's final outcome, batched with the outcomes that arrive at the
+    /// same time: the charge's settlement (once: only a pending charge), the fee captured or
+    /// given back, the processor event's record, the events with their deliveries and the
+    /// subscription's row, in one unit. The saved row, or `None` when nothing of it was
+    /// written: the charge was no longer pending, or its batch was refused (a row changed
+    /// since it was read); the caller then applies the outcome alone, as its own unit.
+    pub async fn settle_period_charge(
+        &self,
+        settle: PeriodChargeSettle,
+    ) -> StoreResult<Option<Subscription>> {
+        if !self.ownership.is_single() {
+            return Ok(None);
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.batches.settles.push((settle, reply)) {
+            let store = self.clone();
+            self.start_writer(async move { store.write_settles().await });
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::invariant("the batch writer stopped".into()))?
+    }
+
+    /// Writes batches of outcomes until none waits.
+    async fn write_settles(self) {
+        loop {
+            let batch = self.batches.settles.next();
+            if batch.is_empty() {
+                return;
+            }
+            let (settles, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            let saved = match self.settle_many(&settles).await {
+                Ok(Some(saved)) => saved,
+                Ok(None) => {
+                    metrics::counter!("charge_settle_batches_refused_total").increment(1);
+                    vec![None; replies.len()]
+                }
+                Err(err) => {
+                    tracing::debug!(error = %err, "a batch of charge outcomes failed");
+                    metrics::counter!("charge_settle_batches_refused_total").increment(1);
+                    vec![None; replies.len()]
+                }
+            };
+            metrics::histogram!("charge_settle_batch_size").record(replies.len() as f64);
+            for (reply, saved) in replies.into_iter().zip(saved) {
+                let _ = reply.send(Ok(saved));
+            }
+        }
+    }
+
+    /// The batch as one unit: per settle, its saved row, or `None` when its charge was no
+    /// longer pending (nothing of it written). `None` for the whole batch when it is refused
+    /// (nothing written at all).
+    async fn settle_many(
+        &self,
+        settles: &[PeriodChargeSettle],
+    ) -> StoreResult<Option<Vec<Option<Subscription>>>> {
+        let txn = self.begin().await?;
+        let conn = txn.conn();
+        let charges: Vec<&ChargeAttempt> = settles.iter().map(|s| &s.charge).collect();
+        // The settlement first, and only of a charge still pending: whichever writer moves a
+        // charge out of pending applies its outcome, once (`settle_charge_in` alone does the same).
+        let by_id = |value: fn(&ChargeAttempt) -> sea_orm::Value| {
+            let mut case = CaseStatement::new();
+            for charge in &charges {
+                case = case.case(
+                    Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
+                    Expr::val(value(charge)),
+                );
+            }
+            case
+        };
+        let mut update = Query::update();
+        update
+            .table(charge_attempt::Entity)
+            .value(charge_attempt::Column::Status, by_id(|c| c.status.clone().into()))
+            .value(
+                charge_attempt::Column::ProcessorStatus,
+                by_id(|c| c.processor_status.clone().into()),
+            )
+            .value(
+                charge_attempt::Column::ProcessorMessage,
+                by_id(|c| c.processor_message.clone().into()),
+            )
+            .value(
+                charge_attempt::Column::ProcessorTransactionId,
+                by_id(|c| c.processor_transaction_id.clone().into())
+                    .finally(Expr::col(charge_attempt::Column::ProcessorTransactionId)),
+            )
+            .value(charge_attempt::Column::UpdatedAt, by_id(|c| c.updated_at.into()))
+            .value(charge_attempt::Column::FinalizedAt, by_id(|c| c.finalized_at.into()))
+            .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
+            .and_where(charge_attempt::Column::Status.eq("pending"))
+            .returning_col(charge_attempt::Column::Id);
+        let mut settled = HashSet::new();
+        for row in conn.query_all(&update).await? {
+            settled.insert(row.try_get::<String>("", "id")?);
+        }
+        if settled.is_empty() {
+            return Ok(Some(vec![None; settles.len()]));
+        }
+        let chosen: Vec<&PeriodChargeSettle> = settles
+            .iter()
+            .filter(|s| settled.contains(&s.charge.id))
+            .collect();
+
+        let events: Vec<ProcessorEvent> = chosen.iter().filter_map(|s| s.event.clone()).collect();
+        if !events.is_empty() {
+            // A checksum already recorded is left as it is, as `record_processor_event` does.
+            processor_event::Entity::insert_many(
+                events.into_iter().map(|e| e.into_active_model().reset_all()),
+            )
+            .on_conflict(
+                OnConflict::column(processor_event::Column::Checksum)
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .exec_without_returning(conn)
+            .await?;
+        }
+
+        // The fee: captured from the reservation when approved, given back to the available
+        // balance otherwise; one UPDATE per account by the batch's sums.
+        let mut fees: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        let mut ledger = Vec::new();
+        for settle in &chosen {
+            let charge = &settle.charge;
+            let (reserved, returned) = fees.entry(charge.account_id.as_str()).or_default();
+            *reserved += charge.fee_cents;
+            if charge.status == "approved" {
+                ledger.push(ledger_row(
+                    &AccountId::from_stored(charge.account_id.clone()),
+                    "fee",
+                    -charge.fee_cents,
+                    Some(charge.id.clone()),
+                    &fee_description(charge),
+                    charge.updated_at,
+                ));
+            } else {
+                *returned += charge.fee_cents;
+            }
+        }
+        for (account_id, (reserved, returned)) in fees {
+            account::Entity::update_many()
+                .col_expr(
+                    account::Column::ReservedCents,
+                    Expr::col(account::Column::ReservedCents).sub(reserved),
+                )
+                .col_expr(
+                    account::Column::AvailableCents,
+                    Expr::col(account::Column::AvailableCents).add(returned),
+                )
+                .filter(account::Column::Id.eq(account_id))
+                .exec(conn)
+                .await?;
+        }
+        if !ledger.is_empty() {
+            balance_transaction::Entity::insert_many(
+                ledger.into_iter().map(|row| row.into_active_model().reset_all()),
+            )
+            .exec_without_returning(conn)
+            .await?;
+        }
+
+        let leaving: Vec<&str> = chosen
+            .iter()
+            .filter(|s| s.drop_detached_addons)
+            .map(|s| s.row.id.as_str())
+            .collect();
+        if !leaving.is_empty() {
+            subscription_addon::Entity::delete_many()
+                .filter(subscription_addon::Column::SubscriptionId.is_in(leaving))
+                .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))
+                .exec(conn)
+                .await?;
+        }
+
+        // The events, and their deliveries to each account's endpoints (read once).
+        let rows: Vec<&Event> = chosen.iter().flat_map(|s| s.events.iter()).collect();
+        let mut endpoints: BTreeMap<&str, Vec<WebhookEndpoint>> = BTreeMap::new();
+        let mut deliveries = Vec::new();
+        for row in &rows {
+            if !endpoints.contains_key(row.account_id.as_str()) {
+                let active = active_endpoints(conn, &row.account_id).await?;
+                endpoints.insert(row.account_id.as_str(), active);
+            }
+            for endpoint in &endpoints[row.account_id.as_str()] {
+                if subscribes(endpoint, &row.event_type) {
+                    deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
+                }
+            }
+        }
+        if !rows.is_empty() {
+            event::Entity::insert_many(
+                rows.iter()
+                    .map(|row| (*row).clone().into_active_model().reset_all()),
+            )
+            .exec_without_returning(conn)
+            .await?;
+        }
+        if !deliveries.is_empty() {
+            txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
+            webhook_delivery::Entity::insert_many(
+                deliveries
+                    .into_iter()
+                    .map(|d| d.into_active_model().reset_all()),
+            )
+            .exec_without_returning(conn)
+            .await?;
+        }
+
+        let rows: Vec<Subscription> = chosen.iter().map(|s| s.row.clone()).collect();
+        let Some(saved) = save_all(conn, rows).await? else {
+            return Ok(None);
+        };
+        txn.commit().await?;
+        for settle in &chosen {
+            let outcome = settle.charge.status.clone();
+            metrics::counter!("charge_outcomes_total", "outcome" => outcome).increment(1);
+        }
+        let mut saved: HashMap<String, Subscription> =
+            saved.into_iter().map(|row| (row.id.clone(), row)).collect();
+        Ok(Some(
+            settles
+                .iter()
+                .map(|s| {
+                    settled
+                        .contains(&s.charge.id)
+                        .then(|| saved.remove(&s.row.id))
+                        .flatten()
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// Saves `rows` (each with its `version` as read) in one conditional upsert: the saved rows,
+/// or `None` when any of them changed since it was read (nothing is then to be kept).
+async fn save_all<C: ConnectionTrait>(
+    conn: &C,
+    rows: Vec<Subscription>,
+) -> StoreResult<Option<Vec<Subscription>>> {
+    let rows: Vec<Subscription> = rows
+        .into_iter()
+        .map(|mut row| {
+            row.version += 1;
+            row
+        })
+        .collect();
+    // Every row exists (it was read), so the upsert only ever updates, and only a row whose
+    // version is still the one read: `excluded.version` is that plus one.
+    let mut upsert = subscription::Entity::insert_many(
+        rows.iter()
+            .map(|row| row.clone().into_active_model().reset_all()),
+    )
+    .on_conflict(
+        OnConflict::column(subscription::Column::Id)
+            .update_columns(
+                subscription::Column::iter().filter(|c| !matches!(c, subscription::Column::Id)),
+            )
+            .action_and_where(
+                Expr::col((subscription::Entity, subscription::Column::Version))
+                    .eq(Expr::cust("excluded.version - 1")),
+            )
+            .to_owned(),
+    )
+    .into_query();
+    upsert.returning_col(subscription::Column::Id);
+    let written = conn.query_all(&upsert).await?;
+    Ok((written.len() == rows.len()).then_some(rows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PeriodChargeBegin;
+    use crate::ids::SubscriptionId;
+    use crate::store::charges::{BeginChargeError, NewCharge};
+    use crate::store::prefetch::fixture::{Shop, shop};
+    use crate::store::subscriptions::Subscription;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// `n` more subscriptions like the shop's, each due.
+    async fn subscriptions(shop: &Shop, n: usize) -> Vec<Subscription> {
+        let txn = shop.store.begin().await.expect("begin");
+        let mut rows = Vec::new();
+        for _ in 0..n {
+            let mut row = shop.sub.clone();
+            row.id = SubscriptionId::generate().into_string();
+            txn.insert_subscription(row.clone()).await.expect("insert");
+            rows.push(row);
+        }
+        txn.commit().await.expect("commit");
+        rows
+    }
+
+    /// The begin of `sub`'s next period with a fee of `fee`, its row with the timer taken.
+    fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
+        let mut row = sub.clone();
+        row.due_at = None;
+        PeriodChargeBegin {
+            charge: NewCharge {
+                account: crate::ids::AccountId::from_stored(sub.account_id.clone()),
+                subscription_id: Some(sub.id.clone()),
+                customer_id: sub.customer_id.clone(),
+                payment_method_id: sub.default_payment_method_id.clone(),
+                amount_cents: fee * 10,
+                fee_cents: fee,
+                purpose: "renewal",
+                period_start: Some(sub.current_period_end),
+                pending_change: None,
+                now_ms: NOW,
+            },
+            row,
+        }
+    }
+
+    async fn available(shop: &Shop) -> (i64, i64) {
+        let balance = shop
+            .store
+            .balance(&shop.account)
+            .await
+            .expect("balance")
+            .expect("account");
+        (balance.available_cents, balance.reserved_cents)
+    }
+
+    #[tokio::test]
+    async fn a_batch_writes_every_row_in_one_unit_or_nothing_at_all() {
+        let shop = shop(NOW).await;
+        let subs = subscriptions(&shop, 3).await;
+        let (before, _) = available(&shop).await;
+
+        // A row changed since it was read: nothing of the batch is written.
+        let mut stale: Vec<_> = subs.iter().map(|s| begin(s, 100)).collect();
+        stale[1].row.version += 7;
+        assert!(shop.store.begin_many(&stale).await.expect("batch").is_none());
+        // A balance short of the batch's fees: nothing either.
+        let short: Vec<_> = subs.iter().map(|s| begin(s, before / 2)).collect();
+        assert!(shop.store.begin_many(&short).await.expect("batch").is_none());
+        // A period that already has a live charge: nothing either.
+        let taken = shop
+            .store
+            .begin_charge(begin(&subs[2], 100).charge)
+            .await
+            .expect("a live charge of the period");
+        let with_taken: Vec<_> = subs.iter().map(|s| begin(s, 100)).collect();
+        assert!(
+            shop.store
+                .begin_many(&with_taken)
+                .await
+                .expect("batch")
+                .is_none()
+        );
+        assert_eq!(available(&shop).await, (before - 100, 100));
+        for sub in &subs {
+            let row = shop.store.subscription_by_id(&sub.id).await.expect("read");
+            assert_eq!(row.as_ref(), Some(sub), "a refused batch changed {}", sub.id);
+        }
+
+        // Refused nothing: every row, one reservation of the sum.
+        let whole: Vec<_> = subs[..2].iter().map(|s| begin(s, 100)).collect();
+        let began = shop
+            .store
+            .begin_many(&whole)
+            .await
+            .expect("batch")
+            .expect("written");
+        assert_eq!(available(&shop).await, (before - 300, 300));
+        for ((charge, row), sub) in began.iter().zip(&subs) {
+            let stored = shop.store.charge_by_id(&charge.id).await.expect("read");
+            assert_eq!(stored.as_ref(), Some(charge));
+            assert_eq!(charge.subscription_id.as_deref(), Some(sub.id.as_str()));
+            assert_eq!(charge.status, "pending");
+            assert_eq!(row.version, sub.version + 1);
+            assert_eq!(row.due_at, None);
+            let stored = shop.store.subscription_by_id(&sub.id).await.expect("read");
+            assert_eq!(stored.as_ref(), Some(row));
+        }
+        assert_ne!(taken.id, began[0].0.id);
+        shop.remove();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn renewals_beginning_at_once_are_refused_one_by_one_as_alone() {
+        let shop = shop(NOW).await;
+        let subs = subscriptions(&shop, 40).await;
+        let (before, _) = available(&shop).await;
+        // The balance covers 25 of the 40 fees.
+        let fee = before / 25;
+        let mut tasks = tokio::task::JoinSet::new();
+        for sub in &subs {
+            let (store, begin) = (shop.store.clone(), begin(sub, fee));
+            tasks.spawn(async move { store.begin_period_charge(begin).await });
+        }
+        let (mut began, mut short) = (0, 0);
+        while let Some(done) = tasks.join_next().await {
+            match done.expect("task").expect("store") {
+                Ok((charge, row)) => {
+                    began += 1;
+                    assert_eq!(row.version, 1);
+                    assert_eq!(charge.fee_cents, fee);
+                }
+                Err(BeginChargeError::InsufficientBalance) => short += 1,
+                Err(other) => panic!("unexpected refusal: {other}"),
+            }
+        }
+        assert_eq!((began, short), (25, 15));
+        assert_eq!(
+            available(&shop).await,
+            (before - 25 * fee, 25 * fee),
+            "the reserved fees are exactly those of the charges begun"
+        );
+        shop.remove();
+    }
+}
