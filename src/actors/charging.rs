@@ -251,9 +251,11 @@ impl Runtime {
         self.apply_outcome(
             charge.subscription_id.as_deref(),
             &charge.id,
-            settlement.raw_status,
-            settlement.message,
-            settlement.transaction_id,
+            Reported {
+                raw_status: settlement.raw_status,
+                message: settlement.message,
+                transaction_id: settlement.transaction_id,
+            },
             None,
             Some(charge),
         )
@@ -265,14 +267,11 @@ impl Runtime {
     /// the outcome (when it came through the ingress). `known` is the charge as the caller
     /// read it: a period's charge read pending is settled in a batch with the outcomes that
     /// arrive at the same time (`store::batch`), any other alone.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn apply_outcome(
         &self,
         subscription_id: Option<&str>,
         charge_id: &str,
-        raw_status: &str,
-        message: Option<&str>,
-        transaction_id: Option<&str>,
+        reported: Reported<'_>,
         event: Option<ProcessorEvent>,
         known: Option<&ChargeAttempt>,
     ) -> Result<(), ActionError> {
@@ -293,11 +292,6 @@ impl Runtime {
         };
         let (sub, account, now) = self.load(&sub_id).await?;
         let due_at = sub.due_at;
-        let reported = Reported {
-            raw_status,
-            message,
-            transaction_id,
-        };
         if let Some(settle) =
             known.and_then(|charge| settle_in_batch(&sub, &account, charge, &reported, &event, now))
         {
@@ -307,9 +301,9 @@ impl Runtime {
                 return Ok(());
             }
         }
-        let (id, raw_status) = (charge_id.to_owned(), raw_status.to_owned());
-        let message = message.map(str::to_owned);
-        let transaction_id = transaction_id.map(str::to_owned);
+        let (id, raw_status) = (charge_id.to_owned(), reported.raw_status.to_owned());
+        let message = reported.message.map(str::to_owned);
+        let transaction_id = reported.transaction_id.map(str::to_owned);
         // On the writer's thread: the event's record, the money, the transition, the events.
         let applied = self
             .store()
@@ -375,10 +369,10 @@ impl Runtime {
 }
 
 /// What the processor reported about a charge.
-struct Reported<'a> {
-    raw_status: &'a str,
-    message: Option<&'a str>,
-    transaction_id: Option<&'a str>,
+pub(super) struct Reported<'a> {
+    pub(super) raw_status: &'a str,
+    pub(super) message: Option<&'a str>,
+    pub(super) transaction_id: Option<&'a str>,
 }
 
 /// The outcome of a period's `charge` (read pending) as a batch applies it: what `transition`

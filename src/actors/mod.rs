@@ -322,9 +322,11 @@ impl SubscriptionActor {
                         .apply_outcome(
                             Some(&state.id),
                             &charge_id,
-                            &raw_status,
-                            message.as_deref(),
-                            transaction_id.as_deref(),
+                            charging::Reported {
+                                raw_status: &raw_status,
+                                message: message.as_deref(),
+                                transaction_id: transaction_id.as_deref(),
+                            },
                             event.map(|e| *e),
                             charge.as_deref(),
                         )

@@ -552,9 +552,10 @@ async fn save_all<C: ConnectionTrait>(
 
 #[cfg(test)]
 mod tests {
-    use super::PeriodChargeBegin;
+    use super::{PeriodChargeBegin, PeriodChargeSettle};
     use crate::ids::SubscriptionId;
-    use crate::store::charges::{BeginChargeError, NewCharge};
+    use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
+    use crate::store::webhooks::WebhookEndpoint;
     use crate::store::prefetch::fixture::{Shop, shop};
     use crate::store::subscriptions::Subscription;
 
@@ -691,6 +692,131 @@ mod tests {
             (before - 25 * fee, 25 * fee),
             "the reserved fees are exactly those of the charges begun"
         );
+        shop.remove();
+    }
+
+    /// The settle of `charge` (pending) with `status`, the subscription's row saved as read.
+    fn settle(sub: &Subscription, charge: &ChargeAttempt, status: &str) -> PeriodChargeSettle {
+        let mut settled = charge.clone();
+        settled.status = status.to_owned();
+        settled.processor_status = Some(status.to_uppercase());
+        settled.processor_transaction_id = Some(format!("tx-{}", charge.id));
+        settled.updated_at = NOW;
+        settled.finalized_at = Some(NOW);
+        let event_type = format!("charge.{status}");
+        PeriodChargeSettle {
+            events: vec![crate::actors::subscription_event(
+                sub,
+                &event_type,
+                Some((&settled, "X")),
+                NOW,
+            )],
+            event: Some(ProcessorEvent {
+                checksum: format!("sum-{}", charge.id),
+                account_id: sub.account_id.clone(),
+                event_type: "transaction.updated".into(),
+                transaction_id: settled.processor_transaction_id.clone(),
+                reference: Some(charge.reference.clone()),
+                status: settled.processor_status.clone(),
+                body: "{}".into(),
+                received_at: NOW,
+                processed_at: None,
+            }),
+            charge: settled,
+            drop_detached_addons: false,
+            row: sub.clone(),
+        }
+    }
+
+    /// The number of rows of `table` where `condition` holds.
+    async fn count(shop: &Shop, table: &str, condition: &str) -> i64 {
+        use sea_orm::ConnectionTrait;
+        let conn = shop.store.conn();
+        let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE {condition}");
+        let row = conn
+            .query_one_raw(sea_orm::Statement::from_string(conn.get_database_backend(), sql))
+            .await
+            .expect("count")
+            .expect("a row");
+        row.try_get::<i64>("", "n").expect("n")
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and_events() {
+        let shop = shop(NOW).await;
+        let subs = subscriptions(&shop, 4).await;
+        let endpoint = WebhookEndpoint {
+            id: "we_batch".into(),
+            account_id: shop.account.as_str().to_owned(),
+            url: "https://example.com/hook".into(),
+            secret: crate::store::Secret::from("whsec_x".to_owned()),
+            events: r#"["charge.approved"]"#.into(),
+            active: true,
+            created_at: 0,
+            updated_at: 0,
+        };
+        shop.store
+            .insert_webhook_endpoint(endpoint, 10)
+            .await
+            .expect("endpoint");
+        let mut charges = Vec::new();
+        for (i, sub) in subs.iter().enumerate() {
+            let charge = shop
+                .store
+                .begin_charge(begin(sub, 100 * (i as i64 + 1)).charge)
+                .await
+                .expect("charge");
+            charges.push(charge);
+        }
+        let (before, reserved) = available(&shop).await;
+        assert_eq!(reserved, 100 + 200 + 300 + 400);
+
+        // A row changed since it was read: nothing of the batch is written.
+        let mut stale: Vec<_> = (0..3)
+            .map(|i| settle(&subs[i], &charges[i], "approved"))
+            .collect();
+        stale[2].row.version += 1;
+        assert!(shop.store.settle_many(&stale).await.expect("batch").is_none());
+        assert_eq!(available(&shop).await, (before, reserved));
+        let pending = "status = 'pending'";
+        assert_eq!(count(&shop, "charge_attempts", pending).await, 4);
+
+        // The fourth charge is settled alone first: the batch leaves it as it is.
+        shop.store
+            .settle_charge(&charges[3].id, "DECLINED", None, None, NOW)
+            .await
+            .expect("settle alone");
+        let (before, _) = available(&shop).await;
+        let batch = vec![
+            settle(&subs[0], &charges[0], "approved"),
+            settle(&subs[1], &charges[1], "declined"),
+            settle(&subs[2], &charges[2], "approved"),
+            settle(&subs[3], &charges[3], "approved"),
+        ];
+        let saved = shop
+            .store
+            .settle_many(&batch)
+            .await
+            .expect("batch")
+            .expect("written");
+        assert!(saved[3].is_none(), "a charge settled before is not settled again");
+        for i in 0..3 {
+            let row = saved[i].as_ref().expect("saved");
+            assert_eq!(row.version, subs[i].version + 1);
+            let stored = shop.store.charge_by_id(&charges[i].id).await.expect("read");
+            assert_eq!(stored.as_ref(), Some(&batch[i].charge));
+        }
+        let stored = shop.store.charge_by_id(&charges[3].id).await.expect("read");
+        assert_eq!(stored.map(|c| c.status), Some("declined".to_owned()));
+        // Fees: 100 and 300 captured, 200 given back; the fourth's went back before.
+        assert_eq!(available(&shop).await, (before + 200, 0));
+        assert_eq!(count(&shop, "balance_transactions", "kind = 'fee'").await, 2);
+        assert_eq!(count(&shop, "events", "1 = 1").await, 3);
+        // One delivery per event the endpoint subscribes to.
+        let deliveries = "endpoint_id = 'we_batch'";
+        assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 2);
+        assert_eq!(count(&shop, "processor_events", "1 = 1").await, 3);
+        assert_eq!(count(&shop, "charge_attempts", pending).await, 0);
         shop.remove();
     }
 }
