@@ -13,8 +13,10 @@
 //! written as its own unit, exactly as a lone renewal is: whoever would have been refused alone
 //! is refused alone, with the reason, and the rest go through.
 //!
-//! In a cluster each subscription's write is fenced by its shard's lease
-//! (`StoreTxn::save_subscription`); a node of a cluster writes each renewal as its own unit.
+//! In a cluster a batch first fences every shard it writes at once (`StoreTxn::fence_all`: the
+//! shards' locks shared, their leases checked), as each subscription's write alone is fenced
+//! (`StoreTxn::save_subscription`); a shard no longer held refuses the batch, and the write
+//! alone then ends `Fenced`.
 
 use super::balance::ledger_row;
 use super::charges::{
@@ -116,14 +118,6 @@ impl Store {
     /// subscription's `row`, in one unit that is refused whole (`BeginChargeError`) or written
     /// whole, batched with the renewals that wait at the same time (see the module doc).
     pub async fn begin_period_charge(&self, begin: PeriodChargeBegin) -> StoreResult<Began> {
-        if !self.ownership.is_single() {
-            let store = self.clone();
-            let one = async move { store.begin_one(begin).await };
-            return match &self.lane {
-                Some(lane) => lane.run(one).await?,
-                None => one.await,
-            };
-        }
         let (reply, answer) = oneshot::channel();
         if self.batches.begins.push((begin, reply)) {
             let store = self.clone();
@@ -134,13 +128,15 @@ impl Store {
             .map_err(|_| StoreError::invariant("the batch writer stopped".into()))?
     }
 
-    /// Starts a step's writer: on SQLite on the writer's thread, where every unit runs. It runs
+    /// Starts a step's writer: on SQLite on the writer's thread, where every unit runs; on
+    /// PostgreSQL on the batch writer's own (each statement's answer wakes a thread that has
+    /// nothing else to do, not a task queued behind the service's HTTP and actors). It runs
     /// in a task of its own, so a caller that stops waiting never leaves the writes queued
     /// behind it unwritten.
     fn start_writer(&self, write: impl std::future::Future<Output = ()> + Send + 'static) {
-        match &self.lane {
-            Some(lane) => lane.spawn(write),
-            None => {
+        match (&self.lane, &self.batch_writer) {
+            (Some(lane), _) | (None, Some((lane, _))) => lane.spawn(write),
+            (None, None) => {
                 tokio::spawn(write);
             }
         }
@@ -209,30 +205,14 @@ impl Store {
         &self,
         begins: &[PeriodChargeBegin],
     ) -> StoreResult<Option<Vec<(ChargeAttempt, Subscription)>>> {
-        let txn = self.begin().await?;
+        let txn = self.begin_batch().await?;
+        if !txn.fence_all(begins.iter().map(|b| b.row.id.as_str())).await? {
+            return Ok(None);
+        }
         let conn = txn.conn();
         let mut fees: BTreeMap<&str, i64> = BTreeMap::new();
         for begin in begins {
             *fees.entry(begin.charge.account.as_str()).or_default() += begin.charge.fee_cents;
-        }
-        // The reservations first: on SQLite they take the write lock at once.
-        for (account_id, sum) in fees {
-            let reserved = account::Entity::update_many()
-                .col_expr(
-                    account::Column::AvailableCents,
-                    Expr::col(account::Column::AvailableCents).sub(sum),
-                )
-                .col_expr(
-                    account::Column::ReservedCents,
-                    Expr::col(account::Column::ReservedCents).add(sum),
-                )
-                .filter(account::Column::Id.eq(account_id))
-                .filter(account::Column::AvailableCents.gte(sum))
-                .exec(conn)
-                .await?;
-            if reserved.rows_affected == 0 {
-                return Ok(None);
-            }
         }
         let charges: Vec<ChargeAttempt> = begins
             .iter()
@@ -256,6 +236,26 @@ impl Store {
         let Some(rows) = save_all(conn, rows).await? else {
             return Ok(None);
         };
+        // The reservations last: the account's row is the one every batch writes, and on
+        // PostgreSQL its lock is held from here to the commit.
+        for (account_id, sum) in fees {
+            let reserved = account::Entity::update_many()
+                .col_expr(
+                    account::Column::AvailableCents,
+                    Expr::col(account::Column::AvailableCents).sub(sum),
+                )
+                .col_expr(
+                    account::Column::ReservedCents,
+                    Expr::col(account::Column::ReservedCents).add(sum),
+                )
+                .filter(account::Column::Id.eq(account_id))
+                .filter(account::Column::AvailableCents.gte(sum))
+                .exec(conn)
+                .await?;
+            if reserved.rows_affected == 0 {
+                return Ok(None);
+            }
+        }
         txn.commit().await?;
         Ok(Some(charges.into_iter().zip(rows).collect()))
     }
@@ -288,9 +288,6 @@ impl Store {
         &self,
         settle: PeriodChargeSettle,
     ) -> StoreResult<Option<Subscription>> {
-        if !self.ownership.is_single() {
-            return Ok(None);
-        }
         let (reply, answer) = oneshot::channel();
         if self.batches.settles.push((settle, reply)) {
             let store = self.clone();
@@ -335,7 +332,10 @@ impl Store {
         &self,
         settles: &[PeriodChargeSettle],
     ) -> StoreResult<Option<Vec<Option<Subscription>>>> {
-        let txn = self.begin().await?;
+        let txn = self.begin_batch().await?;
+        if !txn.fence_all(settles.iter().map(|s| s.row.id.as_str())).await? {
+            return Ok(None);
+        }
         let conn = txn.conn();
         let charges: Vec<&ChargeAttempt> = settles.iter().map(|s| &s.charge).collect();
         // The settlement first, and only of a charge still pending: whichever writer moves a
@@ -420,20 +420,6 @@ impl Store {
                 *returned += charge.fee_cents;
             }
         }
-        for (account_id, (reserved, returned)) in fees {
-            account::Entity::update_many()
-                .col_expr(
-                    account::Column::ReservedCents,
-                    Expr::col(account::Column::ReservedCents).sub(reserved),
-                )
-                .col_expr(
-                    account::Column::AvailableCents,
-                    Expr::col(account::Column::AvailableCents).add(returned),
-                )
-                .filter(account::Column::Id.eq(account_id))
-                .exec(conn)
-                .await?;
-        }
         if !ledger.is_empty() {
             balance_transaction::Entity::insert_many(
                 ledger.into_iter().map(|row| row.into_active_model().reset_all()),
@@ -493,6 +479,21 @@ impl Store {
         let Some(saved) = save_all(conn, rows).await? else {
             return Ok(None);
         };
+        // The account's row last (see `begin_many`).
+        for (account_id, (reserved, returned)) in fees {
+            account::Entity::update_many()
+                .col_expr(
+                    account::Column::ReservedCents,
+                    Expr::col(account::Column::ReservedCents).sub(reserved),
+                )
+                .col_expr(
+                    account::Column::AvailableCents,
+                    Expr::col(account::Column::AvailableCents).add(returned),
+                )
+                .filter(account::Column::Id.eq(account_id))
+                .exec(conn)
+                .await?;
+        }
         txn.commit().await?;
         for settle in &chosen {
             let outcome = settle.charge.status.clone();

@@ -93,6 +93,44 @@ pub async fn lock_shared<C: ConnectionTrait>(conn: &C, shard: u16) -> StoreResul
     Ok(())
 }
 
+/// Fences every `(shard, epoch)` of `held` for the rest of the transaction `conn` at once (a
+/// batch's writes, `store::batch`): takes each shard's lock in shared mode, then checks that
+/// each lease still carries its epoch. Under the locks no takeover moves an epoch before the
+/// transaction ends, so the check stands for every write that follows, as `lease_is` does
+/// for one. False when any lease moved on.
+pub(crate) async fn leases_hold<C: ConnectionTrait>(
+    conn: &C,
+    held: &[(u16, i64)],
+) -> StoreResult<bool> {
+    if held.is_empty() {
+        return Ok(true);
+    }
+    let shards: Vec<String> = (1..=held.len()).map(|i| format!("(${i}::int4)")).collect();
+    let lock = format!(
+        "SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, s.column1) FROM (VALUES {}) AS s",
+        shards.join(", ")
+    );
+    let values = held.iter().map(|(shard, _)| i32::from(*shard).into()).collect();
+    conn.execute_raw(stmt(&lock, values)).await?;
+    let pairs: Vec<String> = (0..held.len())
+        .map(|i| format!("(${}::int2, ${}::int8)", 2 * i + 1, 2 * i + 2))
+        .collect();
+    let check = format!(
+        "SELECT COUNT(*) AS held FROM shard_leases WHERE (shard, epoch) IN ({})",
+        pairs.join(", ")
+    );
+    let values = held
+        .iter()
+        .flat_map(|(shard, epoch)| [Value::from(*shard as i16), Value::from(*epoch)])
+        .collect();
+    let row = conn.query_one_raw(stmt(&check, values)).await?;
+    let count: i64 = match row {
+        Some(row) => row.try_get("", "held")?,
+        None => 0,
+    };
+    Ok(count == held.len() as i64)
+}
+
 /// Whether `shard`'s lease still carries `epoch` (after a write that changed nothing: a lost
 /// lease is `Fenced`, otherwise the row itself had moved).
 pub(crate) async fn lease_holds<C: ConnectionTrait>(

@@ -19,6 +19,7 @@ pub mod conflicts;
 mod dashboard_sessions;
 pub mod entities;
 mod group;
+mod nodelay;
 pub mod idempotency;
 pub mod prefetch;
 pub mod rate_windows;
@@ -117,6 +118,8 @@ pub struct Store {
     ownership: std::sync::Arc<crate::cluster::Ownership>,
     /// Renewals' writes waiting for their step's next batch (`batch`).
     batches: batch::Batches,
+    /// On PostgreSQL, the thread and the connections that write those batches.
+    batch_writer: Option<(group::WriteLane, DatabaseConnection)>,
 }
 
 impl Store {
@@ -134,6 +137,16 @@ impl Store {
         } else {
             Some(Database::connect(options(url, 2)).await?)
         };
+        // PostgreSQL's batch writer: a thread and connections of its own (`batch`). Connected
+        // on that thread, so that their sockets wake it, not the service's busy runtime.
+        let batch_writer = if is_sqlite {
+            None
+        } else {
+            let lane =
+                group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?;
+            let db = lane.run(Database::connect(options(url, 2))).await??;
+            Some((lane, db))
+        };
         Ok(Self {
             coordination,
             ownership: std::sync::Arc::new(crate::cluster::Ownership::single_node()),
@@ -147,6 +160,7 @@ impl Store {
             writer,
             signal: webhooks::DeliverySignal::default(),
             batches: batch::Batches::default(),
+            batch_writer,
         })
     }
 
@@ -244,6 +258,14 @@ fn options(url: &str, max_connections: u32) -> ConnectOptions {
             // fence lock (`store::cluster`) and stall the takeover: the server ends it.
             opts.options([("idle_in_transaction_session_timeout", "5000")])
         });
+    if url.starts_with("postgres") {
+        options.after_connect(|_| {
+            Box::pin(async {
+                nodelay::set_on_open_sockets();
+                Ok(())
+            })
+        });
+    }
     options
 }
 

@@ -125,7 +125,28 @@ impl Store {
             }
             None => (self.writer().begin().await?, None),
         };
-        Ok(StoreTxn {
+        Ok(self.txn_of(txn, membership, started))
+    }
+
+    /// A batch's transaction (`store::batch`): on PostgreSQL on the batch writer's own
+    /// connections, elsewhere as `begin`.
+    pub(super) async fn begin_batch(&self) -> StoreResult<StoreTxn> {
+        match &self.batch_writer {
+            Some((_, db)) => {
+                let started = std::time::Instant::now();
+                Ok(self.txn_of(db.begin().await?, None, started))
+            }
+            None => self.begin().await,
+        }
+    }
+
+    fn txn_of(
+        &self,
+        txn: DatabaseTransaction,
+        membership: Option<super::group::Membership>,
+        started: std::time::Instant,
+    ) -> StoreTxn {
+        StoreTxn {
             txn,
             membership,
             signal: self.signal.clone(),
@@ -133,7 +154,7 @@ impl Store {
             started,
             ownership: std::sync::Arc::clone(&self.ownership),
             fenced: std::sync::Mutex::new(Vec::new()),
-        })
+        }
     }
 
     pub async fn subscription(
@@ -414,6 +435,36 @@ impl StoreTxn {
             return Err(super::StoreError::Conflict(format!("subscription {id}")));
         }
         Ok(written)
+    }
+
+    /// In a cluster, fences the shards of the subscriptions `ids` at once for the rest of this
+    /// transaction (`cluster::leases_hold`), before a batch writes them; false when this node
+    /// no longer holds one of them (nothing is written then: each write alone finds out which,
+    /// as `Fenced`). True for a single node.
+    pub(super) async fn fence_all<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a str>,
+    ) -> StoreResult<bool> {
+        if self.ownership.is_single() {
+            return Ok(true);
+        }
+        let mut held: Vec<(u16, i64)> = Vec::new();
+        for shard in ids.map(crate::cluster::shard_of) {
+            if held.iter().any(|(s, _)| *s == shard) {
+                continue;
+            }
+            let Some(epoch) = self.ownership.epoch(shard) else {
+                return Ok(false);
+            };
+            held.push((shard, epoch));
+        }
+        if !super::cluster::leases_hold(&self.txn, &held).await? {
+            return Ok(false);
+        }
+        if let Ok(mut fenced) = self.fenced.lock() {
+            fenced.extend(held.iter().map(|(shard, _)| *shard));
+        }
+        Ok(true)
     }
 
     /// In a cluster, the epoch under which this node holds `shard`, after taking the shard's
