@@ -13,13 +13,13 @@ use crate::domain::subscription::{Status, parse_retry_days};
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
+use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::catalog::Customer;
 use crate::store::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, final_status,
 };
-use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::prefetch::DueSnapshot;
-use crate::store::subscriptions::{PeriodCharges, StoreTxn, Subscription};
+use crate::store::subscriptions::{Event, PeriodCharges, StoreTxn, Subscription};
 
 /// What applying a charge's outcome did, for the actor to finish after the commit.
 enum Applied {
@@ -72,21 +72,58 @@ pub(super) async fn transition(
         *sub = txn.save_subscription(sub.clone()).await?;
         return Ok(true);
     }
-    emit(
-        txn,
-        sub,
-        if approved {
-            "charge.approved"
-        } else {
-            "charge.declined"
-        },
-        Some(info()),
-        now,
-    )
-    .await?;
     let Some(period_start) = charge.period_start else {
+        let event_type = charge_event_type(approved);
+        emit(txn, sub, event_type, Some(info()), now).await?;
         return Ok(false);
     };
+    let effect = period_effect(sub, account, charge, raw_status, period_start, now);
+    if effect.drop_detached_addons {
+        txn.drop_detached_addons(&sub.id).await?;
+    }
+    for event in effect.events {
+        txn.insert_event(event).await?;
+    }
+    *sub = txn.save_subscription(sub.clone()).await?;
+    Ok(true)
+}
+
+/// The event type of a settled charge.
+fn charge_event_type(approved: bool) -> &'static str {
+    if approved {
+        "charge.approved"
+    } else {
+        "charge.declined"
+    }
+}
+
+/// What a period's settled `charge` does to its subscription.
+struct PeriodEffect {
+    /// In order: the charge's event, then the transition's.
+    events: Vec<Event>,
+    /// Whether the add-ons detached at the period's end leave now.
+    drop_detached_addons: bool,
+}
+
+/// Moves `sub` as the settled `charge` of the period starting at `period_start` says
+/// (`decide::settle`), and returns the events that emits and whether detached add-ons leave:
+/// the one decision of a period's outcome, written alone (`transition`) or in a batch
+/// (`settle_in_batch`).
+fn period_effect(
+    sub: &mut Subscription,
+    account: &Account,
+    charge: &ChargeAttempt,
+    raw_status: &str,
+    period_start: i64,
+    now: i64,
+) -> PeriodEffect {
+    let approved = charge.status == "approved";
+    let mut events = vec![subscription_event(
+        sub,
+        charge_event_type(approved),
+        Some((charge, raw_status)),
+        now,
+    )];
     let settlement = decide::settle(
         sub,
         approved,
@@ -94,15 +131,17 @@ pub(super) async fn transition(
         &parse_retry_days(&account.dunning_retry_days),
         now,
     );
-    if settlement.drop_detached_addons {
-        txn.drop_detached_addons(&sub.id).await?;
-    }
-    for event_type in settlement.events {
-        emit(txn, sub, event_type, None, now).await?;
-    }
+    events.extend(
+        settlement
+            .events
+            .iter()
+            .map(|event_type| subscription_event(sub, event_type, None, now)),
+    );
     sub.updated_at = now;
-    *sub = txn.save_subscription(sub.clone()).await?;
-    Ok(true)
+    PeriodEffect {
+        events,
+        drop_detached_addons: settlement.drop_detached_addons,
+    }
 }
 
 impl Runtime {
@@ -292,14 +331,14 @@ impl Runtime {
         };
         let (sub, account, now) = self.load(&sub_id).await?;
         let due_at = sub.due_at;
-        if let Some(settle) =
-            known.and_then(|charge| settle_in_batch(&sub, &account, charge, &reported, &event, now))
+        let batched =
+            known.and_then(|c| settle_in_batch(&sub, &account, c, &reported, &event, now));
+        if let Some(settle) = batched
+            && let Some(saved) = self.store().settle_period_charge(settle).await?
         {
-            if let Some(saved) = self.store().settle_period_charge(settle).await? {
-                self.release_slot(charge_id);
-                self.arm(&saved, now);
-                return Ok(());
-            }
+            self.release_slot(charge_id);
+            self.arm(&saved, now);
+            return Ok(());
         }
         let (id, raw_status) = (charge_id.to_owned(), reported.raw_status.to_owned());
         let message = reported.message.map(str::to_owned);
@@ -405,38 +444,20 @@ fn settle_in_batch(
     }
     charge.updated_at = settled_at;
     charge.finalized_at = Some(settled_at);
-    let approved = status == "approved";
-    let charge_event = if approved {
-        "charge.approved"
-    } else {
-        "charge.declined"
-    };
     let mut sub = sub.clone();
-    let mut events = vec![subscription_event(
-        &sub,
-        charge_event,
-        Some((&charge, reported.raw_status)),
-        now,
-    )];
-    let settlement = decide::settle(
+    let effect = period_effect(
         &mut sub,
-        approved,
+        account,
+        &charge,
+        reported.raw_status,
         period_start,
-        &parse_retry_days(&account.dunning_retry_days),
         now,
     );
-    events.extend(
-        settlement
-            .events
-            .iter()
-            .map(|event_type| subscription_event(&sub, event_type, None, now)),
-    );
-    sub.updated_at = now;
     Some(PeriodChargeSettle {
         charge,
         event: event.clone(),
-        events,
-        drop_detached_addons: settlement.drop_detached_addons,
+        events: effect.events,
+        drop_detached_addons: effect.drop_detached_addons,
         row: sub,
     })
 }

@@ -87,16 +87,8 @@ impl Store {
         if updated.rows_affected == 0 {
             return Ok(None);
         }
-        insert_ledger_row(
-            txn.conn(),
-            account,
-            "top_up",
-            amount_cents,
-            None,
-            "Top-up",
-            now_ms,
-        )
-        .await?;
+        let row = ledger_row(account, "top_up", amount_cents, None, "Top-up", now_ms);
+        insert_ledger_row(txn.conn(), row).await?;
         let woken = txn.wake_paused_for_balance(account, clock_ms).await?;
         let balance = balance_of(txn.conn(), account).await?;
         txn.commit().await?;
@@ -129,18 +121,12 @@ pub(crate) async fn balance_of<C: ConnectionTrait>(
 
 pub(crate) async fn insert_ledger_row<C: ConnectionTrait>(
     conn: &C,
-    account: &AccountId,
-    kind: &str,
-    amount_cents: i64,
-    charge_attempt_id: Option<String>,
-    description: &str,
-    now_ms: i64,
+    row: BalanceTransaction,
 ) -> StoreResult<BalanceTransaction> {
-    let row = ledger_row(account, kind, amount_cents, charge_attempt_id, description, now_ms);
     Ok(row.into_active_model().reset_all().insert(conn).await?)
 }
 
-/// A ledger row as `insert_ledger_row` writes it.
+/// A new ledger row: its id made now.
 pub(crate) fn ledger_row(
     account: &AccountId,
     kind: &str,

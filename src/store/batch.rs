@@ -1,45 +1,49 @@
-//! A renewal's first write, batched: the fee's reservation, the pending attempt and the
-//! subscription's row, for every renewal that waits to write at once, as one unit of a few
-//! multi-row statements instead of one unit of three statements each.
+//! A renewal's two writes, batched across renewals: a period charge's begin (the fee's
+//! reservation, the pending attempt, the subscription's row) and its outcome (the settlement,
+//! the fee captured or given back, the processor event's record, the events and their
+//! deliveries, the subscription's row), each for every renewal that waits to write it at once,
+//! as one unit of a few multi-row statements instead of one unit per renewal.
 //!
 //! Each actor still decides its own subscription's transition and hands the rows it would write
-//! to `Store::begin_period_charge`. The first caller to find no batch being written starts one
-//! (on SQLite, on the writer's thread); callers that arrive meanwhile queue, and the next batch
-//! takes every one queued (up to `MAX_BATCH`). A batch is one unit: per account one UPDATE of
-//! the balance by the batch's fees (`available >= sum`), one INSERT of every attempt, and one
-//! conditional upsert of every subscription (`version` as read), which returns the ids it
-//! wrote. Anything refused (a balance short of the sum, a period that already has a live charge,
-//! a row changed since it was read) rolls the whole batch back, and each of its renewals is then
-//! written as its own unit, exactly as a lone renewal is: whoever would have been refused alone
-//! is refused alone, with the reason, and the rest go through.
+//! to `Store::begin_period_charge` or `Store::settle_period_charge`. The first caller to find no
+//! batch of its step being written starts one (on SQLite on the writer's thread, on PostgreSQL
+//! on the batch writer's); callers that arrive meanwhile queue, and the next batch takes every
+//! one queued (up to `MAX_BATCH`). In a batch, per account one UPDATE of the balance by the
+//! batch's sum (last: every batch writes that row), one INSERT per table, and one conditional
+//! upsert of every subscription (`version` as read), which returns the ids it wrote. Anything
+//! refused (a balance short of the sum, a period that already has a live charge, a row changed
+//! since it was read) rolls the whole batch back, and each of its renewals is then written as
+//! its own unit, exactly as a lone renewal is: whoever would have been refused alone is refused
+//! alone, with the reason, and the rest go through. A settlement applies only to a charge still
+//! pending; one that is not is left out of its batch, for its actor to apply alone.
 //!
 //! In a cluster a batch first fences every shard it writes at once (`StoreTxn::fence_all`: the
 //! shards' locks shared, their leases checked), as each subscription's write alone is fenced
 //! (`StoreTxn::save_subscription`); a shard no longer held refuses the batch, and the write
 //! alone then ends `Fenced`.
 
-use super::balance::ledger_row;
 use super::charges::{
-    BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_description,
+    BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_ledger_row,
+    record_processor_events_in,
 };
 use super::entities::{
-    account, balance_transaction, charge_attempt, event, processor_event, subscription,
-    subscription_addon, webhook_delivery,
+    account, balance_transaction, charge_attempt, event, subscription, subscription_addon,
+    webhook_delivery,
 };
 use super::subscriptions::{Event, Subscription};
 use super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
 use super::{Store, StoreError, StoreResult};
-use crate::ids::AccountId;
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable, QueryFilter, QueryTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable,
+    QueryFilter, QueryTrait,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
-/// The most renewals one batch writes: about 7,000 bound values in its largest statement, well
-/// under SQLite's and PostgreSQL's limits.
+/// The most renewals one batch writes: under 6,000 bound values in its largest statement (the
+/// subscriptions' upsert), well under SQLite's 32,766 and PostgreSQL's 65,535.
 const MAX_BATCH: usize = 256;
 
 /// A period's charge about to begin: the attempt, and the subscription's row as it is to be
@@ -206,7 +210,10 @@ impl Store {
         begins: &[PeriodChargeBegin],
     ) -> StoreResult<Option<Vec<(ChargeAttempt, Subscription)>>> {
         let txn = self.begin_batch().await?;
-        if !txn.fence_all(begins.iter().map(|b| b.row.id.as_str())).await? {
+        if !txn
+            .fence_all(begins.iter().map(|b| b.row.id.as_str()))
+            .await?
+        {
             return Ok(None);
         }
         let conn = txn.conn();
@@ -333,7 +340,10 @@ impl Store {
         settles: &[PeriodChargeSettle],
     ) -> StoreResult<Option<Vec<Option<Subscription>>>> {
         let txn = self.begin_batch().await?;
-        if !txn.fence_all(settles.iter().map(|s| s.row.id.as_str())).await? {
+        if !txn
+            .fence_all(settles.iter().map(|s| s.row.id.as_str()))
+            .await?
+        {
             return Ok(None);
         }
         let conn = txn.conn();
@@ -353,7 +363,10 @@ impl Store {
         let mut update = Query::update();
         update
             .table(charge_attempt::Entity)
-            .value(charge_attempt::Column::Status, by_id(|c| c.status.clone().into()))
+            .value(
+                charge_attempt::Column::Status,
+                by_id(|c| c.status.clone().into()),
+            )
             .value(
                 charge_attempt::Column::ProcessorStatus,
                 by_id(|c| c.processor_status.clone().into()),
@@ -367,8 +380,14 @@ impl Store {
                 by_id(|c| c.processor_transaction_id.clone().into())
                     .finally(Expr::col(charge_attempt::Column::ProcessorTransactionId)),
             )
-            .value(charge_attempt::Column::UpdatedAt, by_id(|c| c.updated_at.into()))
-            .value(charge_attempt::Column::FinalizedAt, by_id(|c| c.finalized_at.into()))
+            .value(
+                charge_attempt::Column::UpdatedAt,
+                by_id(|c| c.updated_at.into()),
+            )
+            .value(
+                charge_attempt::Column::FinalizedAt,
+                by_id(|c| c.finalized_at.into()),
+            )
             .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
             .and_where(charge_attempt::Column::Status.eq("pending"))
             .returning_col(charge_attempt::Column::Id);
@@ -384,20 +403,9 @@ impl Store {
             .filter(|s| settled.contains(&s.charge.id))
             .collect();
 
-        let events: Vec<ProcessorEvent> = chosen.iter().filter_map(|s| s.event.clone()).collect();
-        if !events.is_empty() {
-            // A checksum already recorded is left as it is, as `record_processor_event` does.
-            processor_event::Entity::insert_many(
-                events.into_iter().map(|e| e.into_active_model().reset_all()),
-            )
-            .on_conflict(
-                OnConflict::column(processor_event::Column::Checksum)
-                    .do_nothing()
-                    .to_owned(),
-            )
-            .exec_without_returning(conn)
-            .await?;
-        }
+        // A checksum already recorded is left as it is, as `record_processor_event` does.
+        let events = chosen.iter().filter_map(|s| s.event.clone()).collect();
+        record_processor_events_in(conn, events).await?;
 
         // The fee: captured from the reservation when approved, given back to the available
         // balance otherwise; one UPDATE per account by the batch's sums.
@@ -408,21 +416,16 @@ impl Store {
             let (reserved, returned) = fees.entry(charge.account_id.as_str()).or_default();
             *reserved += charge.fee_cents;
             if charge.status == "approved" {
-                ledger.push(ledger_row(
-                    &AccountId::from_stored(charge.account_id.clone()),
-                    "fee",
-                    -charge.fee_cents,
-                    Some(charge.id.clone()),
-                    &fee_description(charge),
-                    charge.updated_at,
-                ));
+                ledger.push(fee_ledger_row(charge, charge.updated_at));
             } else {
                 *returned += charge.fee_cents;
             }
         }
         if !ledger.is_empty() {
             balance_transaction::Entity::insert_many(
-                ledger.into_iter().map(|row| row.into_active_model().reset_all()),
+                ledger
+                    .into_iter()
+                    .map(|row| row.into_active_model().reset_all()),
             )
             .exec_without_returning(conn)
             .await?;
@@ -556,9 +559,9 @@ mod tests {
     use super::{PeriodChargeBegin, PeriodChargeSettle};
     use crate::ids::SubscriptionId;
     use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
-    use crate::store::webhooks::WebhookEndpoint;
     use crate::store::prefetch::fixture::{Shop, shop};
     use crate::store::subscriptions::Subscription;
+    use crate::store::webhooks::WebhookEndpoint;
 
     const NOW: i64 = 1_700_000_000_000;
 
@@ -616,10 +619,22 @@ mod tests {
         // A row changed since it was read: nothing of the batch is written.
         let mut stale: Vec<_> = subs.iter().map(|s| begin(s, 100)).collect();
         stale[1].row.version += 7;
-        assert!(shop.store.begin_many(&stale).await.expect("batch").is_none());
+        assert!(
+            shop.store
+                .begin_many(&stale)
+                .await
+                .expect("batch")
+                .is_none()
+        );
         // A balance short of the batch's fees: nothing either.
         let short: Vec<_> = subs.iter().map(|s| begin(s, before / 2)).collect();
-        assert!(shop.store.begin_many(&short).await.expect("batch").is_none());
+        assert!(
+            shop.store
+                .begin_many(&short)
+                .await
+                .expect("batch")
+                .is_none()
+        );
         // A period that already has a live charge: nothing either.
         let taken = shop
             .store
@@ -637,7 +652,12 @@ mod tests {
         assert_eq!(available(&shop).await, (before - 100, 100));
         for sub in &subs {
             let row = shop.store.subscription_by_id(&sub.id).await.expect("read");
-            assert_eq!(row.as_ref(), Some(sub), "a refused batch changed {}", sub.id);
+            assert_eq!(
+                row.as_ref(),
+                Some(sub),
+                "a refused batch changed {}",
+                sub.id
+            );
         }
 
         // Refused nothing: every row, one reservation of the sum.
@@ -735,7 +755,10 @@ mod tests {
         let conn = shop.store.conn();
         let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE {condition}");
         let row = conn
-            .query_one_raw(sea_orm::Statement::from_string(conn.get_database_backend(), sql))
+            .query_one_raw(sea_orm::Statement::from_string(
+                conn.get_database_backend(),
+                sql,
+            ))
             .await
             .expect("count")
             .expect("a row");
@@ -777,7 +800,13 @@ mod tests {
             .map(|i| settle(&subs[i], &charges[i], "approved"))
             .collect();
         stale[2].row.version += 1;
-        assert!(shop.store.settle_many(&stale).await.expect("batch").is_none());
+        assert!(
+            shop.store
+                .settle_many(&stale)
+                .await
+                .expect("batch")
+                .is_none()
+        );
         assert_eq!(available(&shop).await, (before, reserved));
         let pending = "status = 'pending'";
         assert_eq!(count(&shop, "charge_attempts", pending).await, 4);
@@ -800,7 +829,10 @@ mod tests {
             .await
             .expect("batch")
             .expect("written");
-        assert!(saved[3].is_none(), "a charge settled before is not settled again");
+        assert!(
+            saved[3].is_none(),
+            "a charge settled before is not settled again"
+        );
         for i in 0..3 {
             let row = saved[i].as_ref().expect("saved");
             assert_eq!(row.version, subs[i].version + 1);
@@ -811,7 +843,10 @@ mod tests {
         assert_eq!(stored.map(|c| c.status), Some("declined".to_owned()));
         // Fees: 100 and 300 captured, 200 given back; the fourth's went back before.
         assert_eq!(available(&shop).await, (before + 200, 0));
-        assert_eq!(count(&shop, "balance_transactions", "kind = 'fee'").await, 2);
+        assert_eq!(
+            count(&shop, "balance_transactions", "kind = 'fee'").await,
+            2
+        );
         assert_eq!(count(&shop, "events", "1 = 1").await, 3);
         // One delivery per event the endpoint subscribes to.
         let deliveries = "endpoint_id = 'we_batch'";

@@ -230,17 +230,30 @@ pub(crate) async fn record_processor_event_in<C: ConnectionTrait>(
     conn: &C,
     event: ProcessorEvent,
 ) -> StoreResult<bool> {
+    Ok(record_processor_events_in(conn, vec![event]).await? == 1)
+}
+
+/// Inserts the events whose checksums are not there yet; how many were inserted.
+pub(crate) async fn record_processor_events_in<C: ConnectionTrait>(
+    conn: &C,
+    events: Vec<ProcessorEvent>,
+) -> StoreResult<u64> {
     use sea_orm::sea_query::OnConflict;
-    let model: processor_event::ActiveModel = event.into();
-    let inserted = processor_event::Entity::insert(model)
-        .on_conflict(
-            OnConflict::column(processor_event::Column::Checksum)
-                .do_nothing()
-                .to_owned(),
-        )
-        .exec_without_returning(conn)
-        .await?;
-    Ok(inserted == 1)
+    if events.is_empty() {
+        return Ok(0);
+    }
+    Ok(processor_event::Entity::insert_many(
+        events
+            .into_iter()
+            .map(|event| event.into_active_model().reset_all()),
+    )
+    .on_conflict(
+        OnConflict::column(processor_event::Column::Checksum)
+            .do_nothing()
+            .to_owned(),
+    )
+    .exec_without_returning(conn)
+    .await?)
 }
 
 pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
@@ -304,11 +317,21 @@ pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
     }
 }
 
-/// The ledger's description of an approved charge's fee.
-pub(super) fn fee_description(charge: &ChargeAttempt) -> String {
-    format!(
-        "Fee for charge {} of {} cents",
-        charge.id, charge.amount_cents
+/// The ledger row of an approved charge's fee: what left the reservation.
+pub(super) fn fee_ledger_row(
+    charge: &ChargeAttempt,
+    now_ms: i64,
+) -> super::balance::BalanceTransaction {
+    super::balance::ledger_row(
+        &AccountId::from_stored(charge.account_id.clone()),
+        "fee",
+        -charge.fee_cents,
+        Some(charge.id.clone()),
+        &format!(
+            "Fee for charge {} of {} cents",
+            charge.id, charge.amount_cents
+        ),
+        now_ms,
     )
 }
 
@@ -389,16 +412,8 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         .filter(account::Column::Id.eq(account.as_str()));
     if status == "approved" {
         counters.exec(conn).await?;
-        super::balance::insert_ledger_row(
-            conn,
-            &account,
-            "fee",
-            -fee,
-            Some(charge.id.clone()),
-            &fee_description(&charge),
-            now_ms,
-        )
-        .await?;
+        let row = fee_ledger_row(&charge, now_ms);
+        super::balance::insert_ledger_row(conn, row).await?;
     } else {
         counters
             .col_expr(

@@ -110,7 +110,10 @@ pub(crate) async fn leases_hold<C: ConnectionTrait>(
         "SELECT pg_advisory_xact_lock_shared({LOCK_CLASS}, s.column1) FROM (VALUES {}) AS s",
         shards.join(", ")
     );
-    let values = held.iter().map(|(shard, _)| i32::from(*shard).into()).collect();
+    let values = held
+        .iter()
+        .map(|(shard, _)| i32::from(*shard).into())
+        .collect();
     conn.execute_raw(stmt(&lock, values)).await?;
     let pairs: Vec<String> = (0..held.len())
         .map(|i| format!("(${}::int2, ${}::int8)", 2 * i + 1, 2 * i + 2))

@@ -19,8 +19,8 @@ pub mod conflicts;
 mod dashboard_sessions;
 pub mod entities;
 mod group;
-mod nodelay;
 pub mod idempotency;
+mod nodelay;
 pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
@@ -142,8 +142,7 @@ impl Store {
         let batch_writer = if is_sqlite {
             None
         } else {
-            let lane =
-                group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?;
+            let lane = group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?;
             let db = lane.run(Database::connect(options(url, 2))).await??;
             Some((lane, db))
         };

@@ -26,7 +26,10 @@ pub(super) fn set_on_open_sockets() {
     for entry in entries.flatten() {
         let is_socket = std::fs::read_link(entry.path())
             .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
-        let fd = entry.file_name().to_str().and_then(|name| name.parse().ok());
+        let fd = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse().ok());
         if let (true, Some(fd)) = (is_socket, fd)
             && let Ok(socket) = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty())
         {
@@ -44,11 +47,14 @@ mod tests {
     #[test]
     fn a_tcp_socket_of_the_process_gets_nodelay() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-        let client = std::net::TcpStream::connect(listener.local_addr().expect("addr"))
-            .expect("connect");
+        let client =
+            std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
         client.set_nodelay(false).expect("nagle on");
         assert!(!client.nodelay().expect("read"));
         super::set_on_open_sockets();
-        assert!(client.nodelay().expect("read"), "the socket kept Nagle's algorithm");
+        assert!(
+            client.nodelay().expect("read"),
+            "the socket kept Nagle's algorithm"
+        );
     }
 }

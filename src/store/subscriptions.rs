@@ -518,8 +518,6 @@ impl StoreTxn {
         Ok(rows.into_iter().map(|row| row.id).collect())
     }
 
-    /// Writes an event and, in the same transaction, one pending delivery per active endpoint
-    /// of the account subscribed to its type.
     /// Notes endpoints given deliveries in this transaction, announced once it commits.
     pub(super) fn touch(&self, endpoint_ids: impl IntoIterator<Item = String>) {
         if let Ok(mut touched) = self.touched.lock() {
@@ -527,6 +525,8 @@ impl StoreTxn {
         }
     }
 
+    /// Writes an event and, in the same transaction, one pending delivery per active endpoint
+    /// of the account subscribed to its type.
     pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
         row.clone()
             .into_active_model()
