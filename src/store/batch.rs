@@ -159,11 +159,11 @@ impl Store {
 
     async fn write_begin_batch(&self, batch: Vec<BeginWaiter>) {
         let size = batch.len();
+        metrics::histogram!("charge_begin_batch_size").record(size as f64);
         if size > 1 {
             let (begins, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
             match self.begin_many(&begins).await {
                 Ok(Some(began)) => {
-                    metrics::histogram!("charge_begin_batch_size").record(size as f64);
                     for (reply, began) in replies.into_iter().zip(began) {
                         let _ = reply.send(Ok(Ok(began)));
                     }
