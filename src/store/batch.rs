@@ -96,6 +96,13 @@ impl<W> Queue<W> {
         !std::mem::replace(&mut queued.writing, true)
     }
 
+    /// Held by the writer while it writes: should it panic, the next caller starts a writer
+    /// again instead of queueing behind one that is gone (the panicked batch's callers get an
+    /// error, their reply dropped).
+    fn writer(&self) -> WriterGuard<'_, W> {
+        WriterGuard(self)
+    }
+
     /// The next batch; empty when none waits, and then the writer stops.
     fn next(&self) -> Vec<W> {
         let Ok(mut queued) = self.0.lock() else {
@@ -107,6 +114,18 @@ impl<W> Queue<W> {
             queued.writing = false;
         }
         batch
+    }
+}
+
+struct WriterGuard<'a, W>(&'a Queue<W>);
+
+impl<W> Drop for WriterGuard<'_, W> {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Ok(mut queued) = self.0.0.lock()
+        {
+            queued.writing = false;
+        }
     }
 }
 
@@ -148,6 +167,7 @@ impl Store {
 
     /// Writes batches of begins until none waits.
     async fn write_begins(self) {
+        let _writer = self.batches.begins.writer();
         loop {
             let batch = self.batches.begins.next();
             if batch.is_empty() {
@@ -307,6 +327,7 @@ impl Store {
 
     /// Writes batches of outcomes until none waits.
     async fn write_settles(self) {
+        let _writer = self.batches.settles.writer();
         loop {
             let batch = self.batches.settles.next();
             if batch.is_empty() {
