@@ -52,7 +52,6 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the failure is a unique-constraint violation (a concurrent duplicate).
     /// A broken invariant found inside a unit of work (which then rolls back).
     pub fn invariant(message: String) -> Self {
         StoreError::Db(DbErr::Custom(message))
@@ -72,6 +71,7 @@ impl StoreError {
         }
     }
 
+    /// Whether the failure is a unique-constraint violation (a concurrent duplicate).
     pub fn is_unique_violation(&self) -> bool {
         match self {
             StoreError::Db(err) => {
