@@ -170,33 +170,36 @@ impl Store {
         Ok(settled)
     }
 
-    /// The attempt a processor transaction belongs to: by transaction id, else by reference.
+    /// The attempt a processor transaction belongs to: by reference, else by transaction id.
     pub async fn charge_for_transaction(
         &self,
         account: &AccountId,
         transaction_id: Option<&str>,
         reference: Option<&str>,
     ) -> StoreResult<Option<ChargeAttempt>> {
-        let scoped = || {
-            charge_attempt::Entity::find()
-                .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
-        };
+        // Each lookup names only the indexed column and the account is checked here: with the
+        // account in the WHERE clause PostgreSQL may plan (from statistics taken before a burst
+        // of charges) a scan of the account's `(account_id, id)` index filtered by reference,
+        // every charge of the account read for each event.
+        let ours = |charge: &charge_attempt::Model| charge.account_id == account.as_str();
         // The reference is ours (the attempt's id) and unique, and the processor echoes it on
         // every transaction: the one lookup needed. The transaction id is the fallback for an
         // event that carries no reference.
         if let Some(reference) = reference {
-            return Ok(scoped()
-                .filter(charge_attempt::Column::Reference.eq(reference))
+            return Ok(charge_by_reference(reference)
                 .one(self.conn())
-                .await?);
+                .await?
+                .filter(ours));
         }
         let Some(id) = transaction_id else {
             return Ok(None);
         };
-        Ok(scoped()
+        Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
-            .one(self.conn())
-            .await?)
+            .all(self.conn())
+            .await?
+            .into_iter()
+            .find(ours))
     }
 
     /// Whether a processor event with this checksum has already been applied.
@@ -428,4 +431,10 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         newly: true,
         conflict: false,
     }))
+}
+
+/// The charge a processor reference names, in any account (references are unique): the
+/// statement names only the unique index's column, so that no plan can prefer another index.
+pub fn charge_by_reference(reference: &str) -> sea_orm::Select<charge_attempt::Entity> {
+    charge_attempt::Entity::find().filter(charge_attempt::Column::Reference.eq(reference))
 }

@@ -29,6 +29,7 @@ mod processor;
 mod processor_conflicts;
 mod processor_faults;
 mod protocol;
+mod query_plans;
 mod rate_windows;
 mod readme;
 mod refund_faults;

@@ -1,0 +1,58 @@
+//! The plans PostgreSQL makes for the per-renewal lookups while a burst outruns the table's
+//! statistics: a table that grew from nothing in the last minutes has none yet, and the
+//! planner then guesses.
+
+use crate::common::{Backend, database_url};
+use billing::store::Store;
+use billing::store::charges::charge_by_reference;
+use sea_orm::sqlx::{AssertSqlSafe, Connection, Executor, Row, postgres::PgConnection, raw_sql};
+use sea_orm::{DbBackend, QuerySelect, QueryTrait};
+
+/// 20,000 charges of one account inserted at once and never analysed, as in the first minutes
+/// of a renewal burst: the event's lookup of its charge must still probe the reference's
+/// unique index, not walk the account's charges.
+#[tokio::test]
+async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up() {
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let store = Store::connect(&url).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let mut conn = PgConnection::connect(&url).await.expect("connect");
+    conn.execute(
+        "SET session_replication_role = replica; \
+         INSERT INTO charge_attempts (id, account_id, customer_id, payment_method_id, \
+           amount_cents, fee_cents, reference, status, purpose, created_at, updated_at, \
+           refunded_cents, refunding_cents) \
+         SELECT 'ch_' || n, 'acct_burst', 'cus_1', 'pm_1', 5000, 100, 'ch_' || n, 'pending', \
+           'subscription', n, n, 0, 0 FROM generate_series(1, 20000) AS n",
+    )
+    .await
+    .expect("seed");
+    // As `one()` sends it.
+    let statement = charge_by_reference("ch_19999")
+        .limit(1)
+        .build(DbBackend::Postgres);
+    conn.execute(raw_sql(AssertSqlSafe(format!(
+        "PREPARE lookup AS {}",
+        statement.sql
+    ))))
+    .await
+    .expect("prepare");
+    // The plan a pooled connection reuses once PostgreSQL settles on a generic one.
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+        .await
+        .expect("generic plans");
+    let plan = conn
+        .fetch_all("EXPLAIN (FORMAT TEXT) EXECUTE lookup('ch_19999', 1)")
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        plan.contains("charge_attempts_reference_key"),
+        "the lookup probes the reference's unique index:\n{plan}"
+    );
+}
