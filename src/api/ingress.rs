@@ -109,7 +109,17 @@ async fn receive_processor_event(
     metrics::counter!("ingress_events_total", "type" => event_type.clone()).increment(1);
     // The event's row is written in the transaction that applies it (see `store::charges`):
     // a stored checksum means its outcome is already applied.
-    if state.store.processor_event_seen(&checksum).await? {
+    let account_id = AccountId::from_stored(account.id.clone());
+    let (seen, charge) = match (&transaction, event_type.as_str()) {
+        (Some(tx), "transaction.updated") => {
+            state
+                .store
+                .event_seen_and_charge(&checksum, &account_id, &tx.reference)
+                .await?
+        }
+        _ => (state.store.processor_event_seen(&checksum).await?, None),
+    };
+    if seen {
         return Ok(Json(IngressOut {
             received: true,
             first_delivery: false,
@@ -127,11 +137,6 @@ async fn receive_processor_event(
         processed_at: Some(now_ms),
     };
     if let (Some(tx), "transaction.updated") = (&transaction, event_type.as_str()) {
-        let account_id = AccountId::from_stored(account.id.clone());
-        let charge = state
-            .store
-            .charge_for_transaction(&account_id, Some(&tx.id), Some(&tx.reference))
-            .await?;
         let Some(charge) = charge else {
             tracing::info!(transaction = %tx.id, "processor event for no known charge; kept for audit");
             let first_delivery = state.store.record_processor_event(row).await?;

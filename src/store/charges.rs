@@ -170,44 +170,33 @@ impl Store {
         Ok(settled)
     }
 
-    /// The attempt a processor transaction belongs to: by reference, else by transaction id.
-    pub async fn charge_for_transaction(
-        &self,
-        account: &AccountId,
-        transaction_id: Option<&str>,
-        reference: Option<&str>,
-    ) -> StoreResult<Option<ChargeAttempt>> {
-        // Each lookup names only the indexed column and the account is checked here: with the
-        // account in the WHERE clause PostgreSQL may plan (from statistics taken before a burst
-        // of charges) a scan of the account's `(account_id, id)` index filtered by reference,
-        // every charge of the account read for each event.
-        let ours = |charge: &charge_attempt::Model| charge.account_id == account.as_str();
-        // The reference is ours (the attempt's id) and unique, and the processor echoes it on
-        // every transaction: the one lookup needed. The transaction id is the fallback for an
-        // event that carries no reference.
-        if let Some(reference) = reference {
-            return Ok(charge_by_reference(reference)
-                .one(self.conn())
-                .await?
-                .filter(ours));
-        }
-        let Some(id) = transaction_id else {
-            return Ok(None);
-        };
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::ProcessorTransactionId.eq(id))
-            .all(self.conn())
-            .await?
-            .into_iter()
-            .find(ours))
-    }
-
     /// Whether a processor event with this checksum has already been applied.
     pub async fn processor_event_seen(&self, checksum: &str) -> StoreResult<bool> {
         Ok(processor_event::Entity::find_by_id(checksum)
             .one(self.conn())
             .await?
             .is_some())
+    }
+
+    /// Whether a processor event with this checksum has already been applied, and the charge of
+    /// `account` that `reference` names: the ingress's two questions about an event, asked in
+    /// one statement (one round trip for every event of a burst).
+    pub async fn event_seen_and_charge(
+        &self,
+        checksum: &str,
+        account: &AccountId,
+        reference: &str,
+    ) -> StoreResult<(bool, Option<ChargeAttempt>)> {
+        use sea_orm::FromQueryResult;
+        let conn = self.conn();
+        let row = conn
+            .query_one(&seen_and_charge(checksum, reference))
+            .await?
+            .ok_or_else(|| StoreError::Db(sea_orm::DbErr::RecordNotFound("one row".into())))?;
+        let seen: bool = row.try_get("", "seen")?;
+        let charge = charge_attempt::Model::from_query_result_optional(&row, "")?
+            .filter(|charge| charge.account_id == account.as_str());
+        Ok((seen, charge))
     }
 
     /// Records a processor event whose effect is applied (or that has none), in a unit of its
@@ -433,8 +422,34 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     }))
 }
 
-/// The charge a processor reference names, in any account (references are unique): the
-/// statement names only the unique index's column, so that no plan can prefer another index.
-pub fn charge_by_reference(reference: &str) -> sea_orm::Select<charge_attempt::Entity> {
-    charge_attempt::Entity::find().filter(charge_attempt::Column::Reference.eq(reference))
+/// One row: whether the processor event `checksum` is recorded (`seen`) and the columns of the
+/// charge `reference` names, NULL when none does. The charge is found by its reference alone
+/// (unique) and its account checked by the caller: with the account in the statement,
+/// PostgreSQL may plan (from statistics taken before a burst of charges) a walk of the
+/// account's `(account_id, id)` index filtered by reference, every charge of the account
+/// read for each event.
+pub fn seen_and_charge(checksum: &str, reference: &str) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::Iterable;
+    use sea_orm::sea_query::{Alias, JoinType, Query};
+    let seen = Query::select()
+        .expr(Expr::cust("1"))
+        .from(processor_event::Entity)
+        .and_where(Expr::col(processor_event::Column::Checksum).eq(checksum))
+        .to_owned();
+    let one = Query::select()
+        .expr_as(Expr::cust("1"), Alias::new("one"))
+        .to_owned();
+    let mut select = Query::select();
+    select
+        .expr_as(Expr::exists(seen), Alias::new("seen"))
+        .from_subquery(one, Alias::new("one"))
+        .join(
+            JoinType::LeftJoin,
+            charge_attempt::Entity,
+            Expr::col((charge_attempt::Entity, charge_attempt::Column::Reference)).eq(reference),
+        );
+    for column in charge_attempt::Column::iter() {
+        select.column((charge_attempt::Entity, column));
+    }
+    select
 }

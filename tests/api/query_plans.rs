@@ -4,9 +4,9 @@
 
 use crate::common::{Backend, database_url};
 use billing::store::Store;
-use billing::store::charges::charge_by_reference;
+use billing::store::charges::seen_and_charge;
+use sea_orm::DbBackend;
 use sea_orm::sqlx::{AssertSqlSafe, Connection, Executor, Row, postgres::PgConnection, raw_sql};
-use sea_orm::{DbBackend, QuerySelect, QueryTrait};
 
 /// 20,000 charges of one account inserted at once and never analysed, as in the first minutes
 /// of a renewal burst: the event's lookup of its charge must still probe the reference's
@@ -29,10 +29,7 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
     )
     .await
     .expect("seed");
-    // As `one()` sends it.
-    let statement = charge_by_reference("ch_19999")
-        .limit(1)
-        .build(DbBackend::Postgres);
+    let statement = DbBackend::Postgres.build(&seen_and_charge("checksum", "ch_19999"));
     conn.execute(raw_sql(AssertSqlSafe(format!(
         "PREPARE lookup AS {}",
         statement.sql
@@ -44,7 +41,7 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
         .await
         .expect("generic plans");
     let plan = conn
-        .fetch_all("EXPLAIN (FORMAT TEXT) EXECUTE lookup('ch_19999', 1)")
+        .fetch_all("EXPLAIN (FORMAT TEXT) EXECUTE lookup('checksum', 'ch_19999')")
         .await
         .expect("explain")
         .iter()
@@ -55,4 +52,20 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
         plan.contains("charge_attempts_reference_key"),
         "the lookup probes the reference's unique index:\n{plan}"
     );
+    // And it answers: the charge for its account, none for another.
+    let ours = billing::ids::AccountId::from_stored("acct_burst".to_owned());
+    let theirs = billing::ids::AccountId::from_stored("acct_other".to_owned());
+    let (seen, charge) = store
+        .event_seen_and_charge("checksum", &ours, "ch_19999")
+        .await
+        .expect("lookup");
+    assert_eq!(
+        (seen, charge.map(|c| c.id)),
+        (false, Some("ch_19999".to_owned()))
+    );
+    let (seen, charge) = store
+        .event_seen_and_charge("checksum", &theirs, "ch_19999")
+        .await
+        .expect("lookup");
+    assert_eq!((seen, charge), (false, None));
 }
