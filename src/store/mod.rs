@@ -128,7 +128,7 @@ impl Store {
         let is_sqlite = url.starts_with("sqlite:");
         let db = Database::connect(options(url, if is_sqlite { 8 } else { 16 })).await?;
         let writer = if is_sqlite {
-            Database::connect(options(url, 1)).await?
+            Database::connect(options_caching(url, 1, BATCH_STATEMENTS)).await?
         } else {
             db.clone()
         };
@@ -143,7 +143,9 @@ impl Store {
             None
         } else {
             let lane = group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?;
-            let db = lane.run(Database::connect(options(url, 2))).await??;
+            let db = lane
+                .run(Database::connect(options_caching(url, 2, BATCH_STATEMENTS)))
+                .await??;
             Some((lane, db))
         };
         Ok(Self {
@@ -236,26 +238,38 @@ fn migration_lock_error(err: sea_orm::sqlx::Error) -> StoreError {
     StoreError::Db(DbErr::Custom(format!("migration lock: {err}")))
 }
 
+/// Prepared statements a batch connection (SQLite's writer, PostgreSQL's batch writer) keeps: a batch's statements differ by kind and by
+/// row count (1 to 256), and each shape kept is parsed and planned once a connection instead of
+/// once a batch.
+const BATCH_STATEMENTS: usize = 4096;
+
 fn options(url: &str, max_connections: u32) -> ConnectOptions {
+    // sqlx's default.
+    options_caching(url, max_connections, 100)
+}
+
+fn options_caching(url: &str, max_connections: u32, statements: usize) -> ConnectOptions {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
         .acquire_timeout(Duration::from_secs(30))
         .max_connections(max_connections)
-        .map_sqlx_sqlite_opts(|opts| {
+        .map_sqlx_sqlite_opts(move |opts| {
             use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
             // WAL lets readers run beside the single writer; NORMAL sync is durable
             // against process crashes, which is what restart safety needs.
-            opts.create_if_missing(true)
+            opts.statement_cache_capacity(statements)
+                .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(30))
                 .foreign_keys(true)
         })
-        .map_sqlx_postgres_opts(|opts| {
+        .map_sqlx_postgres_opts(move |opts| {
             // A transaction left open by a paused or partitioned node would hold its shard's
             // fence lock (`store::cluster`) and stall the takeover: the server ends it.
             opts.options([("idle_in_transaction_session_timeout", "5000")])
+                .statement_cache_capacity(statements)
         });
     if url.starts_with("postgres") {
         options.after_connect(|_| {

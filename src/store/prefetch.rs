@@ -70,13 +70,7 @@ impl Store {
             .min()
             .unwrap_or(0);
         // As `period_charges`, for every subscription at once from the earliest `since`.
-        let charges: Vec<(Option<String>, String, Option<i64>)> = charge_attempt::Entity::find()
-            .select_only()
-            .column(charge_attempt::Column::SubscriptionId)
-            .column(charge_attempt::Column::Status)
-            .column(charge_attempt::Column::PeriodStart)
-            .filter(charge_attempt::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)))
-            .filter(PeriodCharges::rows_since(since))
+        let charges: Vec<(Option<String>, String, Option<i64>)> = period_charge_rows(ids, since)
             .into_tuple()
             .all(conn)
             .await?;
@@ -193,6 +187,18 @@ impl Store {
 }
 
 /// A shop with one subscription due now, for the prefetch tests here and in `actors`.
+/// The (subscription, status, period start) rows `PeriodCharges` reads for `ids`, from the
+/// earliest `since` of theirs.
+pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_attempt::Entity> {
+    charge_attempt::Entity::find()
+        .select_only()
+        .column(charge_attempt::Column::SubscriptionId)
+        .column(charge_attempt::Column::Status)
+        .column(charge_attempt::Column::PeriodStart)
+        .filter(charge_attempt::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)))
+        .filter(PeriodCharges::rows_since(since))
+}
+
 #[cfg(test)]
 pub(crate) mod fixture {
     use crate::ids::{AccountId, SubscriptionId};
