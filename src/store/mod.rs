@@ -238,9 +238,9 @@ fn migration_lock_error(err: sea_orm::sqlx::Error) -> StoreError {
     StoreError::Db(DbErr::Custom(format!("migration lock: {err}")))
 }
 
-/// Prepared statements a batch connection (SQLite's writer, PostgreSQL's batch writer) keeps: a batch's statements differ by kind and by
-/// row count (1 to 256), and each shape kept is parsed and planned once a connection instead of
-/// once a batch.
+/// Prepared statements a batch connection (SQLite's writer, PostgreSQL's batch writer) keeps:
+/// a batch's statements differ by kind and by row count (1 to 256), and each shape kept is
+/// parsed and planned once a connection instead of once a batch.
 const BATCH_STATEMENTS: usize = 4096;
 
 fn options(url: &str, max_connections: u32) -> ConnectOptions {

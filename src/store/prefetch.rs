@@ -186,7 +186,6 @@ impl Store {
     }
 }
 
-/// A shop with one subscription due now, for the prefetch tests here and in `actors`.
 /// The (subscription, status, period start) rows `PeriodCharges` reads for `ids`, from the
 /// earliest `since` of theirs.
 pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_attempt::Entity> {
@@ -199,6 +198,7 @@ pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_
         .filter(PeriodCharges::rows_since(since))
 }
 
+/// A shop with one subscription due now, for the prefetch tests here and in `actors`.
 #[cfg(test)]
 pub(crate) mod fixture {
     use crate::ids::{AccountId, SubscriptionId};

@@ -57,7 +57,7 @@ impl PeriodCharges {
     /// did for several subscriptions at once, PostgreSQL while statistics lag a burst), every
     /// approved charge of every subscription read; without it, only the pending ones (charges
     /// in flight) are found by status, the rest through the subscription's own index.
-    pub(crate) fn rows_since(since: i64) -> Condition {
+    pub(super) fn rows_since(since: i64) -> Condition {
         Condition::any()
             .add(charge_attempt::Column::Status.eq("pending"))
             .add(charge_attempt::Column::PeriodStart.gte(since))
