@@ -63,8 +63,8 @@ impl PeriodCharges {
             .add(charge_attempt::Column::PeriodStart.gte(since))
     }
 
-    /// From the (status, period start) of the subscription's charges that are pending, or
-    /// approved for a period starting at `since` or later.
+    /// From the (status, period start) of the rows `rows_since` selects: the pending ones, and
+    /// the approved ones of a period starting at `since` or later (the others are passed over).
     pub(super) fn from_rows<'a>(
         since: i64,
         rows: impl Iterator<Item = (&'a str, Option<i64>)>,
