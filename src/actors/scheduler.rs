@@ -32,6 +32,9 @@ const FULL_RESCAN: Duration = Duration::from_secs(30);
 const CONCURRENCY: usize = 64;
 /// The most expired timers whose renewals' reads are prefetched together.
 const PREFETCH_BATCH: usize = 256;
+/// Batches of expired timers being read or handed out at once: while one batch's renewals
+/// wait for slots, the next one's reads are made.
+const PREFETCHES: usize = 2;
 /// Charges asked about at once in a reconciler pass: each is one or two processor calls that
 /// may each take the client's whole timeout while the processor is down.
 const RECONCILE_CONCURRENCY: usize = 16;
@@ -132,6 +135,8 @@ async fn schedule(
     mut arms: mpsc::UnboundedReceiver<Arm>,
 ) {
     let slots = Arc::new(Semaphore::new(CONCURRENCY));
+    // The batches being read and handed out; dropped (and so stopped) with the loop.
+    let mut dispatching = tokio::task::JoinSet::new();
     let mut window = Window {
         queue: DelayQueue::new(),
         keys: HashMap::new(),
@@ -164,36 +169,13 @@ async fn schedule(
                 metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 // A shard given away since the timer was loaded: its new owner loads it.
                 batch.retain(|id| runtime.owns(id));
-                // A lone timer's actor reads for itself: seven queries for one would be more.
-                let prefetched = if batch.len() > 1 {
-                    runtime.store().due_snapshots(&batch).await
-                } else {
-                    Ok(HashMap::new())
-                };
-                let mut snapshots = match prefetched {
-                    Ok(snapshots) => snapshots,
-                    Err(err) => {
-                        // Each actor reads for itself.
-                        tracing::warn!(error = %err, "prefetching due renewals failed");
-                        HashMap::new()
-                    }
-                };
-                for id in batch {
-                    let Ok(permit) = Arc::clone(&slots).acquire_owned().await else { return };
-                    let runtime = runtime.clone();
-                    let snapshot = snapshots.remove(&id);
-                    tokio::spawn(async move {
-                        let _permit = permit;
-                        metrics::counter!("timers_fired_total").increment(1);
-                        let result = match snapshot {
-                            Some(snapshot) => runtime.due_prefetched(Arc::new(snapshot)).await,
-                            None => runtime.due(&id).await,
-                        };
-                        if let Err(err) = result {
-                            tracing::warn!(subscription = %id, error = %err, "timer failed");
-                        }
-                    });
+                // One batch's reads overlap the previous batch's renewals: the loop waits
+                // only when `PREFETCHES` batches are already being read or handed out.
+                while dispatching.try_join_next().is_some() {}
+                if dispatching.len() >= PREFETCHES {
+                    dispatching.join_next().await;
                 }
+                dispatching.spawn(fire(runtime.clone(), Arc::clone(&slots), batch));
             }
             Some(arm) = arms.recv() => {
                 if arm.delay <= WINDOW {
@@ -215,6 +197,46 @@ async fn schedule(
                 }
             }
         }
+    }
+}
+
+/// Reads the renewals of `batch` together (`store::prefetch`), then hands each to its actor
+/// as one of the `CONCURRENCY` renewals under way.
+async fn fire(runtime: Runtime, slots: Arc<Semaphore>, batch: Vec<String>) {
+    // A lone timer's actor reads for itself: seven queries for one would be more.
+    let prefetched = if batch.len() > 1 {
+        let started = std::time::Instant::now();
+        let snapshots = runtime.store().due_snapshots(&batch).await;
+        metrics::histogram!("renewal_prefetch_seconds").record(started.elapsed().as_secs_f64());
+        snapshots
+    } else {
+        Ok(HashMap::new())
+    };
+    let mut snapshots = match prefetched {
+        Ok(snapshots) => snapshots,
+        Err(err) => {
+            // Each actor reads for itself.
+            tracing::warn!(error = %err, "prefetching due renewals failed");
+            HashMap::new()
+        }
+    };
+    for id in batch {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let runtime = runtime.clone();
+        let snapshot = snapshots.remove(&id);
+        tokio::spawn(async move {
+            let _permit = permit;
+            metrics::counter!("timers_fired_total").increment(1);
+            let result = match snapshot {
+                Some(snapshot) => runtime.due_prefetched(Arc::new(snapshot)).await,
+                None => runtime.due(&id).await,
+            };
+            if let Err(err) = result {
+                tracing::warn!(subscription = %id, error = %err, "timer failed");
+            }
+        });
     }
 }
 

@@ -7,7 +7,9 @@ use super::subscriptions::Subscription;
 use super::{Store, StoreResult};
 use crate::ids::AccountId;
 use sea_orm::sea_query::{Expr, ExprTrait};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
+};
 
 impl Store {
     /// Inserts rows in transactions of `chunk` rows (one multi-row INSERT per 500 rows).
@@ -59,6 +61,22 @@ impl Store {
             .filter(subscription::Column::Status.eq("active"))
             .count(self.conn())
             .await?)
+    }
+
+    /// When the last of the subscriptions `count_renewed` counts was renewed (its row's
+    /// `updated_at`, written in the settlement's transaction), in milliseconds.
+    pub async fn last_renewed_at(&self, account: &AccountId, at: i64) -> StoreResult<Option<i64>> {
+        Ok(subscription::Entity::find()
+            .select_only()
+            .column_as(subscription::Column::UpdatedAt.max(), "last")
+            .filter(subscription::Column::DueAt.gt(at + 86_400_000))
+            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Column::NextChargeDate.gt(at))
+            .filter(subscription::Column::Status.eq("active"))
+            .into_tuple::<Option<i64>>()
+            .one(self.conn())
+            .await?
+            .flatten())
     }
 
     /// Approved charges of `account`.
