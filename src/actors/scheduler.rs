@@ -103,11 +103,23 @@ async fn reconcile_leftovers(runtime: &Runtime) {
 struct Window {
     queue: DelayQueue<String>,
     keys: HashMap<String, delay_queue::Key>,
+}
+
+/// What the loader (`load_loop`) sends the timer loop.
+enum Load {
+    /// Due rows read: each subscription with the instant its timer falls due.
+    Page(Vec<(String, tokio::time::Instant)>),
+    /// A pass is over: every row it read has been sent.
+    Done,
+}
+
+/// Where the loader's passes start.
+struct Marks {
     /// Per account, the last (due_at, id) loaded: the next load reads only rows after it, so a
     /// burst of a million due rows is read once, not on every pass. Timers set earlier than the
     /// mark arrive through the arm channel; a full rescan every `FULL_RESCAN` catches the rest
     /// (a timer whose handling failed, for one).
-    marks: HashMap<String, (i64, String)>,
+    after: HashMap<String, (i64, String)>,
     last_full: tokio::time::Instant,
 }
 
@@ -140,11 +152,12 @@ async fn schedule(
     let mut window = Window {
         queue: DelayQueue::new(),
         keys: HashMap::new(),
-        marks: HashMap::new(),
-        last_full: tokio::time::Instant::now(),
     };
-    let mut load = tokio::time::interval(LOAD_EVERY);
-    let mut gains = runtime.ownership().gains();
+    // The loader reads due rows in a task of its own, so that a pass over a million due rows
+    // (the full rescan) never stops timers from firing; it stops with this loop.
+    let (pages_tx, mut pages) = mpsc::channel(2);
+    let mut loader = tokio::task::JoinSet::new();
+    loader.spawn(load_loop(runtime.clone(), pages_tx));
     metrics::gauge!("timer_queue_depth").set(0.0);
     loop {
         tokio::select! {
@@ -183,19 +196,40 @@ async fn schedule(
                     metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 }
             }
-            _ = load.tick() => {
-                if let Err(err) = load_window(&runtime, &mut window).await {
-                    tracing::warn!(error = %err, "loading due timers failed");
+            Some(load) = pages.recv() => match load {
+                Load::Page(rows) => {
+                    let now = tokio::time::Instant::now();
+                    for (id, at) in rows {
+                        window.arm(id, at.saturating_duration_since(now));
+                    }
+                    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 }
-                ready.store(true, Ordering::Release);
-            }
-            Ok(()) = gains.changed() => {
-                // Loaded from the start: the gained shards' due rows may lie before the marks.
-                window.marks.clear();
-                if let Err(err) = load_window(&runtime, &mut window).await {
-                    tracing::warn!(error = %err, "loading due timers failed");
-                }
-            }
+                Load::Done => ready.store(true, Ordering::Release),
+            },
+        }
+    }
+}
+
+/// Loads the due rows every `LOAD_EVERY`, and at once when this node gains shards (from the
+/// start: the gained shards' due rows may lie before the marks), sending them to the timer
+/// loop through `pages`.
+async fn load_loop(runtime: Runtime, pages: mpsc::Sender<Load>) {
+    let mut marks = Marks {
+        after: HashMap::new(),
+        last_full: tokio::time::Instant::now(),
+    };
+    let mut tick = tokio::time::interval(LOAD_EVERY);
+    let mut gains = runtime.ownership().gains();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            Ok(()) = gains.changed() => marks.after.clear(),
+        }
+        if let Err(err) = load_window(&runtime, &mut marks, &pages).await {
+            tracing::warn!(error = %err, "loading due timers failed");
+        }
+        if pages.send(Load::Done).await.is_err() {
+            return;
         }
     }
 }
@@ -240,13 +274,17 @@ async fn fire(runtime: Runtime, slots: Arc<Semaphore>, batch: Vec<String>) {
     }
 }
 
-/// Arms every timer due within the window, per account in the account's clock, walking the
+/// Sends every timer due within the window, per account in the account's clock, walking the
 /// due rows in pages of `LOAD_BATCH` by (due_at, id) so that any number due at one instant is
 /// loaded in one pass.
-async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<()> {
-    if window.last_full.elapsed() >= FULL_RESCAN {
-        window.marks.clear();
-        window.last_full = tokio::time::Instant::now();
+async fn load_window(
+    runtime: &Runtime,
+    marks: &mut Marks,
+    pages: &mpsc::Sender<Load>,
+) -> anyhow::Result<()> {
+    if marks.last_full.elapsed() >= FULL_RESCAN {
+        marks.after.clear();
+        marks.last_full = tokio::time::Instant::now();
     }
     let ownership = runtime.ownership();
     let held = (!ownership.is_single()).then(|| ownership.held_shards());
@@ -256,8 +294,9 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
     for account in runtime.store().all_accounts().await? {
         let account_id = AccountId::from_stored(account.id.clone());
         let now = runtime.clock().now_ms(&account_id).await?;
+        let read_at = tokio::time::Instant::now();
         let horizon = now + WINDOW.as_millis() as i64;
-        let mut after = window.marks.get(&account.id).cloned();
+        let mut after = marks.after.get(&account.id).cloned();
         loop {
             let page = runtime
                 .store()
@@ -272,13 +311,17 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
             let full = page.len() as u64 == LOAD_BATCH;
             let last = page.last().map(|(id, due)| (*due, id.clone()));
             if let Some(last) = &last {
-                window.marks.insert(account.id.clone(), last.clone());
+                marks.after.insert(account.id.clone(), last.clone());
             }
-            for (id, due) in page {
-                window.arm(
-                    id,
-                    Duration::from_millis(u64::try_from(due - now).unwrap_or(0)),
-                );
+            let rows = page
+                .into_iter()
+                .map(|(id, due)| {
+                    let delay = Duration::from_millis(u64::try_from(due - now).unwrap_or(0));
+                    (id, read_at + delay)
+                })
+                .collect();
+            if pages.send(Load::Page(rows)).await.is_err() {
+                return Ok(());
             }
             if !full {
                 break;
@@ -286,7 +329,6 @@ async fn load_window(runtime: &Runtime, window: &mut Window) -> anyhow::Result<(
             after = last;
         }
     }
-    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
     Ok(())
 }
 
