@@ -878,6 +878,34 @@ mod tests {
         ));
     }
 
+    /// The whole benchmark, small: every subscription renewed, and the burst timed from the
+    /// instant they fell due to the last renewal's write, not to the poll that saw it (which
+    /// comes at least one poll interval later).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_small_burst_is_timed_from_the_due_instant_to_the_last_renewal() {
+        let file = std::env::temp_dir().join(format!("bench-{}.db", uuid::Uuid::new_v4().simple()));
+        let started = Instant::now();
+        let report = renewals(50, &BenchDatabase::Sqlite(file.clone()))
+            .await
+            .expect("the benchmark runs");
+        assert_eq!(report.settled, 50, "{report}");
+        assert!(report.settle > Duration::ZERO, "{report}");
+        // The run's wall time holds the seeding, the restart, the 3 s lead before the rows fall
+        // due and at least one poll after the last renewal, none of which is the settle time.
+        let lead = Duration::from_millis(DUE_AHEAD_MS as u64);
+        assert!(
+            report.settle + lead + Duration::from_millis(250) < started.elapsed(),
+            "settle {:?} of a run of {:?}",
+            report.settle,
+            started.elapsed()
+        );
+        assert!(
+            report.primitive.is_some_and(|p| p.rate(50) > 0.0),
+            "{report}"
+        );
+        assert!(!file.exists(), "the benchmark removes its database");
+    }
+
     #[test]
     fn process_cpu_grows_with_work() {
         let before = process_cpu();
