@@ -49,6 +49,9 @@ pub struct RenewalsReport {
     /// CPU time (user + system) of this whole process during the burst: the service, its
     /// in-process sandbox processor and the benchmark's polling.
     pub burst_cpu: Duration,
+    /// The time `burst_cpu` was counted over: from the due instant to the poll that saw the
+    /// last renewal (a little longer than `settle`).
+    pub cpu_window: Duration,
     /// The machine's limit for the same work, when measured.
     pub primitive: Option<Primitive>,
 }
@@ -98,7 +101,7 @@ impl std::fmt::Display for RenewalsReport {
             "  CPU per renewal           {:.0} µs (process CPU {:.1} s over the burst, {:.0} % of 1 core)",
             self.burst_cpu.as_secs_f64() * 1e6 / self.settled.max(1) as f64,
             self.burst_cpu.as_secs_f64(),
-            100.0 * self.burst_cpu.as_secs_f64() / self.settle.as_secs_f64()
+            100.0 * self.burst_cpu.as_secs_f64() / self.cpu_window.as_secs_f64()
         )?;
         writeln!(
             f,
@@ -615,6 +618,7 @@ async fn burst(
         _ => since_due(),
     };
     let burst_cpu = process_cpu().saturating_sub(cpu_before);
+    let cpu_window = since_due();
     let (_, peak) = rss_mib();
     eprintln!(
         "burst: {settled} of {n} renewed in {:.2} s",
@@ -641,6 +645,7 @@ async fn burst(
         settle,
         peak_rss_mib: peak,
         burst_cpu,
+        cpu_window,
         primitive,
     })
 }
