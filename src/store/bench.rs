@@ -54,25 +54,15 @@ impl Store {
     /// every subscription (at 100,000 a full scan every poll took a visible share of the two
     /// cores it measures).
     pub async fn count_renewed(&self, account: &AccountId, at: i64) -> StoreResult<u64> {
-        Ok(subscription::Entity::find()
-            .filter(subscription::Column::DueAt.gt(at + 86_400_000))
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
-            .filter(subscription::Column::NextChargeDate.gt(at))
-            .filter(subscription::Column::Status.eq("active"))
-            .count(self.conn())
-            .await?)
+        Ok(renewed(account, at).count(self.conn()).await?)
     }
 
     /// When the last of the subscriptions `count_renewed` counts was renewed (its row's
     /// `updated_at`, written in the settlement's transaction), in milliseconds.
     pub async fn last_renewed_at(&self, account: &AccountId, at: i64) -> StoreResult<Option<i64>> {
-        Ok(subscription::Entity::find()
+        Ok(renewed(account, at)
             .select_only()
             .column_as(subscription::Column::UpdatedAt.max(), "last")
-            .filter(subscription::Column::DueAt.gt(at + 86_400_000))
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
-            .filter(subscription::Column::NextChargeDate.gt(at))
-            .filter(subscription::Column::Status.eq("active"))
             .into_tuple::<Option<i64>>()
             .one(self.conn())
             .await?
@@ -187,4 +177,14 @@ pub struct RenewalRows {
     pub fee_cents: i64,
     pub period_start: i64,
     pub event_body: String,
+}
+
+/// The active subscriptions of `account` renewed after `at`: their next timer is the next
+/// period's end, a month on.
+fn renewed(account: &AccountId, at: i64) -> sea_orm::Select<subscription::Entity> {
+    subscription::Entity::find()
+        .filter(subscription::Column::DueAt.gt(at + 86_400_000))
+        .filter(subscription::Column::AccountId.eq(account.as_str()))
+        .filter(subscription::Column::NextChargeDate.gt(at))
+        .filter(subscription::Column::Status.eq("active"))
 }
