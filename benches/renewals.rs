@@ -23,7 +23,11 @@ fn main() -> anyhow::Result<()> {
         ),
     };
     std::fs::create_dir_all(&dir)?;
-    let report = runtime.block_on(billing::bench::renewals(n, &database))?;
+    let report = runtime.block_on(billing::bench::renewals(
+        n,
+        &database,
+        &billing::bench::Processor::InProcess,
+    ))?;
     println!("{report}");
     Ok(())
 }

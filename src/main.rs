@@ -152,6 +152,11 @@ enum BenchCommand {
         /// that PostgreSQL database, removed afterwards.
         #[arg(long, default_value = "target/bench-data")]
         dir: std::path::PathBuf,
+        /// Charge through `billing sandbox-processor` in a process of its own (started from
+        /// this executable) instead of the service's in-process sandbox, and report the two
+        /// processes' CPU and memory apart.
+        #[arg(long)]
+        standalone_sandbox: bool,
     },
     /// What fencing costs one node on PostgreSQL: the renewal burst on fresh schemas of
     /// `--postgres`, without and then with the cluster machinery.
@@ -224,14 +229,25 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench {
-            command: BenchCommand::Renewals { subscriptions, dir },
+            command:
+                BenchCommand::Renewals {
+                    subscriptions,
+                    dir,
+                    standalone_sandbox,
+                },
         } => {
             let database = billing::bench::BenchDatabase::from_url(
                 &cli.config.database_url,
                 billing::config::DEFAULT_DATABASE_URL,
                 &dir,
             )?;
-            let report = billing::bench::renewals(subscriptions.max(1), &database).await?;
+            let processor = if standalone_sandbox {
+                billing::bench::Processor::Standalone(std::env::current_exe()?)
+            } else {
+                billing::bench::Processor::InProcess
+            };
+            let report =
+                billing::bench::renewals(subscriptions.max(1), &database, &processor).await?;
             println!("{report}");
             Ok(())
         }

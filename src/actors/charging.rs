@@ -214,6 +214,7 @@ impl Runtime {
         };
         self.arm(sub, now);
         self.hold_until_settled(&charge.id, slot);
+        self.keep_began(&charge.id, sub);
         let payer = snapshot.and_then(|s| s.payer.as_ref());
         self.submit_with(account, &charge, payer).await?;
         // As it began: a caller that shows it reads it again (a renewal does not).
@@ -329,8 +330,20 @@ impl Runtime {
             }
             return Ok(());
         };
-        let (sub, account, now) = self.load(&sub_id).await?;
-        let due_at = sub.due_at;
+        // A period's charge read pending settles in a batch, on the row its beginning left when
+        // this actor kept it (the batch's conditional save refuses a row changed since). Taken
+        // by every outcome, so that none leaves it behind.
+        let kept = self
+            .take_began(&sub_id, charge_id)
+            .filter(|_| known.is_some());
+        let was_kept = kept.is_some();
+        let (sub, account, now) = match kept {
+            Some(row) => {
+                let (account, now) = self.account_and_now(&row).await?;
+                (row, account, now)
+            }
+            None => self.load(&sub_id).await?,
+        };
         let batched =
             known.and_then(|c| settle_in_batch(&sub, &account, c, &reported, &event, now));
         if let Some(settle) = batched
@@ -340,6 +353,13 @@ impl Runtime {
             self.arm(&saved, now);
             return Ok(());
         }
+        // Alone, on the row as it is now.
+        let (sub, account, now) = if was_kept {
+            self.load(&sub_id).await?
+        } else {
+            (sub, account, now)
+        };
+        let due_at = sub.due_at;
         let (id, raw_status) = (charge_id.to_owned(), reported.raw_status.to_owned());
         let message = reported.message.map(str::to_owned);
         let transaction_id = reported.transaction_id.map(str::to_owned);

@@ -34,7 +34,6 @@ pub use endpoint::spawn_webhooks;
 pub use scheduler::{Arm, spawn_background};
 pub use subscription::{charge_refunded_event, subscription_event};
 
-/// How long an actor lives without messages.
 /// At most this many period charges (renewals, first charges, retries, charge-now) are out
 /// at the processor, posted and not yet settled. The scheduler's own bound (`CONCURRENCY`)
 /// covers only the posting; without this one a burst of a million posts far faster than
@@ -160,6 +159,10 @@ struct Inner {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// The slot of each charge out at the processor, released when its outcome is applied.
     in_flight_slots: dashmap::DashMap<String, (tokio::sync::OwnedSemaphorePermit, Instant)>,
+    /// Per subscription, the row its period charge left when it began, with that charge's id:
+    /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
+    /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
+    began: dashmap::DashMap<String, (String, Box<Subscription>)>,
     /// The guarded HTTP clients of webhook deliveries, per account mode (15 s timeout, no
     /// redirects, addresses checked when connecting).
     webhook_clients: crate::webhooks::send::Clients,
@@ -167,8 +170,8 @@ struct Inner {
     accounts: dashmap::DashMap<String, (Arc<crate::store::accounts::Account>, Instant)>,
     /// A subscription actor that has handled nothing for this long stops (the next message
     /// respawns it). A renewal's actor is needed for its charge's outcome, a fraction of a
-    /// second later, and then not for a month: in a burst of 500 renewals a second, 30 s kept
-    /// 15,000 actors alive. `Config::actor_idle_secs`, 5 s by default.
+    /// second later, and then not for a month: it stops once that outcome is applied, and
+    /// this bounds the rest. `Config::actor_idle_secs`, 5 s by default.
     idle: Duration,
     /// The background loops (scheduler, reconciler, webhook signals), stopped with the service.
     loops: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -231,17 +234,24 @@ impl Actor for SubscriptionActor {
             // The shard moved to another node while this message waited: refused, and the
             // actor stops (the sender finds the new owner).
             refuse(request);
-            self.runtime
-                .inner
-                .subscriptions
-                .forget(&state.id, myself.get_id(), false);
-            myself.stop(None);
+            self.runtime.inner.began.remove(&state.id);
+            self.stop_now(&myself, state);
             return Ok(());
         }
         state.stats.begin();
+        let settles = matches!(request, Request::Outcome { .. });
         let result = self.handle_counted(request, state).instrument(span).await;
         state.stats.end();
         state.last_message = Instant::now();
+        if settles && state.stats.queued() == 0 {
+            // A charge's outcome ends a renewal's work: nothing is asked of this subscription
+            // again for a period, and all it holds is in the database (or the runtime's
+            // maps). Stopped now rather than when idle: a burst of renewals otherwise keeps
+            // the last `idle` seconds' actors live (a gigabyte at 100,000 due at once). A
+            // message that reached the mailbox meanwhile is refused unhandled, and its
+            // sender asks a fresh actor (`Runtime::call`).
+            self.stop_now(&myself, state);
+        }
         result
     }
 }
@@ -252,15 +262,21 @@ impl SubscriptionActor {
     fn check_idle(&self, myself: ActorRef<SubscriptionMsg>, state: &ActorState) {
         let idle = state.last_message.elapsed();
         if idle >= self.runtime.inner.idle {
-            self.runtime
-                .inner
-                .subscriptions
-                .forget(&state.id, myself.get_id(), false);
-            myself.stop(None);
+            self.stop_now(&myself, state);
         } else {
             let left = self.runtime.inner.idle - idle;
             drop(myself.send_after(left, || SubscriptionMsg::IdleCheck));
         }
+    }
+
+    /// Leaves the registry (the next message spawns a fresh actor) and stops after this
+    /// message.
+    fn stop_now(&self, myself: &ActorRef<SubscriptionMsg>, state: &ActorState) {
+        self.runtime
+            .inner
+            .subscriptions
+            .forget(&state.id, myself.get_id(), false);
+        myself.stop(None);
     }
 }
 
@@ -285,6 +301,8 @@ impl SubscriptionActor {
         match request {
             Request::Act(command, reply) => {
                 tracing::info!(subscription = %state.id, ?command, "applying a command");
+                // A command may change the row: its charge's outcome reads it again.
+                runtime.inner.began.remove(&state.id);
                 let _ = reply.send(runtime.apply_command(&state.id, command).await);
             }
             Request::Preview { plan_id, reply } => {
@@ -366,6 +384,7 @@ impl Runtime {
             remote_wakes: dashmap::DashMap::new(),
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             in_flight_slots: dashmap::DashMap::new(),
+            began: dashmap::DashMap::new(),
             webhook_clients,
             accounts: dashmap::DashMap::new(),
             idle,
@@ -464,6 +483,22 @@ impl Runtime {
 
     fn release_slot(&self, charge_id: &str) {
         self.inner.in_flight_slots.remove(charge_id);
+    }
+
+    /// Keeps `row`, as the beginning of its period charge `charge_id` saved it, for the
+    /// charge's outcome.
+    fn keep_began(&self, charge_id: &str, row: &Subscription) {
+        self.inner.began.insert(
+            row.id.clone(),
+            (charge_id.to_owned(), Box::new(row.clone())),
+        );
+    }
+
+    /// The row kept when `charge_id` began, if it is the subscription's last kept one (taken:
+    /// an outcome uses it once).
+    fn take_began(&self, subscription_id: &str, charge_id: &str) -> Option<Subscription> {
+        let (_, (charge, row)) = self.inner.began.remove(subscription_id)?;
+        (charge == charge_id).then_some(*row)
     }
 
     pub fn store(&self) -> &Store {

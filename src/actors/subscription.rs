@@ -113,7 +113,7 @@ impl Runtime {
     }
 
     /// The subscription's account and the time in its clock.
-    async fn account_and_now(
+    pub(super) async fn account_and_now(
         &self,
         sub: &Subscription,
     ) -> Result<(Arc<Account>, i64), ActionError> {
@@ -422,6 +422,32 @@ mod tests {
         );
     }
 
+    /// The actors' runtime on `store`, its processor unreachable (every post an unknown
+    /// outcome, the charge left pending), actors stopping after `idle`.
+    async fn runtime(
+        store: &crate::store::Store,
+        idle: std::time::Duration,
+    ) -> (
+        Runtime,
+        tokio::sync::mpsc::UnboundedReceiver<crate::actors::Arm>,
+    ) {
+        let config = crate::config::Config::new("sqlite://unused.db");
+        let charger = crate::charges::Charger::new(
+            store.clone(),
+            crate::processor::client::ProcessorClient::new().expect("client"),
+            "http://127.0.0.1:9".into(),
+        );
+        Runtime::start(
+            store.clone(),
+            charger,
+            idle,
+            crate::webhooks::send::Clients::new(&config).expect("clients"),
+            None,
+        )
+        .await
+        .expect("runtime")
+    }
+
     /// A renewal's reads prefetched for its batch, then the subscription changes (here its plan,
     /// as an action would) before its actor gets the timer: the stale snapshot's unit is refused
     /// by the conditional save with nothing written, and the renewal runs again on fresh reads.
@@ -447,21 +473,7 @@ mod tests {
         txn.save_subscription(changed).await.expect("save");
         txn.commit().await.expect("commit");
 
-        let config = crate::config::Config::new("sqlite://unused.db");
-        let charger = crate::charges::Charger::new(
-            store.clone(),
-            crate::processor::client::ProcessorClient::new().expect("client"),
-            "http://127.0.0.1:9".into(),
-        );
-        let (runtime, _arms) = Runtime::start(
-            store.clone(),
-            charger,
-            std::time::Duration::from_secs(5),
-            crate::webhooks::send::Clients::new(&config).expect("clients"),
-            None,
-        )
-        .await
-        .expect("runtime");
+        let (runtime, _arms) = runtime(&store, std::time::Duration::from_secs(5)).await;
         runtime
             .due_prefetched(Arc::new(snapshot))
             .await
@@ -488,6 +500,92 @@ mod tests {
             "one fee reserved"
         );
         assert_eq!(balance.available_cents, 1_000_000 - charges[0].fee_cents);
+        runtime.stop().await;
+        shop.remove();
+    }
+
+    /// A renewal's charge begins (the processor unreachable: its outcome unknown, the charge
+    /// pending) and its actor keeps the row it saved; then the row changes outside the actor.
+    /// The outcome that arrives next settles on the row as it is now: the batch's conditional
+    /// save refuses the kept one and the outcome is applied alone on a fresh read, keeping the
+    /// change. Then the actor stops: its renewal's work is done.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
+        use crate::store::prefetch::fixture::shop;
+
+        let now = chrono::Utc::now().timestamp_millis();
+        let shop = shop(now).await;
+        let store = shop.store.clone();
+        let id = shop.sub.id.clone();
+        // Idle far beyond the test: an actor that stops does so because its work is done.
+        let (runtime, _arms) = runtime(&store, std::time::Duration::from_secs(600)).await;
+        runtime.due(&id).await.expect("renewal");
+        let began = store
+            .subscription_by_id(&id)
+            .await
+            .expect("read")
+            .expect("subscription");
+        let charge_id = runtime
+            .inner
+            .began
+            .get(&id)
+            .map(|kept| kept.0.clone())
+            .expect("the row kept for the charge's outcome");
+        let charge = store
+            .charge_by_id(&charge_id)
+            .await
+            .expect("read")
+            .expect("charge");
+        assert_eq!(charge.status, "pending");
+
+        let mut changed = began.clone();
+        changed.metadata = Some(r#"{"changed":"outside"}"#.into());
+        let txn = store.begin().await.expect("begin");
+        let changed = txn.save_subscription(changed).await.expect("save");
+        txn.commit().await.expect("commit");
+
+        runtime
+            .outcome(&id, &charge, "APPROVED", None, Some("tx-outside"), None)
+            .await
+            .expect("outcome");
+        let settled = store
+            .charge_by_id(&charge_id)
+            .await
+            .expect("read")
+            .expect("charge");
+        assert_eq!(settled.status, "approved");
+        let now_row = store
+            .subscription_by_id(&id)
+            .await
+            .expect("read")
+            .expect("subscription");
+        assert_eq!(
+            now_row.metadata, changed.metadata,
+            "the change made while the charge was out is kept"
+        );
+        assert_eq!(now_row.version, changed.version + 1, "saved once, after it");
+        assert_eq!(now_row.status, "active");
+        assert!(
+            runtime.inner.began.get(&id).is_none(),
+            "the kept row is used once"
+        );
+        // The outcome ended the renewal's work: its actor stops (after answering) without
+        // waiting to be idle.
+        let bound = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while runtime.inner.subscriptions.get(&id).is_some() {
+            assert!(
+                std::time::Instant::now() < bound,
+                "the actor is still live 10 s after its charge's outcome"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let balance = store
+            .balance(&shop.account)
+            .await
+            .expect("balance")
+            .expect("account");
+        assert_eq!(balance.reserved_cents, 0, "the fee captured");
+        assert_eq!(balance.available_cents, 1_000_000 - charge.fee_cents);
         runtime.stop().await;
         shop.remove();
     }

@@ -55,6 +55,11 @@ impl ActorStats {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
     }
 
+    /// Messages sent and not yet begun.
+    pub fn queued(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
     pub fn end(&self) {
         self.handling.store(false, Ordering::Relaxed);
     }

@@ -55,6 +55,11 @@ impl Sandbox {
         Ok(Self { child, base })
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod auth_limits;
 mod balance;
+mod bench;
 mod catalog;
 mod chaos;
 mod checkout;
