@@ -38,7 +38,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable,
     QueryFilter, QueryTrait,
 };
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
@@ -309,8 +309,8 @@ impl Store {
     /// same time: the charge's settlement (once: only a pending charge), the fee captured or
     /// given back, the processor event's record, the events with their deliveries and the
     /// subscription's row, in one unit. The saved row, or `None` when nothing of it was
-    /// written: the charge was no longer pending, or its batch was refused (a row changed
-    /// since it was read); the caller then applies the outcome alone, as its own unit.
+    /// written: its batch was refused (a charge of it no longer pending, a row changed since
+    /// it was read); the caller then applies the outcome alone, as its own unit.
     pub async fn settle_period_charge(
         &self,
         settle: PeriodChargeSettle,
@@ -353,9 +353,9 @@ impl Store {
         }
     }
 
-    /// The batch as one unit: per settle, its saved row, or `None` when its charge was no
-    /// longer pending (nothing of it written). `None` for the whole batch when it is refused
-    /// (nothing written at all).
+    /// The batch as one unit: per settle, its saved row. `None` for the whole batch when it is
+    /// refused (nothing written at all): a charge of it no longer pending, a row changed since
+    /// it was read.
     async fn settle_many(
         &self,
         settles: &[PeriodChargeSettle],
@@ -410,19 +410,15 @@ impl Store {
                 by_id(|c| c.finalized_at.into()),
             )
             .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
-            .and_where(charge_attempt::Column::Status.eq("pending"))
-            .returning_col(charge_attempt::Column::Id);
-        let mut settled = HashSet::new();
-        for row in conn.query_all(&update).await? {
-            settled.insert(row.try_get::<String>("", "id")?);
+            .and_where(charge_attempt::Column::Status.eq("pending"));
+        // Counted, not returned (each returned row is a hand-off from SQLite's connection
+        // thread): a charge no longer pending, which another writer settled, is rare, and then
+        // the whole batch is refused and each outcome applied alone, as for any refusal.
+        let settled = conn.execute(&update).await?.rows_affected();
+        if settled != charges.len() as u64 {
+            return Ok(None);
         }
-        if settled.is_empty() {
-            return Ok(Some(vec![None; settles.len()]));
-        }
-        let chosen: Vec<&PeriodChargeSettle> = settles
-            .iter()
-            .filter(|s| settled.contains(&s.charge.id))
-            .collect();
+        let chosen: Vec<&PeriodChargeSettle> = settles.iter().collect();
 
         // A checksum already recorded is left as it is, as `record_processor_event` does.
         let events = chosen.iter().filter_map(|s| s.event.clone()).collect();
@@ -523,19 +519,7 @@ impl Store {
             let outcome = settle.charge.status.clone();
             metrics::counter!("charge_outcomes_total", "outcome" => outcome).increment(1);
         }
-        let mut saved: HashMap<String, Subscription> =
-            saved.into_iter().map(|row| (row.id.clone(), row)).collect();
-        Ok(Some(
-            settles
-                .iter()
-                .map(|s| {
-                    settled
-                        .contains(&s.charge.id)
-                        .then(|| saved.remove(&s.row.id))
-                        .flatten()
-                })
-                .collect(),
-        ))
+        Ok(Some(saved.into_iter().map(Some).collect()))
     }
 }
 
@@ -554,7 +538,7 @@ async fn save_all<C: ConnectionTrait>(
         .collect();
     // Every row exists (it was read), so the upsert only ever updates, and only a row whose
     // version is still the one read: `excluded.version` is that plus one.
-    let mut upsert = subscription::Entity::insert_many(
+    let upsert = subscription::Entity::insert_many(
         rows.iter()
             .map(|row| row.clone().into_active_model().reset_all()),
     )
@@ -570,9 +554,10 @@ async fn save_all<C: ConnectionTrait>(
             .to_owned(),
     )
     .into_query();
-    upsert.returning_col(subscription::Column::Id);
-    let written = conn.query_all(&upsert).await?;
-    Ok((written.len() == rows.len()).then_some(rows))
+    // Counted, not returned: a row per subscription handed back one by one from SQLite's
+    // connection thread woke the writer for each of them.
+    let written = conn.execute(&upsert).await?.rows_affected();
+    Ok((written == rows.len() as u64).then_some(rows))
 }
 
 #[cfg(test)]
@@ -832,28 +817,38 @@ mod tests {
         let pending = "status = 'pending'";
         assert_eq!(count(&shop, "charge_attempts", pending).await, 4);
 
-        // The fourth charge is settled alone first: the batch leaves it as it is.
+        // The fourth charge is settled alone first: a batch holding it is refused whole, and
+        // writes nothing (its outcomes are then applied alone, each as its own unit).
         shop.store
             .settle_charge(&charges[3].id, "DECLINED", None, None, NOW)
             .await
             .expect("settle alone");
         let (before, _) = available(&shop).await;
-        let batch = vec![
+        let mut batch = vec![
             settle(&subs[0], &charges[0], "approved"),
             settle(&subs[1], &charges[1], "declined"),
             settle(&subs[2], &charges[2], "approved"),
             settle(&subs[3], &charges[3], "approved"),
         ];
+        let refused = shop.store.settle_many(&batch).await.expect("batch");
+        assert!(
+            refused.is_none(),
+            "a charge settled before is not settled again"
+        );
+        assert_eq!(count(&shop, "charge_attempts", pending).await, 3);
+        assert_eq!(available(&shop).await, (before, 100 + 200 + 300));
+        assert_eq!(count(&shop, "events", "1 = 1").await, 0);
+        assert_eq!(count(&shop, "processor_events", "1 = 1").await, 0);
+
+        // The three still pending, together.
+        batch.pop();
         let saved = shop
             .store
             .settle_many(&batch)
             .await
             .expect("batch")
             .expect("written");
-        assert!(
-            saved[3].is_none(),
-            "a charge settled before is not settled again"
-        );
+        assert_eq!(saved.len(), 3);
         for i in 0..3 {
             let row = saved[i].as_ref().expect("saved");
             assert_eq!(row.version, subs[i].version + 1);
