@@ -253,6 +253,11 @@ fn options_caching(url: &str, max_connections: u32, statements: usize) -> Connec
     options
         .sqlx_logging(false)
         .acquire_timeout(Duration::from_secs(30))
+        // sqlx pings a connection on every acquire by default: a round trip to SQLite's
+        // connection thread or to PostgreSQL before every read and every transaction. Only
+        // a connection idle for a while is worth the question (a server restarted, a proxy
+        // that dropped it); a busy one answers for itself with its next statement.
+        .test_before_acquire_if_idle_for(Duration::from_secs(1))
         .max_connections(max_connections)
         .map_sqlx_sqlite_opts(move |opts| {
             use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
