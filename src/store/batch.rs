@@ -335,7 +335,7 @@ impl Store {
             }
             let (settles, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
             let saved = match self.settle_many(&settles).await {
-                Ok(Some(saved)) => saved,
+                Ok(Some(saved)) => saved.into_iter().map(Some).collect(),
                 Ok(None) => {
                     metrics::counter!("charge_settle_batches_refused_total").increment(1);
                     vec![None; replies.len()]
@@ -353,13 +353,13 @@ impl Store {
         }
     }
 
-    /// The batch as one unit: per settle, its saved row. `None` for the whole batch when it is
+    /// The batch as one unit: the saved rows, in the order of `settles`. `None` when it is
     /// refused (nothing written at all): a charge of it no longer pending, a row changed since
     /// it was read.
     async fn settle_many(
         &self,
         settles: &[PeriodChargeSettle],
-    ) -> StoreResult<Option<Vec<Option<Subscription>>>> {
+    ) -> StoreResult<Option<Vec<Subscription>>> {
         let txn = self.begin_batch().await?;
         if !txn
             .fence_all(settles.iter().map(|s| s.row.id.as_str()))
@@ -519,7 +519,7 @@ impl Store {
             let outcome = settle.charge.status.clone();
             metrics::counter!("charge_outcomes_total", "outcome" => outcome).increment(1);
         }
-        Ok(Some(saved.into_iter().map(Some).collect()))
+        Ok(Some(saved))
     }
 }
 
@@ -850,7 +850,7 @@ mod tests {
             .expect("written");
         assert_eq!(saved.len(), 3);
         for i in 0..3 {
-            let row = saved[i].as_ref().expect("saved");
+            let row = &saved[i];
             assert_eq!(row.version, subs[i].version + 1);
             let stored = shop.store.charge_by_id(&charges[i].id).await.expect("read");
             assert_eq!(stored.as_ref(), Some(&batch[i].charge));
