@@ -213,7 +213,7 @@ impl Runtime {
             Err(BeginChargeError::Store(err)) => return Err(err.into()),
         };
         self.arm(sub, now);
-        self.hold_until_settled(&charge.id, slot);
+        self.hold_until_settled(&charge, slot);
         self.keep_began(&charge.id, sub);
         let payer = snapshot.and_then(|s| s.payer.as_ref());
         self.submit_with(account, &charge, payer).await?;

@@ -157,8 +157,9 @@ struct Inner {
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
     endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
     in_flight: Arc<tokio::sync::Semaphore>,
-    /// The slot of each charge out at the processor, released when its outcome is applied.
-    in_flight_slots: dashmap::DashMap<String, (tokio::sync::OwnedSemaphorePermit, Instant)>,
+    /// Each period charge out at the processor, by id (its reference), with its slot: released
+    /// when its outcome is applied. The ingress reads an outcome's charge here (`charge_out`).
+    in_flight_slots: dashmap::DashMap<String, OutCharge>,
     /// Per subscription, the row its period charge left when it began, with that charge's id:
     /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
     /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
@@ -278,6 +279,13 @@ impl SubscriptionActor {
             .forget(&state.id, myself.get_id(), false);
         myself.stop(None);
     }
+}
+
+/// A period charge out at the processor (`Inner::in_flight_slots`).
+struct OutCharge {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    since: Instant,
+    charge: Box<ChargeAttempt>,
 }
 
 /// Answers `request` with `ActionError::Moving` without handling it.
@@ -467,18 +475,40 @@ impl Runtime {
                 Err(_) => self
                     .inner
                     .in_flight_slots
-                    .retain(|_, (_, since)| since.elapsed() < SLOT_TIMEOUT),
+                    .retain(|_, out| out.since.elapsed() < SLOT_TIMEOUT),
             }
         }
     }
 
-    /// Keeps `slot` taken until the outcome of `charge_id` is applied.
-    fn hold_until_settled(&self, charge_id: &str, slot: Option<tokio::sync::OwnedSemaphorePermit>) {
+    /// Keeps `slot` taken, and `charge` as it began, until the charge's outcome is applied.
+    fn hold_until_settled(
+        &self,
+        charge: &ChargeAttempt,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) {
         if let Some(slot) = slot {
-            self.inner
-                .in_flight_slots
-                .insert(charge_id.to_owned(), (slot, Instant::now()));
+            self.inner.in_flight_slots.insert(
+                charge.id.clone(),
+                OutCharge {
+                    _slot: slot,
+                    since: Instant::now(),
+                    charge: Box::new(charge.clone()),
+                },
+            );
         }
+    }
+
+    /// The period charge out at the processor under `reference`, as it began (pending), while
+    /// its outcome is not applied: what the ingress would read for an event about it. Only
+    /// what never changes while it is pending is relied on (account, amount, subscription);
+    /// its settlement stays conditional in the database, so a charge another writer settled
+    /// meanwhile is still applied once.
+    pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
+        self.inner
+            .in_flight_slots
+            .get(reference)
+            .map(|out| (*out.charge).clone())
+            .filter(|charge| charge.reference == reference)
     }
 
     fn release_slot(&self, charge_id: &str) {

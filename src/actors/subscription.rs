@@ -537,6 +537,11 @@ mod tests {
             .expect("read")
             .expect("charge");
         assert_eq!(charge.status, "pending");
+        assert_eq!(
+            runtime.charge_out(&charge.reference).as_ref(),
+            Some(&charge),
+            "the ingress finds the charge out at the processor without reading it"
+        );
 
         let mut changed = began.clone();
         changed.metadata = Some(r#"{"changed":"outside"}"#.into());
@@ -569,6 +574,10 @@ mod tests {
             runtime.inner.began.get(&id).is_none(),
             "the kept row is used once"
         );
+        assert!(
+            runtime.charge_out(&charge.reference).is_none(),
+            "an applied outcome's charge is no longer out: its next event is read"
+        );
         // The outcome ended the renewal's work: its actor stops (after answering) without
         // waiting to be idle.
         let bound = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -586,6 +595,89 @@ mod tests {
             .expect("account");
         assert_eq!(balance.reserved_cents, 0, "the fee captured");
         assert_eq!(balance.available_cents, 1_000_000 - charge.fee_cents);
+        runtime.stop().await;
+        shop.remove();
+    }
+    /// The ingress takes an event's charge from the charges out at the processor, as it
+    /// began. When another writer (a recheck, another node) settled it meanwhile, the event
+    /// still moves no money twice: its contradicting outcome is kept as a conflict and the
+    /// fee is captured once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() {
+        use crate::processor::outcome::ProcessorOutcome;
+        use crate::processor::transactions::Transaction;
+        use crate::store::charges::ProcessorEvent;
+        use crate::store::prefetch::fixture::shop;
+
+        let now = chrono::Utc::now().timestamp_millis();
+        let shop = shop(now).await;
+        let store = shop.store.clone();
+        let id = shop.sub.id.clone();
+        let (runtime, _arms) = runtime(&store, std::time::Duration::from_secs(600)).await;
+        runtime.due(&id).await.expect("renewal");
+        let charge_id = runtime
+            .inner
+            .began
+            .get(&id)
+            .map(|kept| kept.0.clone())
+            .expect("a charge out");
+        let settled = store
+            .settle_charge(&charge_id, "APPROVED", None, Some("tx-elsewhere"), now)
+            .await
+            .expect("settle")
+            .expect("final");
+        assert!(settled.newly);
+        let out = runtime
+            .charge_out(&charge_id)
+            .expect("still out for this node");
+        assert_eq!(out.status, "pending", "as it began");
+
+        let tx = Transaction {
+            id: "tx-elsewhere".into(),
+            status: "DECLINED".into(),
+            reference: out.reference.clone(),
+            amount_in_cents: out.amount_cents,
+            currency: Some("COP".into()),
+            status_message: None,
+        };
+        let event = ProcessorEvent {
+            checksum: "c0ffee".into(),
+            account_id: out.account_id.clone(),
+            event_type: "transaction.updated".into(),
+            transaction_id: Some(tx.id.clone()),
+            reference: Some(tx.reference.clone()),
+            status: Some(tx.status.clone()),
+            body: "{}".into(),
+            received_at: now,
+            processed_at: Some(now),
+        };
+        let first = runtime
+            .apply_processor_outcome(&out, &ProcessorOutcome::of_transaction(tx), Some(event))
+            .await
+            .expect("applied");
+        assert!(first, "the event itself is new");
+        let charge = store
+            .charge_by_id(&charge_id)
+            .await
+            .expect("read")
+            .expect("charge");
+        assert_eq!(charge.status, "approved", "the first outcome stands");
+        assert_eq!(
+            store.count_charge_conflicts().await.expect("count"),
+            1,
+            "the contradicting event is kept for operators"
+        );
+        let balance = store
+            .balance(&shop.account)
+            .await
+            .expect("balance")
+            .expect("account");
+        assert_eq!(balance.reserved_cents, 0, "the fee captured once");
+        assert_eq!(balance.available_cents, 1_000_000 - charge.fee_cents);
+        assert!(
+            runtime.charge_out(&charge_id).is_none(),
+            "no longer out once its outcome is known here"
+        );
         runtime.stop().await;
         shop.remove();
     }
