@@ -10,12 +10,13 @@
 //! on the batch writer's); callers that arrive meanwhile queue, and the next batch takes every
 //! one queued (up to `MAX_BATCH`). In a batch, per account one UPDATE of the balance by the
 //! batch's sum (last: every batch writes that row), one INSERT per table, and one conditional
-//! upsert of every subscription (`version` as read), which returns the ids it wrote. Anything
-//! refused (a balance short of the sum, a period that already has a live charge, a row changed
-//! since it was read) rolls the whole batch back, and each of its renewals is then written as
-//! its own unit, exactly as a lone renewal is: whoever would have been refused alone is refused
-//! alone, with the reason, and the rest go through. A settlement applies only to a charge still
-//! pending; one that is not is left out of its batch, for its actor to apply alone.
+//! upsert of every subscription (`version` as read); on SQLite the statements of a step go to
+//! the connection's thread together (`execute_together`), and what the batch depends on is
+//! checked by the count of rows they changed. Anything refused (a balance short of the sum, a
+//! period that already has a live charge, a row changed since it was read, a charge no longer
+//! pending) rolls the whole batch back, and each of its renewals is then written as its own
+//! unit, exactly as a lone renewal is: whoever would have been refused alone is refused alone,
+//! with the reason, and the rest go through.
 //!
 //! In a cluster a batch first fences every shard it writes at once (`StoreTxn::fence_all`: the
 //! shards' locks shared, their leases checked), as each subscription's write alone is fenced
@@ -24,7 +25,7 @@
 
 use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_ledger_row,
-    record_processor_events_in,
+    insert_processor_events,
 };
 use super::entities::{
     account, balance_transaction, charge_attempt, event, subscription, subscription_addon,
@@ -237,6 +238,7 @@ impl Store {
             return Ok(None);
         }
         let conn = txn.conn();
+        let backend = conn.get_database_backend();
         let mut fees: BTreeMap<&str, i64> = BTreeMap::new();
         for begin in begins {
             *fees.entry(begin.charge.account.as_str()).or_default() += begin.charge.fee_cents;
@@ -245,43 +247,42 @@ impl Store {
             .iter()
             .map(|begin| attempt_of(begin.charge.clone()))
             .collect();
-        let inserted = charge_attempt::Entity::insert_many(
+        let insert = charge_attempt::Entity::insert_many(
             charges
                 .iter()
                 .map(|charge| charge.clone().into_active_model().reset_all()),
         )
-        .exec_without_returning(conn)
-        .await
-        .map_err(StoreError::from);
-        match inserted {
-            Ok(_) => {}
+        .build(backend);
+        let (upsert, rows) = upsert_all(backend, begins.iter().map(|b| b.row.clone()).collect());
+        let mut statements = vec![insert, upsert];
+        // The reservations last: the account's row is the one every batch writes, and on
+        // PostgreSQL its lock is held from here to the commit.
+        for (account_id, sum) in &fees {
+            statements.push(
+                account::Entity::update_many()
+                    .col_expr(
+                        account::Column::AvailableCents,
+                        Expr::col(account::Column::AvailableCents).sub(*sum),
+                    )
+                    .col_expr(
+                        account::Column::ReservedCents,
+                        Expr::col(account::Column::ReservedCents).add(*sum),
+                    )
+                    .filter(account::Column::Id.eq(*account_id))
+                    .filter(account::Column::AvailableCents.gte(*sum))
+                    .build(backend),
+            );
+        }
+        // Every charge inserted (or an error), every row saved at the version read (else not
+        // counted), every account's balance enough for its sum (else not counted): the whole
+        // batch holds exactly when it changed that many rows.
+        let expected = 2 * begins.len() as u64 + fees.len() as u64;
+        match execute_together(conn, statements).await {
+            Ok(changed) if changed == expected => {}
+            Ok(_) => return Ok(None),
             // A period with a live charge already (`charge_attempts_live_period`).
             Err(err) if err.is_unique_violation() => return Ok(None),
             Err(err) => return Err(err),
-        }
-        let rows = begins.iter().map(|begin| begin.row.clone()).collect();
-        let Some(rows) = save_all(conn, rows).await? else {
-            return Ok(None);
-        };
-        // The reservations last: the account's row is the one every batch writes, and on
-        // PostgreSQL its lock is held from here to the commit.
-        for (account_id, sum) in fees {
-            let reserved = account::Entity::update_many()
-                .col_expr(
-                    account::Column::AvailableCents,
-                    Expr::col(account::Column::AvailableCents).sub(sum),
-                )
-                .col_expr(
-                    account::Column::ReservedCents,
-                    Expr::col(account::Column::ReservedCents).add(sum),
-                )
-                .filter(account::Column::Id.eq(account_id))
-                .filter(account::Column::AvailableCents.gte(sum))
-                .exec(conn)
-                .await?;
-            if reserved.rows_affected == 0 {
-                return Ok(None);
-            }
         }
         txn.commit().await?;
         Ok(Some(charges.into_iter().zip(rows).collect()))
@@ -368,9 +369,10 @@ impl Store {
             return Ok(None);
         }
         let conn = txn.conn();
+        let backend = conn.get_database_backend();
         let charges: Vec<&ChargeAttempt> = settles.iter().map(|s| &s.charge).collect();
-        // The settlement first, and only of a charge still pending: whichever writer moves a
-        // charge out of pending applies its outcome, once (`settle_charge_in` alone does the same).
+        // The settlement, and only of a charge still pending: whichever writer moves a charge
+        // out of pending applies its outcome, once (`settle_charge_in` alone does the same).
         let by_id = |value: fn(&ChargeAttempt) -> sea_orm::Value| {
             let mut case = CaseStatement::new();
             for charge in &charges {
@@ -411,18 +413,22 @@ impl Store {
             )
             .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
             .and_where(charge_attempt::Column::Status.eq("pending"));
+        let (upsert, saved) = upsert_all(backend, settles.iter().map(|s| s.row.clone()).collect());
         // Counted, not returned (each returned row is a hand-off from SQLite's connection
-        // thread): a charge no longer pending, which another writer settled, is rare, and then
-        // the whole batch is refused and each outcome applied alone, as for any refusal.
-        let settled = conn.execute(&update).await?.rows_affected();
-        if settled != charges.len() as u64 {
+        // thread): every charge still pending and every row at the version read, or the whole
+        // batch is refused and each outcome applied alone, as for any refusal (a charge settled
+        // by another writer since its event was read is rare).
+        let changed = execute_together(conn, vec![backend.build(&update), upsert]).await?;
+        if changed != 2 * charges.len() as u64 {
             return Ok(None);
         }
         let chosen: Vec<&PeriodChargeSettle> = settles.iter().collect();
 
+        // What follows changes no row the batch depends on: written together, not counted.
+        let mut statements = Vec::new();
         // A checksum already recorded is left as it is, as `record_processor_event` does.
         let events = chosen.iter().filter_map(|s| s.event.clone()).collect();
-        record_processor_events_in(conn, events).await?;
+        statements.extend(insert_processor_events(backend, events));
 
         // The fee: captured from the reservation when approved, given back to the available
         // balance otherwise; one UPDATE per account by the batch's sums.
@@ -439,13 +445,14 @@ impl Store {
             }
         }
         if !ledger.is_empty() {
-            balance_transaction::Entity::insert_many(
-                ledger
-                    .into_iter()
-                    .map(|row| row.into_active_model().reset_all()),
-            )
-            .exec_without_returning(conn)
-            .await?;
+            statements.push(
+                balance_transaction::Entity::insert_many(
+                    ledger
+                        .into_iter()
+                        .map(|row| row.into_active_model().reset_all()),
+                )
+                .build(backend),
+            );
         }
 
         let leaving: Vec<&str> = chosen
@@ -454,11 +461,12 @@ impl Store {
             .map(|s| s.row.id.as_str())
             .collect();
         if !leaving.is_empty() {
-            subscription_addon::Entity::delete_many()
-                .filter(subscription_addon::Column::SubscriptionId.is_in(leaving))
-                .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))
-                .exec(conn)
-                .await?;
+            statements.push(
+                subscription_addon::Entity::delete_many()
+                    .filter(subscription_addon::Column::SubscriptionId.is_in(leaving))
+                    .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))
+                    .build(backend),
+            );
         }
 
         // The events, and their deliveries to each account's endpoints (read once).
@@ -477,43 +485,43 @@ impl Store {
             }
         }
         if !rows.is_empty() {
-            event::Entity::insert_many(
-                rows.iter()
-                    .map(|row| (*row).clone().into_active_model().reset_all()),
-            )
-            .exec_without_returning(conn)
-            .await?;
+            statements.push(
+                event::Entity::insert_many(
+                    rows.iter()
+                        .map(|row| (*row).clone().into_active_model().reset_all()),
+                )
+                .build(backend),
+            );
         }
         if !deliveries.is_empty() {
             txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
-            webhook_delivery::Entity::insert_many(
-                deliveries
-                    .into_iter()
-                    .map(|d| d.into_active_model().reset_all()),
-            )
-            .exec_without_returning(conn)
-            .await?;
+            statements.push(
+                webhook_delivery::Entity::insert_many(
+                    deliveries
+                        .into_iter()
+                        .map(|d| d.into_active_model().reset_all()),
+                )
+                .build(backend),
+            );
         }
 
-        let rows: Vec<Subscription> = chosen.iter().map(|s| s.row.clone()).collect();
-        let Some(saved) = save_all(conn, rows).await? else {
-            return Ok(None);
-        };
         // The account's row last (see `begin_many`).
         for (account_id, (reserved, returned)) in fees {
-            account::Entity::update_many()
-                .col_expr(
-                    account::Column::ReservedCents,
-                    Expr::col(account::Column::ReservedCents).sub(reserved),
-                )
-                .col_expr(
-                    account::Column::AvailableCents,
-                    Expr::col(account::Column::AvailableCents).add(returned),
-                )
-                .filter(account::Column::Id.eq(account_id))
-                .exec(conn)
-                .await?;
+            statements.push(
+                account::Entity::update_many()
+                    .col_expr(
+                        account::Column::ReservedCents,
+                        Expr::col(account::Column::ReservedCents).sub(reserved),
+                    )
+                    .col_expr(
+                        account::Column::AvailableCents,
+                        Expr::col(account::Column::AvailableCents).add(returned),
+                    )
+                    .filter(account::Column::Id.eq(account_id))
+                    .build(backend),
+            );
         }
+        execute_together(conn, statements).await?;
         txn.commit().await?;
         for settle in &chosen {
             let outcome = settle.charge.status.clone();
@@ -523,12 +531,13 @@ impl Store {
     }
 }
 
-/// Saves `rows` (each with its `version` as read) in one conditional upsert: the saved rows,
-/// or `None` when any of them changed since it was read (nothing is then to be kept).
-async fn save_all<C: ConnectionTrait>(
-    conn: &C,
+/// The conditional upsert saving `rows` (each with its `version` as read), and the rows as
+/// it saves them. It changes one row for each row still at the version read, and none for a
+/// row changed since: the caller counts.
+fn upsert_all(
+    backend: sea_orm::DbBackend,
     rows: Vec<Subscription>,
-) -> StoreResult<Option<Vec<Subscription>>> {
+) -> (sea_orm::Statement, Vec<Subscription>) {
     let rows: Vec<Subscription> = rows
         .into_iter()
         .map(|mut row| {
@@ -554,10 +563,38 @@ async fn save_all<C: ConnectionTrait>(
             .to_owned(),
     )
     .into_query();
-    // Counted, not returned: a row per subscription handed back one by one from SQLite's
-    // connection thread woke the writer for each of them.
-    let written = conn.execute(&upsert).await?.rows_affected();
-    Ok((written == rows.len() as u64).then_some(rows))
+    (backend.build(&upsert), rows)
+}
+
+/// Runs `statements` in order; the rows they changed, in all. On SQLite in one round trip to
+/// the connection's thread: the statements joined into one string, their values in order
+/// (SQLite binds each statement's `?` from where the one before stopped), so a batch's writes
+/// cost one hand-off, not one per statement. Elsewhere one by one (PostgreSQL prepares one
+/// statement at a time).
+async fn execute_together<C: ConnectionTrait>(
+    conn: &C,
+    statements: Vec<sea_orm::Statement>,
+) -> StoreResult<u64> {
+    let backend = conn.get_database_backend();
+    if backend != sea_orm::DbBackend::Sqlite {
+        let mut changed = 0;
+        for statement in statements {
+            changed += conn.execute_raw(statement).await?.rows_affected();
+        }
+        return Ok(changed);
+    }
+    let mut sql = String::new();
+    let mut values = Vec::new();
+    for statement in statements {
+        sql.push_str(&statement.sql);
+        sql.push_str(";\n");
+        values.extend(statement.values.map(|v| v.0).unwrap_or_default());
+    }
+    if sql.is_empty() {
+        return Ok(0);
+    }
+    let together = sea_orm::Statement::from_sql_and_values(backend, sql, values);
+    Ok(conn.execute_raw(together).await?.rows_affected())
 }
 
 #[cfg(test)]

@@ -230,22 +230,35 @@ pub(crate) async fn record_processor_events_in<C: ConnectionTrait>(
     conn: &C,
     events: Vec<ProcessorEvent>,
 ) -> StoreResult<u64> {
+    match insert_processor_events(conn.get_database_backend(), events) {
+        Some(insert) => Ok(conn.execute_raw(insert).await?.rows_affected()),
+        None => Ok(0),
+    }
+}
+
+/// The statement inserting the events whose checksums are not there yet; `None` for none.
+pub(crate) fn insert_processor_events(
+    backend: sea_orm::DbBackend,
+    events: Vec<ProcessorEvent>,
+) -> Option<sea_orm::Statement> {
+    use sea_orm::QueryTrait;
     use sea_orm::sea_query::OnConflict;
     if events.is_empty() {
-        return Ok(0);
+        return None;
     }
-    Ok(processor_event::Entity::insert_many(
-        events
-            .into_iter()
-            .map(|event| event.into_active_model().reset_all()),
+    Some(
+        processor_event::Entity::insert_many(
+            events
+                .into_iter()
+                .map(|event| event.into_active_model().reset_all()),
+        )
+        .on_conflict(
+            OnConflict::column(processor_event::Column::Checksum)
+                .do_nothing()
+                .to_owned(),
+        )
+        .build(backend),
     )
-    .on_conflict(
-        OnConflict::column(processor_event::Column::Checksum)
-            .do_nothing()
-            .to_owned(),
-    )
-    .exec_without_returning(conn)
-    .await?)
 }
 
 pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
