@@ -311,7 +311,7 @@ impl SubscriptionActor {
                 tracing::info!(subscription = %state.id, ?command, "applying a command");
                 // A command may change the row: its charge's outcome reads it again.
                 runtime.inner.began.remove(&state.id);
-                let _ = reply.send(runtime.apply_command(&state.id, command).await);
+                let _ = reply.send(Box::pin(runtime.apply_command(&state.id, command)).await);
             }
             Request::Preview { plan_id, reply } => {
                 let result = async {
@@ -326,13 +326,16 @@ impl SubscriptionActor {
                         .await?;
                     runtime.prorated_change(&sub, &plan_id, None, now).await
                 };
-                let _ = reply.send(result.await);
+                let _ = reply.send(Box::pin(result).await);
             }
+            // Each step's future is boxed: several kilobytes of state that would otherwise be
+            // part of this handler's future, which ractor moves for every message.
             Request::Due(reply) => {
-                let _ = reply.send(runtime.apply_due(&state.id).await);
+                let _ = reply.send(Box::pin(runtime.apply_due(&state.id)).await);
             }
             Request::DuePrefetched(snapshot, reply) => {
-                let _ = reply.send(runtime.apply_due_prefetched(&state.id, &snapshot).await);
+                let _ =
+                    reply.send(Box::pin(runtime.apply_due_prefetched(&state.id, &snapshot)).await);
             }
             Request::Outcome {
                 charge_id,
@@ -344,19 +347,18 @@ impl SubscriptionActor {
                 reply,
             } => {
                 let _ = reply.send(
-                    runtime
-                        .apply_outcome(
-                            Some(&state.id),
-                            &charge_id,
-                            charging::Reported {
-                                raw_status: &raw_status,
-                                message: message.as_deref(),
-                                transaction_id: transaction_id.as_deref(),
-                            },
-                            event.map(|e| *e),
-                            charge.as_deref(),
-                        )
-                        .await,
+                    Box::pin(runtime.apply_outcome(
+                        Some(&state.id),
+                        &charge_id,
+                        charging::Reported {
+                            raw_status: &raw_status,
+                            message: message.as_deref(),
+                            transaction_id: transaction_id.as_deref(),
+                        },
+                        event.map(|e| *e),
+                        charge.as_deref(),
+                    ))
+                    .await,
                 );
             }
         }
