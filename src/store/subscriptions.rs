@@ -27,8 +27,9 @@ pub struct SubscriptionFilter {
 
 /// An open transaction; dropped without `commit`, it rolls back.
 pub struct StoreTxn {
-    /// The transaction, or on SQLite the unit's savepoint in the open group. Declared before
-    /// `membership` so that a drop rolls it back before the group lock is let go.
+    /// The transaction, or on SQLite the unit's savepoint in the open group (the group's
+    /// transaction itself for the unit that opened it). Declared before `membership` so that
+    /// a drop rolls it back before the group lock is let go.
     txn: DatabaseTransaction,
     membership: Option<super::group::Membership>,
     signal: super::webhooks::DeliverySignal,
