@@ -504,6 +504,24 @@ mod tests {
         shop.remove();
     }
 
+    /// A renewal whose charge began and is out at the processor (unreachable: its outcome
+    /// unknown, the charge pending), its actor keeping the row it saved: the shop, the runtime
+    /// (idle far beyond the test: an actor that stops does so because its work is done), the
+    /// instant, the charge's id.
+    async fn renewal_out() -> (crate::store::prefetch::fixture::Shop, Runtime, i64, String) {
+        let now = chrono::Utc::now().timestamp_millis();
+        let shop = crate::store::prefetch::fixture::shop(now).await;
+        let (runtime, _arms) = runtime(&shop.store, std::time::Duration::from_secs(600)).await;
+        runtime.due(&shop.sub.id).await.expect("renewal");
+        let charge_id = runtime
+            .inner
+            .began
+            .get(&shop.sub.id)
+            .map(|kept| kept.0.clone())
+            .expect("the row kept for the charge's outcome");
+        (shop, runtime, now, charge_id)
+    }
+
     /// A renewal's charge begins (the processor unreachable: its outcome unknown, the charge
     /// pending) and its actor keeps the row it saved; then the row changes outside the actor.
     /// The outcome that arrives next settles on the row as it is now: the batch's conditional
@@ -511,26 +529,13 @@ mod tests {
     /// change. Then the actor stops: its renewal's work is done.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
-        use crate::store::prefetch::fixture::shop;
-
-        let now = chrono::Utc::now().timestamp_millis();
-        let shop = shop(now).await;
-        let store = shop.store.clone();
-        let id = shop.sub.id.clone();
-        // Idle far beyond the test: an actor that stops does so because its work is done.
-        let (runtime, _arms) = runtime(&store, std::time::Duration::from_secs(600)).await;
-        runtime.due(&id).await.expect("renewal");
+        let (shop, runtime, _, charge_id) = renewal_out().await;
+        let (store, id) = (shop.store.clone(), shop.sub.id.clone());
         let began = store
             .subscription_by_id(&id)
             .await
             .expect("read")
             .expect("subscription");
-        let charge_id = runtime
-            .inner
-            .began
-            .get(&id)
-            .map(|kept| kept.0.clone())
-            .expect("the row kept for the charge's outcome");
         let charge = store
             .charge_by_id(&charge_id)
             .await
@@ -598,6 +603,7 @@ mod tests {
         runtime.stop().await;
         shop.remove();
     }
+
     /// The ingress takes an event's charge from the charges out at the processor, as it
     /// began. When another writer (a recheck, another node) settled it meanwhile, the event
     /// still moves no money twice: its contradicting outcome is kept as a conflict and the
@@ -607,20 +613,9 @@ mod tests {
         use crate::processor::outcome::ProcessorOutcome;
         use crate::processor::transactions::Transaction;
         use crate::store::charges::ProcessorEvent;
-        use crate::store::prefetch::fixture::shop;
 
-        let now = chrono::Utc::now().timestamp_millis();
-        let shop = shop(now).await;
+        let (shop, runtime, now, charge_id) = renewal_out().await;
         let store = shop.store.clone();
-        let id = shop.sub.id.clone();
-        let (runtime, _arms) = runtime(&store, std::time::Duration::from_secs(600)).await;
-        runtime.due(&id).await.expect("renewal");
-        let charge_id = runtime
-            .inner
-            .began
-            .get(&id)
-            .map(|kept| kept.0.clone())
-            .expect("a charge out");
         let settled = store
             .settle_charge(&charge_id, "APPROVED", None, Some("tx-elsewhere"), now)
             .await

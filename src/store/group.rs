@@ -290,15 +290,28 @@ pub(crate) mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn concurrent_units_are_durable_when_commit_returns_and_an_abandoned_one_leaves_no_trace()
-    {
+    /// A fresh SQLite database with one account: its file, its URL, a store on it, the
+    /// account's id.
+    async fn database() -> (std::path::PathBuf, String, Store, AccountId) {
         let path = std::env::temp_dir().join(format!("group-{}.db", uuid::Uuid::new_v4().simple()));
         let url = format!("sqlite://{}", path.display());
         let store = Store::connect(&url).await.expect("connect");
         store.migrate().await.expect("migrate");
         let id = AccountId::generate();
         store.create_account(account(&id)).await.expect("account");
+        (path, url, store, id)
+    }
+
+    fn remove(path: &std::path::Path) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_units_are_durable_when_commit_returns_and_an_abandoned_one_leaves_no_trace()
+    {
+        let (path, url, store, id) = database().await;
 
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..200 {
@@ -362,9 +375,7 @@ pub(crate) mod tests {
             .expect("events");
         assert!(events.items.is_empty(), "abandoned units left events");
         drop((store, fresh));
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        remove(&path);
     }
 
     fn event(id: &AccountId, body: &str) -> Event {
@@ -401,12 +412,7 @@ pub(crate) mod tests {
     /// unit's writes to be committed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_unit_that_opens_a_group_rolls_back_alone_and_commits_with_the_next() {
-        let path = std::env::temp_dir().join(format!("group-{}.db", uuid::Uuid::new_v4().simple()));
-        let url = format!("sqlite://{}", path.display());
-        let store = Store::connect(&url).await.expect("connect");
-        store.migrate().await.expect("migrate");
-        let id = AccountId::generate();
-        store.create_account(account(&id)).await.expect("account");
+        let (path, url, store, id) = database().await;
 
         let opener = store.begin().await.expect("begin");
         opener
@@ -459,8 +465,6 @@ pub(crate) mod tests {
             vec!["kept".to_owned(), "opener".to_owned()]
         );
         drop((store, fresh));
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
+        remove(&path);
     }
 }
