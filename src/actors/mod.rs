@@ -285,7 +285,12 @@ impl SubscriptionActor {
 struct OutCharge {
     _slot: tokio::sync::OwnedSemaphorePermit,
     since: Instant,
-    charge: Box<ChargeAttempt>,
+    /// The charge as it began, while nothing but its beginning wrote it: dropped (`None`)
+    /// when a pending answer about it is noted (its transaction id), so the ingress reads it.
+    charge: Option<Box<ChargeAttempt>>,
+    /// The epoch of its subscription's shard when it began: after a shard moved away (and
+    /// perhaps back) another node may have written the charge.
+    epoch: Option<i64>,
 }
 
 /// Answers `request` with `ActionError::Moving` without handling it.
@@ -489,28 +494,43 @@ impl Runtime {
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         if let Some(slot) = slot {
+            let epoch = charge
+                .subscription_id
+                .as_deref()
+                .and_then(|id| self.inner.ownership.epoch(crate::cluster::shard_of(id)));
             self.inner.in_flight_slots.insert(
                 charge.id.clone(),
                 OutCharge {
                     _slot: slot,
                     since: Instant::now(),
-                    charge: Box::new(charge.clone()),
+                    charge: Some(Box::new(charge.clone())),
+                    epoch,
                 },
             );
         }
     }
 
     /// The period charge out at the processor under `reference`, as it began (pending), while
-    /// its outcome is not applied: what the ingress would read for an event about it. Only
-    /// what never changes while it is pending is relied on (account, amount, subscription);
-    /// its settlement stays conditional in the database, so a charge another writer settled
-    /// meanwhile is still applied once.
+    /// its outcome is not applied, no pending answer about it was noted and its shard stayed
+    /// with this node: what the ingress would read for an event about it. Its settlement
+    /// stays conditional in the database, so a charge another writer settled meanwhile (a
+    /// race with a recheck) is still applied once.
     pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
-        self.inner
-            .in_flight_slots
-            .get(reference)
-            .map(|out| (*out.charge).clone())
-            .filter(|charge| charge.reference == reference)
+        let out = self.inner.in_flight_slots.get(reference)?;
+        let charge = out.charge.as_deref()?;
+        let shard = crate::cluster::shard_of(charge.subscription_id.as_deref()?);
+        (charge.reference == reference
+            && out.epoch.is_some()
+            && self.inner.ownership.epoch(shard) == out.epoch)
+            .then(|| charge.clone())
+    }
+
+    /// A pending answer about `charge_id` is being noted (its transaction id): from now on
+    /// the ingress reads the charge.
+    fn charge_touched(&self, charge_id: &str) {
+        if let Some(mut out) = self.inner.in_flight_slots.get_mut(charge_id) {
+            out.charge = None;
+        }
     }
 
     fn release_slot(&self, charge_id: &str) {

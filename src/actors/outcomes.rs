@@ -27,6 +27,10 @@ impl Runtime {
         outcome: &ProcessorOutcome,
         event: Option<ProcessorEvent>,
     ) -> Result<bool, ActionError> {
+        if outcome.settlement().is_none() {
+            // Noted below (a pending transaction's id): the charge as it began is stale.
+            self.charge_touched(&charge.id);
+        }
         let settled = match (charge.subscription_id.as_deref(), outcome.settlement()) {
             (Some(subscription), Some(settlement)) => {
                 self.outcome(
@@ -64,6 +68,9 @@ impl Runtime {
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<ProcessorOutcome, ActionError> {
+        // A recheck may note the transaction's id or flag a mismatch: the ingress reads the
+        // charge from then on.
+        self.charge_touched(&charge.id);
         let outcome = self.charger().recheck(account, charge).await;
         if outcome.settlement().is_some() {
             self.apply_processor_outcome(charge, &outcome, None).await?;

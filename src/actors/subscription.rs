@@ -676,4 +676,42 @@ mod tests {
         runtime.stop().await;
         shop.remove();
     }
+
+    /// A pending answer noted for a charge out (its transaction id, from a `PENDING` event or
+    /// a recheck) makes the charge as it began stale: the ingress reads the charge again, so
+    /// a final event naming another transaction is still caught as a mismatch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
+        use crate::processor::outcome::ProcessorOutcome;
+        use crate::processor::transactions::Transaction;
+
+        let (shop, runtime, _, charge_id) = renewal_out().await;
+        let out = runtime.charge_out(&charge_id).expect("out");
+        let pending = Transaction {
+            id: "tx-noted".into(),
+            status: "PENDING".into(),
+            reference: out.reference.clone(),
+            amount_in_cents: out.amount_cents,
+            currency: Some("COP".into()),
+            status_message: None,
+        };
+        runtime
+            .apply_processor_outcome(&out, &ProcessorOutcome::of_transaction(pending), None)
+            .await
+            .expect("noted");
+        let stored = shop
+            .store
+            .charge_by_id(&charge_id)
+            .await
+            .expect("read")
+            .expect("charge");
+        assert_eq!(stored.processor_transaction_id.as_deref(), Some("tx-noted"));
+        assert_eq!(stored.status, "pending");
+        assert!(
+            runtime.charge_out(&charge_id).is_none(),
+            "the charge as it began no longer stands for the stored one"
+        );
+        runtime.stop().await;
+        shop.remove();
+    }
 }
