@@ -27,10 +27,7 @@ use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_ledger_row,
     insert_processor_events,
 };
-use super::entities::{
-    account, balance_transaction, charge_attempt, event, subscription, subscription_addon,
-    webhook_delivery,
-};
+use super::entities::{account, charge_attempt, subscription, subscription_addon};
 use super::subscriptions::{Event, Subscription};
 use super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
 use super::{Store, StoreError, StoreResult};
@@ -247,14 +244,11 @@ impl Store {
             .iter()
             .map(|begin| attempt_of(begin.charge.clone()))
             .collect();
-        let insert = charge_attempt::Entity::insert_many(
-            charges
-                .iter()
-                .map(|charge| charge.clone().into_active_model().reset_all()),
-        )
-        .build(backend);
         let (upsert, rows) = upsert_all(backend, begins.iter().map(|b| b.row.clone()).collect());
-        let mut statements = vec![insert, upsert];
+        let mut statements: Vec<_> = insert_all(backend, charges.iter().cloned())
+            .into_iter()
+            .chain([upsert])
+            .collect();
         // The reservations last: the account's row is the one every batch writes, and on
         // PostgreSQL its lock is held from here to the commit.
         for (account_id, sum) in &fees {
@@ -444,16 +438,7 @@ impl Store {
                 *returned += charge.fee_cents;
             }
         }
-        if !ledger.is_empty() {
-            statements.push(
-                balance_transaction::Entity::insert_many(
-                    ledger
-                        .into_iter()
-                        .map(|row| row.into_active_model().reset_all()),
-                )
-                .build(backend),
-            );
-        }
+        statements.extend(insert_all(backend, ledger));
 
         let leaving: Vec<&str> = chosen
             .iter()
@@ -484,26 +469,9 @@ impl Store {
                 }
             }
         }
-        if !rows.is_empty() {
-            statements.push(
-                event::Entity::insert_many(
-                    rows.iter()
-                        .map(|row| (*row).clone().into_active_model().reset_all()),
-                )
-                .build(backend),
-            );
-        }
-        if !deliveries.is_empty() {
-            txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
-            statements.push(
-                webhook_delivery::Entity::insert_many(
-                    deliveries
-                        .into_iter()
-                        .map(|d| d.into_active_model().reset_all()),
-                )
-                .build(backend),
-            );
-        }
+        statements.extend(insert_all(backend, rows.into_iter().cloned()));
+        txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
+        statements.extend(insert_all(backend, deliveries));
 
         // The account's row last (see `begin_many`).
         for (account_id, (reserved, returned)) in fees {
@@ -564,6 +532,23 @@ fn upsert_all(
     )
     .into_query();
     (backend.build(&upsert), rows)
+}
+
+/// One multi-row INSERT of `rows`, every column set; `None` for no rows.
+fn insert_all<M, A>(
+    backend: sea_orm::DbBackend,
+    rows: impl IntoIterator<Item = M>,
+) -> Option<sea_orm::Statement>
+where
+    M: IntoActiveModel<A>,
+    A: ActiveModelTrait,
+{
+    let mut rows = rows
+        .into_iter()
+        .map(|row| row.into_active_model().reset_all())
+        .peekable();
+    rows.peek()?;
+    Some(<A::Entity as EntityTrait>::insert_many(rows).build(backend))
 }
 
 /// Runs `statements` in order; the rows they changed, in all. On SQLite in one round trip to

@@ -222,18 +222,10 @@ pub(crate) async fn record_processor_event_in<C: ConnectionTrait>(
     conn: &C,
     event: ProcessorEvent,
 ) -> StoreResult<bool> {
-    Ok(record_processor_events_in(conn, vec![event]).await? == 1)
-}
-
-/// Inserts the events whose checksums are not there yet; how many were inserted.
-pub(crate) async fn record_processor_events_in<C: ConnectionTrait>(
-    conn: &C,
-    events: Vec<ProcessorEvent>,
-) -> StoreResult<u64> {
-    match insert_processor_events(conn.get_database_backend(), events) {
-        Some(insert) => Ok(conn.execute_raw(insert).await?.rows_affected()),
-        None => Ok(0),
-    }
+    let Some(insert) = insert_processor_events(conn.get_database_backend(), vec![event]) else {
+        return Ok(false);
+    };
+    Ok(conn.execute_raw(insert).await?.rows_affected() == 1)
 }
 
 /// The statement inserting the events whose checksums are not there yet; `None` for none.

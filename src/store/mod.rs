@@ -269,9 +269,10 @@ fn options_caching(url: &str, max_connections: u32, statements: usize) -> Connec
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(30))
                 .foreign_keys(true)
-                // Every unit runs in a savepoint of its group (`group`), and SQLite copies
-                // each page a savepoint first changes to a sub-journal: in memory, not a temp
-                // file written page by page (a tenth of a renewal burst's kernel time).
+                // Every unit but a group's first runs in a savepoint of its group (`group`),
+                // and SQLite copies each page a savepoint first changes to a sub-journal: in
+                // memory, not a temp file written page by page (a tenth of a renewal burst's
+                // kernel time).
                 .pragma("temp_store", "memory")
         })
         .map_sqlx_postgres_opts(move |opts| {
