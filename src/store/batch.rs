@@ -365,48 +365,7 @@ impl Store {
         let conn = txn.conn();
         let backend = conn.get_database_backend();
         let charges: Vec<&ChargeAttempt> = settles.iter().map(|s| &s.charge).collect();
-        // The settlement, and only of a charge still pending: whichever writer moves a charge
-        // out of pending applies its outcome, once (`settle_charge_in` alone does the same).
-        let by_id = |value: fn(&ChargeAttempt) -> sea_orm::Value| {
-            let mut case = CaseStatement::new();
-            for charge in &charges {
-                case = case.case(
-                    Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
-                    Expr::val(value(charge)),
-                );
-            }
-            case
-        };
-        let mut update = Query::update();
-        update
-            .table(charge_attempt::Entity)
-            .value(
-                charge_attempt::Column::Status,
-                by_id(|c| c.status.clone().into()),
-            )
-            .value(
-                charge_attempt::Column::ProcessorStatus,
-                by_id(|c| c.processor_status.clone().into()),
-            )
-            .value(
-                charge_attempt::Column::ProcessorMessage,
-                by_id(|c| c.processor_message.clone().into()),
-            )
-            .value(
-                charge_attempt::Column::ProcessorTransactionId,
-                by_id(|c| c.processor_transaction_id.clone().into())
-                    .finally(Expr::col(charge_attempt::Column::ProcessorTransactionId)),
-            )
-            .value(
-                charge_attempt::Column::UpdatedAt,
-                by_id(|c| c.updated_at.into()),
-            )
-            .value(
-                charge_attempt::Column::FinalizedAt,
-                by_id(|c| c.finalized_at.into()),
-            )
-            .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
-            .and_where(charge_attempt::Column::Status.eq("pending"));
+        let update = settle_pending(&charges);
         let (upsert, saved) = upsert_all(backend, settles.iter().map(|s| s.row.clone()).collect());
         // Counted, not returned (each returned row is a hand-off from SQLite's connection
         // thread): every charge still pending and every row at the version read, or the whole
@@ -497,6 +456,62 @@ impl Store {
         }
         Ok(Some(saved))
     }
+}
+
+/// The settlement of `charges` (each as it is to be stored), of those still pending only:
+/// whichever writer moves a charge out of pending applies its outcome, once
+/// (`settle_charge_in` alone does the same). It changes one row per charge still pending.
+pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateStatement {
+    let by_id = |value: fn(&ChargeAttempt) -> sea_orm::Value| {
+        let mut case = CaseStatement::new();
+        for charge in charges {
+            case = case.case(
+                Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
+                Expr::val(value(charge)),
+            );
+        }
+        case
+    };
+    let mut update = Query::update();
+    update
+        .table(charge_attempt::Entity)
+        .value(
+            charge_attempt::Column::Status,
+            by_id(|c| c.status.clone().into()),
+        )
+        .value(
+            charge_attempt::Column::ProcessorStatus,
+            by_id(|c| c.processor_status.clone().into()),
+        )
+        .value(
+            charge_attempt::Column::ProcessorMessage,
+            by_id(|c| c.processor_message.clone().into()),
+        )
+        .value(
+            charge_attempt::Column::ProcessorTransactionId,
+            by_id(|c| c.processor_transaction_id.clone().into())
+                .finally(Expr::col(charge_attempt::Column::ProcessorTransactionId)),
+        )
+        .value(
+            charge_attempt::Column::UpdatedAt,
+            by_id(|c| c.updated_at.into()),
+        )
+        .value(
+            charge_attempt::Column::FinalizedAt,
+            by_id(|c| c.finalized_at.into()),
+        )
+        .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
+        .and_where(still_pending());
+    update
+}
+
+/// "The charge is still pending", written so that no plan answers it from the status index:
+/// the charges are found by their keys and this only filters them. Until vacuum runs, that
+/// index keeps an entry for the pending version of every charge settled since, and a
+/// PostgreSQL bitmap scan of it visits every one of them: during a burst each settlement
+/// read the pages of every charge of the burst so far (2.4 of its 3.4 ms at 40,000 charges).
+fn still_pending() -> Expr {
+    Expr::cust(r#""charge_attempts"."status" || '' = 'pending'"#)
 }
 
 /// The conditional upsert saving `rows` (each with its `version` as read), and the rows as

@@ -29,6 +29,60 @@ impl Store {
         Ok(())
     }
 
+    /// Inserts, for each of `rows`, its previous period's approved charge (`period` long,
+    /// ending where its current period starts): the history a subscription that renews has,
+    /// so that the charges' table and its indexes hold what they would in service, not only
+    /// the burst's own charges.
+    pub async fn seed_paid_periods(&self, rows: &[Subscription], period: i64) -> StoreResult<()> {
+        let txn = self.begin().await?;
+        for chunk in rows.chunks(500) {
+            charge_attempt::Entity::insert_many(chunk.iter().map(|sub| {
+                let id = crate::ids::ChargeAttemptId::generate().into_string();
+                let at = sub.current_period_start;
+                charge_attempt::ActiveModel {
+                    id: Set(id.clone()),
+                    account_id: Set(sub.account_id.clone()),
+                    subscription_id: Set(Some(sub.id.clone())),
+                    customer_id: Set(sub.customer_id.clone()),
+                    payment_method_id: Set(sub.default_payment_method_id.clone()),
+                    amount_cents: Set(0),
+                    fee_cents: Set(0),
+                    reference: Set(id.clone()),
+                    processor_transaction_id: Set(Some(format!("tx_{id}"))),
+                    status: Set("approved".into()),
+                    processor_status: Set(Some("APPROVED".into())),
+                    processor_message: Set(None),
+                    purpose: Set("renewal".into()),
+                    period_start: Set(Some(at - period)),
+                    created_at: Set(at - period),
+                    updated_at: Set(at - period),
+                    finalized_at: Set(Some(at - period)),
+                    pending_change: Set(None),
+                    refunded_cents: Set(0),
+                    refunding_cents: Set(0),
+                }
+            }))
+            .exec(txn.conn())
+            .await?;
+        }
+        txn.commit().await?;
+        Ok(())
+    }
+
+    /// On PostgreSQL, the planner's statistics of the tables a renewal reads, as autovacuum
+    /// keeps them in a database in service (it would gather them within a minute of the
+    /// seeding; the burst starts at once). SQLite keeps none unless told to, nor does the
+    /// service tell it: nothing there.
+    pub async fn analyze_seeded(&self) -> StoreResult<()> {
+        use sea_orm::ConnectionTrait;
+        if self.conn().get_database_backend() == sea_orm::DbBackend::Postgres {
+            self.writer()
+                .execute_unprepared("ANALYZE subscriptions, charge_attempts")
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Makes every active subscription of `account` due at `at`: its period becomes
     /// [at, at + 30 days), unpaid and due now, so the timer charges it once (one charge, one
     /// fee, one `charge.approved`, the next charge date set), as a renewal would.

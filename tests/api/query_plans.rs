@@ -5,8 +5,10 @@
 use crate::common::{Backend, database_url};
 use billing::ids::AccountId;
 use billing::store::Store;
+use billing::store::batch::settle_pending;
 use billing::store::charges::seen_and_charge;
 use billing::store::prefetch::period_charge_rows;
+use sea_orm::sea_query::PostgresQueryBuilder;
 use sea_orm::sqlx::{AssertSqlSafe, Connection, Executor, Row, postgres::PgConnection, raw_sql};
 use sea_orm::{DbBackend, Statement};
 
@@ -107,4 +109,56 @@ async fn renewals_read_their_charges_through_the_subscriptions_index() {
         plan.matches("idx_charge_attempts_status").count() <= 1,
         "only the pending charges may be found by status:\n{plan}"
     );
+}
+
+/// A batch of outcomes settles its charges found by their keys: the pending check only
+/// filters them. Answered from the status index instead, a settlement would visit every entry
+/// of that index whose charge was pending when written, each charge settled since included
+/// until vacuum removes them: during a burst, every charge of the burst so far.
+#[tokio::test]
+async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
+    let Some((store, mut conn)) = unanalysed_charges("pending").await else {
+        return;
+    };
+    let mut charges = Vec::new();
+    for n in 1..=40 {
+        let mut charge = store
+            .charge_by_id(&format!("ch_{n}"))
+            .await
+            .expect("read")
+            .expect("a charge");
+        charge.status = "approved".to_owned();
+        charge.processor_status = Some("APPROVED".to_owned());
+        charge.finalized_at = Some(30_000);
+        charges.push(charge);
+    }
+    let settling: Vec<_> = charges.iter().collect();
+    let sql = settle_pending(&settling).to_string(PostgresQueryBuilder);
+    let plan = conn
+        .fetch_all(raw_sql(AssertSqlSafe(format!(
+            "EXPLAIN (FORMAT TEXT) {sql}"
+        ))))
+        .await
+        .expect("explain")
+        .iter()
+        .map(|row| row.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        plan.contains("charge_attempts_pkey") && !plan.contains("idx_charge_attempts_status"),
+        "the charges are found by their keys:\n{plan}"
+    );
+    // And the statement settles exactly the charges still pending.
+    conn.execute(raw_sql(AssertSqlSafe(
+        "UPDATE charge_attempts SET status = 'declined' WHERE id = 'ch_40'".to_owned(),
+    )))
+    .await
+    .expect("settle one elsewhere");
+    let settled = conn
+        .execute(raw_sql(AssertSqlSafe(sql)))
+        .await
+        .expect("settle");
+    assert_eq!(settled.rows_affected(), 39);
+    let declined = store.charge_by_id("ch_40").await.expect("read");
+    assert_eq!(declined.map(|c| c.status), Some("declined".to_owned()));
 }
