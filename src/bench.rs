@@ -5,10 +5,11 @@
 //!
 //! It seeds N active subscriptions of one account, each with its previous period's approved
 //! charge (bulk inserts: seeding is not what is measured; on PostgreSQL the tables are then
-//! analysed, as autovacuum would have done in a database in service), restarts the service to time restart-to-ready with N held, makes all N fall due
-//! at one instant a little ahead with one UPDATE, and waits until every one is renewed (charge
-//! approved, fee deducted, `charge.approved` written, next period set), timed from that instant
-//! to the last renewal's write. Then, in the same run, the primitive limit: the same processor
+//! analysed, as autovacuum would have done in a database in service), restarts the service to
+//! time restart-to-ready with N held, makes all N fall due at one instant a little ahead with
+//! one UPDATE, and waits until every one is renewed (charge approved, fee deducted,
+//! `charge.approved` written, next period set), timed from that instant to the last
+//! renewal's write. Then, in the same run, the primitive limit: the same processor
 //! round trips (create the transaction, receive its signed event) with the scheduler's
 //! concurrency and no service around them, and the rows the renewals write as multi-row
 //! statements; the renewals' rate is reported as a share of it.

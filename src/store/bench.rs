@@ -32,7 +32,8 @@ impl Store {
     /// Inserts, for each of `rows`, its previous period's approved charge (`period` long,
     /// ending where its current period starts): the history a subscription that renews has,
     /// so that the charges' table and its indexes hold what they would in service, not only
-    /// the burst's own charges.
+    /// the burst's own charges. Its amount and fee are zero: only its place in the table
+    /// matters here, and a zero fee has no ledger row to go with it.
     pub async fn seed_paid_periods(&self, rows: &[Subscription], period: i64) -> StoreResult<()> {
         let txn = self.begin().await?;
         for chunk in rows.chunks(500) {
