@@ -41,9 +41,14 @@ async fn generic_plan(conn: &mut PgConnection, statement: Statement, arguments: 
     ))))
     .await
     .expect("prepare");
+    explain(conn, &format!("EXECUTE lookup({arguments})")).await
+}
+
+/// PostgreSQL's plan of `sql`, which must touch `charge_attempts`.
+async fn explain(conn: &mut PgConnection, sql: &str) -> String {
     let plan = conn
         .fetch_all(raw_sql(AssertSqlSafe(format!(
-            "EXPLAIN (FORMAT TEXT) EXECUTE lookup({arguments})"
+            "EXPLAIN (FORMAT TEXT) {sql}"
         ))))
         .await
         .expect("explain")
@@ -53,7 +58,7 @@ async fn generic_plan(conn: &mut PgConnection, statement: Statement, arguments: 
         .join("\n");
     assert!(
         plan.contains("on charge_attempts"),
-        "a plan of the lookup:\n{plan}"
+        "a plan of the statement:\n{plan}"
     );
     plan
 }
@@ -134,16 +139,7 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
     }
     let settling: Vec<_> = charges.iter().collect();
     let sql = settle_pending(&settling).to_string(PostgresQueryBuilder);
-    let plan = conn
-        .fetch_all(raw_sql(AssertSqlSafe(format!(
-            "EXPLAIN (FORMAT TEXT) {sql}"
-        ))))
-        .await
-        .expect("explain")
-        .iter()
-        .map(|row| row.get::<String, _>(0))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let plan = explain(&mut conn, &sql).await;
     assert!(
         plan.contains("charge_attempts_pkey") && !plan.contains("idx_charge_attempts_status"),
         "the charges are found by their keys:\n{plan}"
