@@ -157,12 +157,43 @@ impl Server {
     }
 }
 
-/// A port free now, for a server that must come back on the same address after a kill (the
-/// sandbox keeps sending its events there).
+/// A port free now, for a server that must come back on the same address after a kill or a
+/// restart (the sandbox keeps sending its events there, the other nodes forward to it). Chosen
+/// below the kernel's ephemeral range: a port the kernel hands out (a bind to port 0) may,
+/// while the server is down, become the local port of any outgoing connection on the machine
+/// (a database connection, an HTTP client of a test running beside), and the server's restart
+/// then fails with "address in use"; a port below that range is only ever taken by a bind that
+/// names it.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    let below = ephemeral_ports().0;
+    if below <= FIRST_CHOSEN_PORT + 1_000 {
+        // Almost every port is ephemeral here: take one the kernel hands out.
+        return Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port());
+    }
+    for _ in 0..1_000 {
+        let port = rand::random_range(FIRST_CHOSEN_PORT..below);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free port between {FIRST_CHOSEN_PORT} and {below}")
+}
+
+/// The lowest port `free_port` chooses: above the usual services' (PostgreSQL, Redis, ...).
+const FIRST_CHOSEN_PORT: u16 = 10_000;
+
+/// The kernel's range of ephemeral ports, first and last (Linux's default when it cannot be
+/// read).
+fn ephemeral_ports() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| {
+            let mut ports = range.split_whitespace().map(str::parse::<u16>);
+            Some((ports.next()?.ok()?, ports.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999))
 }
 
 /// Where runs keep their databases: SQLite files in a directory, or schemas in one
@@ -233,6 +264,27 @@ impl FreshDatabase {
                 crate::store::chaos::drop_postgres_schema(&url, &schema).await?;
                 Ok(())
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FIRST_CHOSEN_PORT, ephemeral_ports, free_port};
+
+    /// A server's port is never one an outgoing connection can be given while the server is
+    /// down for a restart.
+    #[test]
+    fn a_chosen_port_is_free_and_outside_the_ephemeral_range() {
+        let (first, last) = ephemeral_ports();
+        assert!(first <= last);
+        for _ in 0..50 {
+            let port = free_port().expect("a port");
+            assert!(
+                (FIRST_CHOSEN_PORT..first).contains(&port),
+                "{port} is outside {FIRST_CHOSEN_PORT}..{first}"
+            );
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("free");
         }
     }
 }
