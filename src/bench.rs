@@ -704,7 +704,7 @@ async fn burst(
         let batch: Vec<Subscription> = (0..left.min(10_000)).map(|_| seeded(&shop, now)).collect();
         left -= batch.len();
         ids.extend(batch.iter().map(|s| s.id.clone()));
-        store.seed_subscriptions(batch.clone()).await?;
+        store.seed_subscriptions(&batch).await?;
         store.seed_paid_periods(&batch, 30 * DAY_MS).await?;
     }
     store.analyze_seeded().await?;

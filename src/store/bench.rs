@@ -12,8 +12,8 @@ use sea_orm::{
 };
 
 impl Store {
-    /// Inserts rows in transactions of `chunk` rows (one multi-row INSERT per 500 rows).
-    pub async fn seed_subscriptions(&self, rows: Vec<Subscription>) -> StoreResult<()> {
+    /// Inserts `rows` in one transaction, one multi-row INSERT per 500 rows.
+    pub async fn seed_subscriptions(&self, rows: &[Subscription]) -> StoreResult<()> {
         let txn = self.begin().await?;
         for chunk in rows.chunks(500) {
             subscription::Entity::insert_many(

@@ -268,6 +268,7 @@ pub(crate) mod tests {
     use crate::ids::{AccountId, EventId};
     use crate::store::accounts::NewAccount;
     use crate::store::subscriptions::Event;
+    use crate::store::subscriptions::StoreTxn;
     use crate::store::{PageRequest, Store};
 
     pub(crate) fn account(id: &AccountId) -> NewAccount {
@@ -389,6 +390,13 @@ pub(crate) mod tests {
         }
     }
 
+    /// A unit begun on `store` that wrote one event with `body`, not yet committed.
+    async fn unit_writing(store: &Store, id: &AccountId, body: &str) -> StoreTxn {
+        let unit = store.begin().await.expect("begin");
+        unit.insert_event(event(id, body)).await.expect("insert");
+        unit
+    }
+
     async fn bodies(store: &Store, id: &AccountId) -> Vec<String> {
         let page = PageRequest {
             limit: 10,
@@ -414,33 +422,18 @@ pub(crate) mod tests {
     async fn the_unit_that_opens_a_group_rolls_back_alone_and_commits_with_the_next() {
         let (path, url, store, id) = database().await;
 
-        let opener = store.begin().await.expect("begin");
-        opener
-            .insert_event(event(&id, "dropped"))
-            .await
-            .expect("insert");
-        drop(opener);
-        let next = store.begin().await.expect("begin");
-        next.insert_event(event(&id, "kept")).await.expect("insert");
+        drop(unit_writing(&store, &id, "dropped").await);
+        let next = unit_writing(&store, &id, "kept").await;
         next.commit().await.expect("commit");
         assert_eq!(bodies(&store, &id).await, vec!["kept".to_owned()]);
 
-        let opener = store.begin().await.expect("begin");
-        opener
-            .insert_event(event(&id, "opener"))
-            .await
-            .expect("insert");
+        let opener = unit_writing(&store, &id, "opener").await;
         let (joined, join) = tokio::sync::oneshot::channel();
         let waiting = {
             let (store, id) = (store.clone(), id.clone());
             tokio::spawn(async move {
                 let _ = joined.send(());
-                let second = store.begin().await.expect("begin");
-                second
-                    .insert_event(event(&id, "second"))
-                    .await
-                    .expect("insert");
-                drop(second);
+                drop(unit_writing(&store, &id, "second").await);
             })
         };
         join.await.expect("spawned");
