@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 const ADMIN_TOKEN: &str = "bench-admin-token-0123456789";
 const AMOUNT: i64 = 100_000;
 /// The same bound as the scheduler's concurrency of due timers.
-const CONCURRENCY: usize = 64;
+const CONCURRENCY: usize = crate::actors::RENEWALS_AT_ONCE;
 const DAY_MS: i64 = 86_400_000;
 /// How far ahead of making them due the burst's subscriptions fall due: more than the
 /// scheduler's load interval (2 s), so their timers are loaded when they do.
