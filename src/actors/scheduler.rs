@@ -32,7 +32,7 @@ const FULL_RESCAN: Duration = Duration::from_secs(30);
 /// Renewals under way at once (read, decided, begun and posted; their outcomes wait under
 /// `IN_FLIGHT`). A renewal's begin joins the next batch of the writer (`store::batch`), so this
 /// is also the widest a batch of begins can be: at 64 the batches averaged 19 renewals and a
-/// burst stopped at about 3,400 renewals/s with a third of the machine idle, every renewal
+/// burst stopped at about 3,400 renewals/s with a fifth of the machine idle, every renewal
 /// waiting its turn rather than the writer working (see benches/README.md, step 9).
 pub(crate) const CONCURRENCY: usize = 256;
 /// The most expired timers whose renewals' reads are prefetched together.
