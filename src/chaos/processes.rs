@@ -165,24 +165,30 @@ impl Server {
 /// then fails with "address in use"; a port below that range is only ever taken by a bind that
 /// names it.
 pub fn free_port() -> anyhow::Result<u16> {
-    let below = ephemeral_ports().0;
-    if below <= FIRST_CHOSEN_PORT + 1_000 {
+    let Some(ports) = chosen_ports() else {
         // Almost every port is ephemeral here: take one the kernel hands out.
         return Ok(std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port());
-    }
+    };
     for _ in 0..1_000 {
-        let port = rand::random_range(FIRST_CHOSEN_PORT..below);
+        let port = rand::random_range(ports.clone());
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
     }
-    anyhow::bail!("no free port between {FIRST_CHOSEN_PORT} and {below}")
+    anyhow::bail!("no free port in {ports:?}")
 }
 
 /// The lowest port `free_port` chooses: above the usual services' (PostgreSQL, Redis, ...).
 const FIRST_CHOSEN_PORT: u16 = 10_000;
+
+/// The ports `free_port` chooses from: from `FIRST_CHOSEN_PORT` up to the ephemeral range, or
+/// none when that range leaves (almost) nothing below it.
+fn chosen_ports() -> Option<std::ops::Range<u16>> {
+    let below = ephemeral_ports().0;
+    (below > FIRST_CHOSEN_PORT + 1_000).then_some(FIRST_CHOSEN_PORT..below)
+}
 
 /// The kernel's range of ephemeral ports, first and last (Linux's default when it cannot be
 /// read).
@@ -270,7 +276,7 @@ impl FreshDatabase {
 
 #[cfg(test)]
 mod tests {
-    use super::{FIRST_CHOSEN_PORT, ephemeral_ports, free_port};
+    use super::{chosen_ports, ephemeral_ports, free_port};
 
     /// A server's port is never one an outgoing connection can be given while the server is
     /// down for a restart.
@@ -279,11 +285,8 @@ mod tests {
         let (first, last) = ephemeral_ports();
         assert!(first <= last);
         // A kernel whose range leaves (almost) nothing below it: ports are handed out there.
-        let chosen = if first > FIRST_CHOSEN_PORT + 1_000 {
-            FIRST_CHOSEN_PORT..first
-        } else {
-            1..u16::MAX
-        };
+        let chosen = chosen_ports().unwrap_or(1..u16::MAX);
+        assert!(chosen.end <= first || chosen == (1..u16::MAX));
         for _ in 0..50 {
             let port = free_port().expect("a port");
             assert!(chosen.contains(&port), "{port} is outside {chosen:?}");
