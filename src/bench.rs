@@ -52,6 +52,9 @@ pub struct RenewalsReport {
     /// CPU time (user + system) of this whole process during the burst: the service, its
     /// in-process sandbox processor and the benchmark's polling.
     pub burst_cpu: Duration,
+    /// The part of `burst_cpu` spent in the kernel (system time): system calls, page faults,
+    /// the scheduler's switches on the process's behalf.
+    pub burst_kernel_cpu: Duration,
     /// The time `burst_cpu` was counted over: from the due instant to the poll that saw the
     /// last renewal (a little longer than `settle`).
     pub cpu_window: Duration,
@@ -115,6 +118,12 @@ impl std::fmt::Display for RenewalsReport {
             per_renewal(self.burst_cpu),
             self.burst_cpu.as_secs_f64(),
             share(self.burst_cpu)
+        )?;
+        writeln!(
+            f,
+            "  kernel share of its CPU   {:.1} % (system time {:.1} s)",
+            100.0 * self.burst_kernel_cpu.as_secs_f64() / self.burst_cpu.as_secs_f64().max(1e-9),
+            self.burst_kernel_cpu.as_secs_f64()
         )?;
         if let Some((cpu, _)) = self.sandbox {
             writeln!(
@@ -180,20 +189,25 @@ pub fn process_cpu() -> Duration {
 
 /// `process_cpu` of the process whose `stat` file is at `stat`.
 fn cpu_of(stat: &str) -> Duration {
+    let (user, system) = cpu_split(stat);
+    user + system
+}
+
+/// The user and the system (kernel) CPU time of the process whose `stat` file is at `stat`.
+fn cpu_split(stat: &str) -> (Duration, Duration) {
     let stat = std::fs::read_to_string(stat).unwrap_or_default();
     // The command name (field 2) may hold spaces: count fields after its closing parenthesis,
     // where utime and stime are the 12th and 13th.
-    let ticks: u64 = stat
+    let mut ticks = stat
         .rsplit_once(')')
-        .map(|(_, rest)| {
-            rest.split_whitespace()
-                .skip(11)
-                .take(2)
-                .filter_map(|t| t.parse::<u64>().ok())
-                .sum()
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+        .map(|(_, rest)| rest)
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(11)
+        .map(|t| t.parse::<u64>().unwrap_or(0));
+    let mut next = || Duration::from_millis(ticks.next().unwrap_or(0) * 10);
+    let user = next();
+    (user, next())
 }
 
 struct Server {
@@ -731,7 +745,7 @@ async fn burst(
     anyhow::ensure!(made_due == n, "made {made_due} of {n} due");
     let ahead = due_at - chrono::Utc::now().timestamp_millis();
     tokio::time::sleep(Duration::from_millis(u64::try_from(ahead).unwrap_or(0))).await;
-    let cpu_before = process_cpu();
+    let (user_before, kernel_before) = cpu_split("/proc/self/stat");
     let sandbox_cpu_before = standalone.map(|s| cpu_of(&s.proc_file("stat")));
     let bound = Duration::from_secs(120 + (n as u64) / 200);
     let since_due = || {
@@ -767,7 +781,9 @@ async fn burst(
         }
         _ => since_due(),
     };
-    let burst_cpu = process_cpu().saturating_sub(cpu_before);
+    let (user_after, kernel_after) = cpu_split("/proc/self/stat");
+    let burst_kernel_cpu = kernel_after.saturating_sub(kernel_before);
+    let burst_cpu = user_after.saturating_sub(user_before) + burst_kernel_cpu;
     let sandbox = standalone.zip(sandbox_cpu_before).map(|(s, before)| {
         let cpu = cpu_of(&s.proc_file("stat")).saturating_sub(before);
         (cpu, rss_of(&s.proc_file("status")).1)
@@ -799,6 +815,7 @@ async fn burst(
         settle,
         peak_rss_mib: peak,
         burst_cpu,
+        burst_kernel_cpu,
         cpu_window,
         sandbox,
         primitive,
@@ -1066,11 +1083,34 @@ mod tests {
             started.elapsed()
         );
         assert!(report.settle <= report.cpu_window, "{report}");
+        assert!(report.burst_kernel_cpu <= report.burst_cpu, "{report}");
         assert!(
             report.primitive.is_some_and(|p| p.rate(50) > 0.0),
             "{report}"
         );
         assert!(!file.exists(), "the benchmark removes its database");
+    }
+
+    /// User and system time are the 14th and 15th fields of a `stat` file, counted after the
+    /// command's closing parenthesis (a command may hold spaces and parentheses).
+    #[test]
+    fn the_kernel_share_reads_system_time_apart_from_user_time() {
+        let path = std::env::temp_dir().join(format!("stat-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::write(
+            &path,
+            "4242 (billing (a b)) S 1 4242 4242 0 -1 4194560 9 0 0 0 1234 56 0 0 20 0 9 0\n",
+        )
+        .expect("write");
+        let path = path.display().to_string();
+        let (user, system) = cpu_split(&path);
+        assert_eq!(user, Duration::from_millis(12_340));
+        assert_eq!(system, Duration::from_millis(560));
+        assert_eq!(cpu_of(&path), Duration::from_millis(12_900));
+        std::fs::remove_file(&path).expect("remove");
+        assert_eq!(
+            cpu_split("/nonexistent/stat"),
+            (Duration::ZERO, Duration::ZERO)
+        );
     }
 
     #[test]
