@@ -13,6 +13,7 @@ use billing::processor::sandbox::{AdminAuth, MerchantKeys, SandboxConfig, Sandbo
 use reqwest::{Method, Response};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::Duration;
 
 crate::db_tests!(
@@ -44,14 +45,8 @@ async fn use_slow_processor(app: &mut TestApp) {
     };
     // Administered in-process only: no token reaches HTTP.
     let admin = AdminAuth::from_token(&uuid::Uuid::new_v4().to_string());
-    let sandbox = SandboxProcessor::new(config, admin).expect("sandbox");
+    let (sandbox, base_url) = serve_sandbox(config, admin).await;
     sandbox.register_merchant(keys.clone(), None);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base_url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let router = axum::Router::new().nest("/v1", sandbox.clone().router());
-    tokio::spawn(async move { axum::serve(listener, router).await });
     let response = app
         .admin(Method::POST, "/admin/accounts")
         .json(
@@ -70,6 +65,22 @@ async fn use_slow_processor(app: &mut TestApp) {
     sandbox.register_merchant(keys, Some(ingress));
     // Retries below poll faster than 100 a minute.
     app.lift_rate_limit().await;
+}
+
+/// A standalone sandbox processor with `config`, administered by the holder of `admin`'s
+/// token, serving on a port of its own; with its base URL (`…/v1`).
+pub(crate) async fn serve_sandbox(
+    config: SandboxConfig,
+    admin: AdminAuth,
+) -> (Arc<SandboxProcessor>, String) {
+    let sandbox = SandboxProcessor::new(config, admin).expect("sandbox");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base_url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let router = axum::Router::new().nest("/v1", sandbox.clone().router());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    (sandbox, base_url)
 }
 
 /// A POST under `key` sent by a client of its own, in a task: aborting the task hangs up.

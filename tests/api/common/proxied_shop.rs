@@ -41,8 +41,14 @@ pub struct Shop {
 
 impl Shop {
     pub async fn open(app: &TestApp, card: &str) -> Self {
-        let sandbox = app.url("/sandbox/processor/v1");
-        let proxy = Proxy::start(&sandbox).await.expect("proxy");
+        Self::open_at(app, card, &app.url("/sandbox/processor/v1"), &app.base).await
+    }
+
+    /// `open`, at the sandbox processor whose base URL is `sandbox` (administered with the
+    /// server's admin token), its events sent to our ingress under `events_base` (the
+    /// server's base, or a proxy in front of it).
+    pub async fn open_at(app: &TestApp, card: &str, sandbox: &str, events_base: &str) -> Self {
+        let proxy = Proxy::start(sandbox).await.expect("proxy");
         let unique = uuid::Uuid::new_v4().simple().to_string();
         let keys = json!({"public_key": format!("pub_test_{unique}"), "private_key": format!("prv_test_{unique}"),
             "events_secret": format!("test_events_{unique}"), "integrity_secret": format!("test_integrity_{unique}")});
@@ -60,7 +66,7 @@ impl Shop {
         let account_id = account["id"].as_str().expect("id").to_owned();
         // The sandbox behind the proxy learns the merchant's keys and where its events go.
         let mut merchant = keys.clone();
-        merchant["events_url"] = json!(app.url(&format!("/webhooks/processor/{account_id}")));
+        merchant["events_url"] = json!(format!("{events_base}/webhooks/processor/{account_id}"));
         let registered = app
             .client
             .post(format!("{sandbox}/_sandbox/merchants"))
@@ -89,7 +95,7 @@ impl Shop {
             .expect("send");
         assert_eq!(unlimited.status(), 200);
         let direct = ProcessorCredentials::new(
-            &sandbox,
+            sandbox,
             keys["public_key"].as_str().expect("key"),
             keys["private_key"].as_str().expect("key"),
             keys["integrity_secret"].as_str().expect("key"),
