@@ -5,8 +5,12 @@
 //! 200.
 
 use crate::common::proxied_shop::{APPROVED_CARD, DECLINED_CARD, FEE, PLAN_MONTHLY, Shop, TOP_UP};
-use crate::common::{TestApp, eventually, read};
+use crate::common::{ADMIN_TOKEN, TestApp, eventually, read};
+use crate::idempotency::serve_sandbox;
+use billing::chaos::proxy::{Fault, Proxy};
 use billing::ids::AccountId;
+use billing::processor::client::ProcessorClient;
+use billing::processor::sandbox::{AdminAuth, SandboxConfig};
 use billing::processor::signature::event_checksum;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -15,6 +19,7 @@ use std::time::Duration;
 crate::db_tests!(
     an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_counted,
     an_event_whose_amount_currency_or_transaction_differ_moves_no_money,
+    after_a_pending_event_a_final_one_naming_another_transaction_moves_no_money,
 );
 
 /// Posts a `transaction.updated` event signed with the shop's events secret; its checksum.
@@ -174,4 +179,125 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "COP"), 4).await;
     assert_eq!(shop.charge(&charge.id).await.status, "approved");
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
+}
+
+/// The gap `Runtime::charge_touched` closes, over HTTP: the ingress takes a final event's
+/// period charge from the charges out at the processor (as it began, no transaction id), so a
+/// PENDING event that notes the processor's transaction id must send it back to the database,
+/// where a final event naming another transaction is caught as a mismatch.
+async fn after_a_pending_event_a_final_one_naming_another_transaction_moves_no_money(app: TestApp) {
+    // A real processor that keeps a transaction PENDING for a while; its events reach our
+    // ingress through a gate held shut until the end (re-sent every 200 ms meanwhile).
+    let config = SandboxConfig {
+        settle_delay: Duration::from_secs(5),
+        event_retry_delays: vec![Duration::from_millis(200); 300],
+        ..SandboxConfig::default()
+    };
+    let (_sandbox, sandbox) = serve_sandbox(config, AdminAuth::from_token(ADMIN_TOKEN)).await;
+    let gate = Proxy::start(&app.base).await.expect("gate");
+    let shop = Shop::open_at(&app, APPROVED_CARD, &sandbox, &gate.base).await;
+    let ingress = format!("/webhooks/processor/{}", shop.account_id);
+    gate.always("POST", &ingress, Fault::Answer(503, json!({})));
+
+    // The trial's end charges the first period through the subscription's actor, which keeps
+    // the charge, as it began, out at the processor until its outcome is applied.
+    let body = json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
+        "payment_method_id": shop.method, "trial_days": 1});
+    let sub = shop
+        .call(&app, Method::POST, "/v1/subscriptions", body)
+        .await;
+    let id = sub["id"].as_str().expect("id").to_owned();
+    // The advance answers once the charges it started have settled: sent by a client of its
+    // own (no timeout), it is awaited at the end.
+    let advance = reqwest::Client::new()
+        .post(app.url("/v1/test-helpers/clock/advance"))
+        .bearer_auth(&shop.key)
+        .json(&json!({"seconds": 86_400 + 1}))
+        .send();
+    let advance = tokio::spawn(advance);
+    eventually(Duration::from_secs(20), || async {
+        shop.posted_references().len() == 1
+    })
+    .await;
+    let reference = shop.posted_references()[0].clone();
+    eventually(Duration::from_secs(10), || async {
+        shop.at_processor(&reference).await.is_some()
+    })
+    .await;
+    let real = ProcessorClient::new()
+        .expect("client")
+        .find_transaction_by_reference(&shop.direct, &reference)
+        .await
+        .expect("lookup")
+        .expect("the processor holds the charge");
+    assert_eq!(shop.charge(&reference).await.status, "pending");
+    assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, FEE), "reserved");
+
+    // The processor's PENDING answer names its transaction: noted on the charge.
+    let transaction = |id: &str, status: &str| {
+        json!({"id": id, "status": status, "amount_in_cents": PLAN_MONTHLY, "currency": "COP",
+            "reference": reference})
+    };
+    send_event(&app, &shop, transaction(&real.id, "PENDING"), 1).await;
+    assert_eq!(
+        shop.charge(&reference)
+            .await
+            .processor_transaction_id
+            .as_deref(),
+        Some(real.id.as_str()),
+        "the pending transaction is noted"
+    );
+
+    // A final event about the same reference, amount and currency, but another transaction.
+    let other = format!("{}-other", real.id);
+    let checksum = send_event(&app, &shop, transaction(&other, "APPROVED"), 2).await;
+    assert_eq!(
+        shop.charge(&reference).await.status,
+        "pending",
+        "the event naming another transaction was applied"
+    );
+    assert_eq!(
+        shop.balance(&app).await,
+        (TOP_UP - FEE, FEE),
+        "the fee is still only reserved"
+    );
+    let flagged = conflicts(&app, &shop).await;
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    assert_eq!(flagged[0]["kind"], "mismatch");
+    assert_eq!(flagged[0]["charge_id"], reference.as_str());
+    assert_eq!(flagged[0]["recorded_status"], "pending");
+    assert_eq!(flagged[0]["event_checksum"], checksum.as_str());
+    let types = shop.event_types(&app, &id).await;
+    assert!(!types.contains(&"charge.approved".to_owned()), "{types:?}");
+
+    // The processor's own event, let through, settles the charge once.
+    gate.clear();
+    eventually(Duration::from_secs(30), || async {
+        shop.charge(&reference).await.status == "approved"
+    })
+    .await;
+    let settled = shop.charge(&reference).await;
+    assert_eq!(
+        settled.processor_transaction_id.as_deref(),
+        Some(real.id.as_str())
+    );
+    assert_eq!(
+        shop.balance(&app).await,
+        (TOP_UP - FEE, 0),
+        "the fee taken once"
+    );
+    let types = shop.event_types(&app, &id).await;
+    let approved = types.iter().filter(|t| *t == "charge.approved").count();
+    assert_eq!(approved, 1, "{types:?}");
+    assert_eq!(
+        conflicts(&app, &shop).await.len(),
+        1,
+        "nothing more flagged"
+    );
+    let advanced = advance.await.expect("task").expect("advance");
+    assert_eq!(
+        advanced.status(),
+        200,
+        "the clock's advance answers once settled"
+    );
 }
