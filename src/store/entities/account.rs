@@ -1,3 +1,6 @@
+//! An integrator's account: its hashed API key, processor credentials, fee terms, rate limits and
+//! prepaid balance (available and reserved cents).
+
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 

@@ -1,3 +1,5 @@
+//! The balance's ledger: one row per top-up or fee, the sum of which is the account's balance.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,5 @@
+//! A plan or an add-on (`kind`), with its monthly and annual amounts in cents.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,6 @@
+//! One charge posted (or to be posted) to the processor: its unique reference, amount, reserved
+//! fee, purpose, status and refunded amounts.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]

@@ -1,3 +1,6 @@
+//! A processor report about a charge that moved no money (another transaction, another amount),
+//! kept for the operator.
+
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration

@@ -1,3 +1,6 @@
+//! When to ask the processor next about a charge whose outcome is unknown, and how many times
+//! it was asked.
+
 use sea_orm::entity::prelude::*;
 
 /// A pending charge whose outcome is unknown: when to ask the processor about it next.

@@ -1,3 +1,5 @@
+//! A hosted checkout session: what it sells, its state, and the payment it took.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,5 @@
+//! An integrator's customer (a name and an e-mail).
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,6 @@
+//! A signed-in operator's dashboard session, shared by every node (the cookie's id stored
+//! hashed).
+
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 

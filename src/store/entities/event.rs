@@ -1,3 +1,5 @@
+//! The events outbox: one row per event, written in the transaction of the change that caused it.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,6 @@
+//! A claimed Idempotency-Key: the request's fingerprint and, once it finished, the response kept
+//! for replay.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,5 @@
+//! A customer's card or Nequi account, as the processor's payment source.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

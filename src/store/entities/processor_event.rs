@@ -1,3 +1,5 @@
+//! A processor event received at the ingress, kept so that a repeated delivery is applied once.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]

@@ -1,3 +1,6 @@
+//! A refund of a charge: its amount, reason, the processor's refund id and status, and while
+//! pending when to ask about it next.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

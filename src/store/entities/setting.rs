@@ -1,3 +1,5 @@
+//! Process-wide settings kept in the database (the admin token's hash).
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,6 @@
+//! A subscription: customer, plan, cycle, status, its current period, its timer (`due_at`) and
+//! the version every conditional save checks.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]

@@ -1,3 +1,5 @@
+//! An add-on attached to a subscription, and when it was detached.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

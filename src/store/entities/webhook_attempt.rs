@@ -1,3 +1,5 @@
+//! One attempt to deliver a webhook: the receiver's status code or the error, and its timing.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,3 +1,5 @@
+//! An event to deliver to one endpoint, with when to try next and how it ended.
+
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

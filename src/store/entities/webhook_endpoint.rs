@@ -1,3 +1,6 @@
+//! An integrator's webhook endpoint: its URL, the events it wants, its signing secret and whether
+//! it is enabled.
+
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 

@@ -1,0 +1,179 @@
+//! The layering and the habits that can be checked by reading the source: every file of `src/`
+//! opens with its `//!` doc; only `store/` names sea_orm; only the HTTP layer names axum; no
+//! file grows past 600 lines. Each rule's known exceptions are listed beside it with the reason,
+//! and a listed exception that no longer breaks the rule fails the test too, so the lists only
+//! shrink.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// A file longer than this is split before it grows further (STYLE.md: files of 100 to 400
+/// lines, split before about 600).
+const MAX_LINES: usize = 600;
+
+/// Files over [`MAX_LINES`] today, each with the most lines it may have until it is split.
+const LONG_FILES: [(&str, usize); 7] = [
+    ("src/actors/mod.rs", 920),
+    ("src/actors/subscription.rs", 717),
+    ("src/api/subscriptions.rs", 764),
+    ("src/bench.rs", 1132),
+    ("src/chaos/cluster/run.rs", 602),
+    ("src/store/batch.rs", 911),
+    ("src/store/subscriptions.rs", 642),
+];
+
+/// Outside `src/store/`, sea_orm is named only by the fault-injection harness (which inspects
+/// the database from outside the service) and by one test module of the subscription actor.
+const SEA_ORM_ELSEWHERE: [&str; 3] = [
+    "src/actors/subscription.rs",
+    "src/chaos/cluster/judge.rs",
+    "src/chaos/cluster/run.rs",
+];
+
+/// Outside `src/api/` and `src/checkout/`, axum is named by `run` (which serves the router), by
+/// the sandbox processor (a peer server speaking the processor's protocol, not our API), and by
+/// the harness's own servers (the benchmark's bare receiver, the cluster's load balancer and
+/// webhook receiver).
+const AXUM_ELSEWHERE: [&str; 5] = [
+    "src/lib.rs",
+    "src/bench.rs",
+    "src/chaos/cluster/front.rs",
+    "src/chaos/cluster/receiver.rs",
+    "src/processor/",
+];
+
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    let mut folders = vec![root.join("src")];
+    while let Some(folder) = folders.pop() {
+        let entries = std::fs::read_dir(&folder).expect("read src");
+        for entry in entries {
+            let path: PathBuf = entry.expect("entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                let relative = path.strip_prefix(root).expect("under the root");
+                files.push((relative.to_string_lossy().replace('\\', "/"), text));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Whether a line of code (not a comment, not a string) names the crate `name`: a path through
+/// it or a `use` of it.
+fn names_crate(text: &str, name: &str) -> bool {
+    let path = format!("{name}::");
+    let used = format!("use {name}");
+    text.lines().any(|line| {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            return false;
+        }
+        let code = code.split("//").next().unwrap_or_default();
+        code.contains(&used)
+            || code
+                .split('"')
+                .step_by(2)
+                .any(|outside| outside.contains(&path))
+    })
+}
+
+fn outside(file: &str, homes: &[&str]) -> bool {
+    !homes.iter().any(|home| file.starts_with(home))
+}
+
+fn check_exceptions(rule: &str, breaking: BTreeSet<String>, allowed: &[&str]) {
+    let unexpected: Vec<_> = breaking
+        .iter()
+        .filter(|file| !allowed.iter().any(|allowed| file.starts_with(allowed)))
+        .collect();
+    assert!(unexpected.is_empty(), "{rule}: {unexpected:?}");
+    let stale: Vec<_> = allowed
+        .iter()
+        .filter(|allowed| !breaking.iter().any(|file| file.starts_with(**allowed)))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{rule}: listed as exceptions but no longer are (drop them from the list): {stale:?}"
+    );
+}
+
+#[test]
+fn every_source_file_opens_with_its_doc() {
+    let undocumented: Vec<_> = sources()
+        .into_iter()
+        .filter(|(_, text)| !text.trim_start().starts_with("//!"))
+        .map(|(file, _)| file)
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "no `//!` at the top: {undocumented:?}"
+    );
+}
+
+#[test]
+fn only_the_store_names_sea_orm() {
+    let breaking = sources()
+        .into_iter()
+        .filter(|(file, text)| outside(file, &["src/store/"]) && names_crate(text, "sea_orm"))
+        .map(|(file, _)| file)
+        .collect();
+    check_exceptions(
+        "sea_orm named outside src/store/",
+        breaking,
+        &SEA_ORM_ELSEWHERE,
+    );
+}
+
+#[test]
+fn only_the_http_layer_names_axum() {
+    let breaking = sources()
+        .into_iter()
+        .filter(|(file, text)| {
+            outside(file, &["src/api/", "src/checkout/"]) && names_crate(text, "axum")
+        })
+        .map(|(file, _)| file)
+        .collect();
+    check_exceptions(
+        "axum named outside the HTTP layer",
+        breaking,
+        &AXUM_ELSEWHERE,
+    );
+}
+
+#[test]
+fn no_file_grows_past_its_bound() {
+    let mut too_long = Vec::new();
+    let mut split = Vec::new();
+    for (file, text) in sources() {
+        let lines = text.lines().count();
+        let bound = LONG_FILES
+            .iter()
+            .find(|(long, _)| *long == file)
+            .map(|(_, bound)| *bound);
+        match bound {
+            Some(bound) if lines <= MAX_LINES => split.push(format!("{file} ({lines} ≤ {bound})")),
+            Some(bound) if lines > bound => too_long.push(format!("{file}: {lines} > {bound}")),
+            None if lines > MAX_LINES => too_long.push(format!("{file}: {lines} > {MAX_LINES}")),
+            _ => {}
+        }
+    }
+    assert!(too_long.is_empty(), "split these files: {too_long:?}");
+    assert!(
+        split.is_empty(),
+        "now short enough, drop from LONG_FILES: {split:?}"
+    );
+}
+
+#[test]
+fn the_crate_test_finds_what_it_looks_for() {
+    assert!(names_crate("use sea_orm::EntityTrait;", "sea_orm"));
+    assert!(names_crate("    let x = axum::serve(l, r);", "axum"));
+    assert!(!names_crate("// only store names sea_orm::x", "sea_orm"));
+    assert!(!names_crate(r#"let f = "sea_orm::x=warn";"#, "sea_orm"));
+    assert!(!names_crate("(\"sea_orm\", Level::INFO)", "sea_orm"));
+}
