@@ -105,6 +105,11 @@ pub enum ActionError {
     /// The subscription's shard is between two nodes (`cluster`): nothing was done.
     #[error("the subscription's shard is moving to another node")]
     Moving,
+    /// The subscription's shard moved to another node after part of the command was committed
+    /// (a resume, then its charge's beginning): what was done stays done, and the rest is not
+    /// done here. Told apart from `Moving` by the database (`Runtime::apply_command`).
+    #[error("the subscription's shard moved to another node after part of the command was done")]
+    MovedMidway,
     /// The owner node failed; its cause is in that node's log.
     #[error("the owner node failed: {0}")]
     Remote(String),
