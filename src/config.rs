@@ -123,6 +123,17 @@ pub struct Config {
         hide = true
     )]
     pub lease_renew_ms: u64,
+    /// Seconds a stopping server (SIGTERM, Ctrl-C) waits for the requests still running,
+    /// among them those whose clients hung up, before it gives its shards to the other nodes
+    /// and closes its database pool. A request cut off there keeps its Idempotency-Key
+    /// answering 409 until the key expires.
+    #[arg(
+        long,
+        env = "BILLING_SHUTDOWN_GRACE_SECS",
+        default_value_t = 20,
+        global = true
+    )]
+    pub shutdown_grace_secs: u64,
     /// How log lines are written: `text` (coloured only on a terminal) or `json` (one object
     /// per line, with the request's `request_id`).
     #[arg(
@@ -166,6 +177,7 @@ impl Config {
             node_url: None,
             lease_ttl_ms: 10_000,
             lease_renew_ms: 2_000,
+            shutdown_grace_secs: 20,
             log_format: crate::logging::LogFormat::Text,
             resolver: None,
             single_node: false,

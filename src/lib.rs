@@ -252,6 +252,7 @@ pub async fn run(
         sandbox,
         processor,
         keys: Arc::default(),
+        requests: api::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {
         state.register_sandbox_merchant(&account);
@@ -274,6 +275,9 @@ pub async fn run(
         reconcile_every,
     );
     tracing::info!(address = %local, node = %runtime.ownership().node(), "billing listening");
+    let grace = Duration::from_secs(state.config.shutdown_grace_secs);
+    // The end of the shutdown's grace, set at the signal.
+    let grace_ends = Arc::new(OnceLock::new());
     // The peer's address reaches the handlers (`ConnectInfo`), for the limit of failed
     // authentications per client address.
     let served = axum::serve(
@@ -281,12 +285,18 @@ pub async fn run(
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown({
-        // At the signal the shards go to the other nodes first, once the work in flight on
-        // them has finished and recorded itself; only then are requests drained (one may wait
-        // seconds for a charge, and the subscriptions must not wait with it).
+        // At the signal, the requests running (those whose clients hung up too: they run in
+        // tasks of their own) end first, with this node's shards and database still there
+        // (bounded by the grace; new requests are still served meanwhile). Then the shards go
+        // to the other nodes, once the work in flight on them has finished and recorded itself;
+        // only then does the listener close and the connections drain (a request accepted
+        // since acts through the shards' new owners).
         let (leases, runtime) = (leases.clone(), runtime.clone());
+        let (requests, grace_ends) = (state.requests.clone(), Arc::clone(&grace_ends));
         async move {
             shutdown.await;
+            let deadline = *grace_ends.get_or_init(|| tokio::time::Instant::now() + grace);
+            requests.drain(deadline).await;
             if let Some(leases) = leases {
                 leases.leave().await;
                 runtime.announce_release().await;
@@ -294,6 +304,10 @@ pub async fn run(
         }
     })
     .await;
+    // The requests that began after the first wait (or all of them, when serving failed before
+    // the signal), in what is left of the grace, before the actors stop and the pool closes.
+    let deadline = *grace_ends.get_or_init(|| tokio::time::Instant::now() + grace);
+    state.requests.drain(deadline).await;
     drop(stop_purge);
     // Serving failed before the signal: the shards are given back here (a second `leave`
     // after the signal's finds nothing left to give).

@@ -288,18 +288,67 @@ impl Runtime {
         let Some(settlement) = outcome.settlement() else {
             return Ok(());
         };
-        self.apply_outcome(
-            charge.subscription_id.as_deref(),
-            &charge.id,
-            Reported {
-                raw_status: settlement.raw_status,
-                message: settlement.message,
-                transaction_id: settlement.transaction_id,
-            },
-            None,
-            Some(charge),
-        )
-        .await
+        let reported = Reported {
+            raw_status: settlement.raw_status,
+            message: settlement.message,
+            transaction_id: settlement.transaction_id,
+        };
+        match self
+            .apply_outcome(
+                charge.subscription_id.as_deref(),
+                &charge.id,
+                reported,
+                None,
+                Some(charge),
+            )
+            .await
+        {
+            Err(ActionError::Store(StoreError::Fenced(_))) => {
+                // The charge began and was posted, then its shard moved to another node: the
+                // outcome is that node's to apply. It is sent there now (its processor event
+                // and the reconciler bring it too, and it is applied once), and the charge is
+                // answered as it stands, pending: the command is not "nothing done", and its
+                // caller reads from the database what became of the charge.
+                tracing::info!(charge = %charge.id, "the charge's shard moved before its outcome was applied; sent to the new owner");
+                self.release_slot(&charge.id);
+                self.outcome_elsewhere(charge, &settlement);
+                Ok(())
+            }
+            result => result,
+        }
+    }
+
+    /// Sends a charge's final outcome to the node that now holds its subscription, in a task
+    /// of its own (this actor must not wait for a message that, should the shard come back,
+    /// would queue behind its own).
+    fn outcome_elsewhere(
+        &self,
+        charge: &ChargeAttempt,
+        settlement: &crate::processor::outcome::Settlement<'_>,
+    ) {
+        let Some(subscription_id) = charge.subscription_id.clone() else {
+            return;
+        };
+        let runtime = self.clone();
+        let charge = charge.clone();
+        let raw_status = settlement.raw_status.to_owned();
+        let message = settlement.message.map(str::to_owned);
+        let transaction_id = settlement.transaction_id.map(str::to_owned);
+        tokio::spawn(async move {
+            if let Err(err) = runtime
+                .outcome(
+                    &subscription_id,
+                    &charge,
+                    &raw_status,
+                    message.as_deref(),
+                    transaction_id.as_deref(),
+                    None,
+                )
+                .await
+            {
+                tracing::warn!(charge = %charge.id, error = %err, "could not send a charge's outcome to its new node; its event or the reconciler brings it there");
+            }
+        });
     }
 
     /// Applies a charge's final outcome once: the money, the subscription's transition and

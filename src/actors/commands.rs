@@ -50,12 +50,49 @@ pub(super) async fn apply_addon(
 }
 
 impl Runtime {
+    /// Applies `command` to subscription `id`. A command may commit in several units (a
+    /// resume, then the beginning of its charge); when one of them is fenced because the
+    /// shard moved to another node, whether an earlier one committed decides the answer:
+    /// `Moving` (nothing was done: the request may be sent again, to the new owner) or
+    /// `MovedMidway` (part of it stays done: its Idempotency-Key keeps the answer).
     pub(super) async fn apply_command(
         &self,
         id: &str,
         command: Command,
     ) -> Result<ActionOutcome, ActionError> {
-        let (mut sub, account, now) = self.load(id).await?;
+        let (sub, account, now) = self.load(id).await?;
+        let read_at = sub.version;
+        match self.run_command(id, sub, account, now, command).await {
+            Err(ActionError::Store(StoreError::Fenced(_)) | ActionError::Moving) => {
+                Err(self.fenced_command(id, read_at).await)
+            }
+            result => result,
+        }
+    }
+
+    /// What a fenced command did, read from the database: every unit a command commits writes
+    /// its subscription's row, whose version it bumps, so a row still at the version the
+    /// command read shows that none did. Anything else (a newer version, or no answer) may
+    /// have come from this command and is `MovedMidway`.
+    async fn fenced_command(&self, id: &str, read_at: i64) -> ActionError {
+        match self.store().subscription_by_id(id).await {
+            Ok(Some(row)) if row.version == read_at => ActionError::Moving,
+            Ok(_) => ActionError::MovedMidway,
+            Err(err) => {
+                tracing::warn!(subscription = %id, error = %err, "could not read what a fenced command did; answering as if part of it was done");
+                ActionError::MovedMidway
+            }
+        }
+    }
+
+    async fn run_command(
+        &self,
+        id: &str,
+        mut sub: Subscription,
+        account: std::sync::Arc<crate::store::accounts::Account>,
+        now: i64,
+        command: Command,
+    ) -> Result<ActionOutcome, ActionError> {
         let status = status_of(&sub);
         let mut charge = None;
         match command {

@@ -105,6 +105,11 @@ pub enum ActionError {
     /// The subscription's shard is between two nodes (`cluster`): nothing was done.
     #[error("the subscription's shard is moving to another node")]
     Moving,
+    /// The subscription's shard moved to another node after part of the command was committed
+    /// (a resume, then its charge's beginning): what was done stays done, and the rest is not
+    /// done here. Told apart from `Moving` by the database (`Runtime::apply_command`).
+    #[error("the subscription's shard moved to another node after part of the command was done")]
+    MovedMidway,
     /// The owner node failed; its cause is in that node's log.
     #[error("the owner node failed: {0}")]
     Remote(String),
@@ -813,12 +818,13 @@ impl Runtime {
         Some(reply.unwrap_or_else(|err| Reply::Failed(err.into())))
     }
 
-    /// Moves an account's test clock and tells every other node before answering, so that
-    /// the timers it then runs (on whichever node holds them) see the new instant.
+    /// Moves an account's test clock (from the database's offset: `Clock::advance`) and
+    /// tells every other node before answering, so that the timers it then runs (on whichever
+    /// node holds them) see the new instant. A node that misses the news reads the offset
+    /// from the database within `clock::CLUSTER_FRESHNESS`.
     pub async fn advance_clock(&self, account: &AccountId, millis: i64) -> Result<i64, StoreError> {
-        let now = self.clock().advance(account, millis).await?;
+        let (now, offset_ms) = self.clock().advance(account, millis).await?;
         if let Some(forwarder) = &self.inner.forwarder {
-            let offset_ms = self.clock().offset_ms(account).await?;
             forwarder
                 .broadcast(&crate::cluster::forward::Broadcast::Clock {
                     account_id: account.as_str().to_owned(),

@@ -22,6 +22,11 @@ use std::sync::{Arc, RwLock};
 /// How many shard supervisors the root has.
 pub const SHARDS: usize = 8;
 
+/// How long a spawn waits for a stopping actor of the same id to let go of its name. The old
+/// actor may be finishing a long message (a command waiting for the processor) when its shard
+/// moved away and back: as long as a caller waits for an actor's reply (`CALL_TIMEOUT`).
+const SPAWN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The shard of an id: a stable hash (SipHash with fixed keys), so it is the same in every run.
 pub fn shard_of(id: &str) -> usize {
     #[allow(deprecated)]
@@ -146,42 +151,78 @@ impl<M: Message> KindRegistry<M> {
 
     /// The live actor of `id`, spawned by `make` (given the stats the actor must keep) and
     /// linked to the id's shard when it has none.
+    ///
+    /// An actor leaves this registry when it decides to stop (after a charge's outcome, when
+    /// idle, when its shard moved), but keeps its name in ractor's registry until its last
+    /// message has been handled and its stop processed. A spawn meanwhile finds the name taken
+    /// (`ActorAlreadyRegistered`): it waits for that actor to end and spawns again, for at most
+    /// `SPAWN_WAIT`. The name is what keeps two actors of one id from ever running at once, so
+    /// the new actor is never spawned beside the old one under another name.
     pub async fn get_or_spawn<A>(
         &self,
         id: &str,
-        make: impl FnOnce(Arc<ActorStats>) -> (A, A::Arguments),
+        make: impl Fn(Arc<ActorStats>) -> (A, A::Arguments),
     ) -> Result<(ActorRef<M>, Arc<ActorStats>), ractor::SpawnErr>
     where
         A: Actor<Msg = M>,
     {
-        if let Some(found) = self.get(id) {
-            return Ok(found);
+        let deadline = tokio::time::Instant::now() + SPAWN_WAIT;
+        loop {
+            if let Some(found) = self.get(id) {
+                return Ok(found);
+            }
+            let shard = shard_of(id);
+            let guard = self.spawn_locks[shard].lock().await;
+            if let Some(found) = self.get(id) {
+                return Ok(found);
+            }
+            let stats = Arc::new(ActorStats::default());
+            let (actor, arguments) = make(Arc::clone(&stats));
+            let spawned = Actor::spawn_linked(
+                Some(id.to_owned()),
+                actor,
+                arguments,
+                self.shards[shard].clone(),
+            )
+            .await;
+            let actor = match spawned {
+                Ok((actor, _)) => actor,
+                Err(ractor::SpawnErr::ActorAlreadyRegistered(_))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    // The other ids of this shard need not wait for this one.
+                    drop(guard);
+                    self.wait_for_name(id, deadline).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            self.live.insert(
+                id.to_owned(),
+                Live {
+                    actor: actor.clone(),
+                    stats: Arc::clone(&stats),
+                    shard,
+                },
+            );
+            self.per_shard[shard].fetch_add(1, Ordering::Relaxed);
+            metrics::gauge!("actors_live", "kind" => self.kind).increment(1.0);
+            return Ok((actor, stats));
         }
-        let shard = shard_of(id);
-        let _guard = self.spawn_locks[shard].lock().await;
-        if let Some(found) = self.get(id) {
-            return Ok(found);
+    }
+
+    /// Waits (until `deadline`) for the actor registered in ractor under the name `id` to
+    /// end; returns at once if none is registered any more.
+    async fn wait_for_name(&self, id: &str, deadline: tokio::time::Instant) {
+        let Some(old) = ractor::registry::where_is(id) else {
+            // It let go between the spawn and this look: spawn again now.
+            tokio::task::yield_now().await;
+            return;
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if old.wait(Some(left)).await.is_err() {
+            tracing::warn!(kind = self.kind, id, "an actor kept its name past the spawn's bound");
         }
-        let stats = Arc::new(ActorStats::default());
-        let (actor, arguments) = make(Arc::clone(&stats));
-        let (actor, _) = Actor::spawn_linked(
-            Some(id.to_owned()),
-            actor,
-            arguments,
-            self.shards[shard].clone(),
-        )
-        .await?;
-        self.live.insert(
-            id.to_owned(),
-            Live {
-                actor: actor.clone(),
-                stats: Arc::clone(&stats),
-                shard,
-            },
-        );
-        self.per_shard[shard].fetch_add(1, Ordering::Relaxed);
-        metrics::gauge!("actors_live", "kind" => self.kind).increment(1.0);
-        Ok((actor, stats))
     }
 
     /// Whether any live actor whose id matches is busy (`ActorStats::busy`).
@@ -471,5 +512,90 @@ impl Actor for Shard {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::oneshot;
+
+    /// An actor that stops as a subscription actor does after a charge's outcome (it leaves
+    /// its registry, asks ractor to stop it, and finishes its message), but finishes that
+    /// message only when the test lets it: until then ractor still holds its name.
+    struct Lingering;
+
+    struct StopSlowly {
+        registry: Arc<KindRegistry<StopSlowly>>,
+        stopping: oneshot::Sender<()>,
+        release: oneshot::Receiver<()>,
+    }
+
+    impl Actor for Lingering {
+        type Msg = StopSlowly;
+        type State = String;
+        type Arguments = String;
+
+        async fn pre_start(
+            &self,
+            _: ActorRef<StopSlowly>,
+            id: String,
+        ) -> Result<String, ActorProcessingErr> {
+            Ok(id)
+        }
+
+        async fn handle(
+            &self,
+            myself: ActorRef<StopSlowly>,
+            message: StopSlowly,
+            id: &mut String,
+        ) -> Result<(), ActorProcessingErr> {
+            message.registry.forget(id, myself.get_id(), false);
+            myself.stop(None);
+            let _ = message.stopping.send(());
+            let _ = message.release.await;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_spawn_waits_for_a_stopping_actor_to_let_go_of_its_name() {
+        let tree = Tree::start().await.expect("tree");
+        let registry = tree.register::<StopSlowly>("lingering");
+        // Ractor's names are process-wide: one no other test uses.
+        let id = format!("sub_lingering_{}", uuid::Uuid::new_v4().simple());
+        let make = |_| (Lingering, id.clone());
+        let (old, _) = registry.get_or_spawn(&id, make).await.expect("spawn");
+        let (stopping, stopped) = oneshot::channel();
+        let (release, released) = oneshot::channel();
+        old.cast(StopSlowly {
+            registry: Arc::clone(&registry),
+            stopping,
+            release: released,
+        })
+        .expect("send");
+        stopped.await.expect("the old actor began to stop");
+        assert!(registry.get(&id).is_none(), "the old actor left the registry");
+
+        // Its name is still taken: the spawn must wait for it rather than fail (a failure
+        // here was answered 500 and kept for the request's Idempotency-Key).
+        let mut spawning = Box::pin(registry.get_or_spawn(&id, make));
+        let first_try = tokio::select! {
+            biased;
+            spawned = &mut spawning => Some(spawned.map(|(actor, _)| actor.get_id())),
+            () = std::future::ready(()) => None,
+        };
+        assert!(
+            first_try.is_none(),
+            "the spawn did not wait for the old actor: {first_try:?}"
+        );
+        release.send(()).expect("release");
+        let (new, _) = spawning.await.expect("spawned once the old actor let go");
+        assert_ne!(new.get_id(), old.get_id());
+        assert_eq!(
+            registry.get(&id).map(|(actor, _)| actor.get_id()),
+            Some(new.get_id())
+        );
+        tree.stop().await;
     }
 }

@@ -83,9 +83,17 @@ pub enum ApiError {
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// 503 `api_error` with `Retry-After`: the subscription's shard is moving between nodes
-    /// (`cluster`); nothing was written, so its Idempotency-Key is released.
+    /// (`cluster`); nothing was written, so its Idempotency-Key is released. Only for a
+    /// failure known to come before the request's first commit (`ActionError::Moving`, a
+    /// single write that was fenced).
     #[error("the object's node is changing")]
     Unavailable { retry_after_secs: u64 },
+    /// 503 `api_error`, without `Retry-After`: the subscription's shard moved to another node
+    /// once part of the request may have been committed (`ActionError::MovedMidway`). What was
+    /// done stays done, so the answer is kept for its Idempotency-Key: a retry under the key
+    /// replays it instead of doing the first part twice.
+    #[error("the object's node changed while the request ran")]
+    MovedMidway,
     /// 500 `api_error` from a failure known to come before the request's first write (its
     /// checks, or a transaction that rolled back): the response carries `NothingCommitted`,
     /// so its Idempotency-Key is released and a retry runs the request again.
@@ -155,7 +163,7 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::Internal(_) | Self::Uncommitted(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable { .. } | Self::MovedMidway => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -205,6 +213,14 @@ impl ApiError {
                 format!(
                     "This object is moving to another node; nothing was changed. Retry after {retry_after_secs} s."
                 ),
+                None,
+            ),
+            Self::MovedMidway => (
+                ErrorType::ApiError,
+                "This object moved to another node while the request ran, once part of it may \
+                 have been done; what was done stays done. Read the object to see where it \
+                 stands before acting again."
+                    .to_owned(),
                 None,
             ),
         };

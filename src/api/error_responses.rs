@@ -80,7 +80,7 @@ const IDEMPOTENCY_IN_FLIGHT: ErrorResponse = error(
 );
 const SHARD_MOVING: ErrorResponse = ErrorResponse {
     status: 503,
-    types: "api_error: the object's shard is moving between nodes; nothing was done, retry after `Retry-After` seconds",
+    types: "api_error: the object's shard is moving between nodes; with `Retry-After`, nothing was done: retry after that many seconds; without it, the move came after part of the request was done, which stays done, and the Idempotency-Key keeps this answer",
     retry_after: true,
 };
 const INTERNAL: ErrorResponse = error(
@@ -282,8 +282,9 @@ fn idempotency_key() -> utoipa::openapi::path::Parameter {
 }
 
 /// The 503 of an operation that acts on a subscription through its actor (`actors`, and the
-/// ingress applying a charge's outcome): the subscription's shard is moving between nodes, this
-/// node no longer writes it and nothing was done. Listed as
+/// ingress applying a charge's outcome): the subscription's shard is moving between nodes and
+/// this node no longer writes it; nothing was done (`Retry-After`), or, without `Retry-After`,
+/// part of an action was done before the move (`ApiError::MovedMidway`). Listed as
 /// `(status = 503, response = inline(ShardMoving))`.
 pub struct ShardMoving;
 

@@ -14,6 +14,11 @@
 //! releasing the key would let the retry do them twice, so only a failure known to precede the
 //! first write (`ApiError::Uncommitted`) releases it. Keys older than 24 hours are deleted by
 //! `purge_loop`; this module does not decide what a handler commits, only what its answer says.
+//!
+//! Those tasks are `RequestTasks`: at shutdown the service waits for them (bounded by
+//! `Config::shutdown_grace_secs`) before it gives its shards back and closes its database
+//! pool, so that a request whose client hung up still ends and keeps its response, instead of
+//! stopping between two of its units with its key left `running`.
 
 use super::auth::Caller;
 use super::error::ApiError;
@@ -28,7 +33,9 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub const HEADER: &str = "idempotency-key";
@@ -64,6 +71,62 @@ pub fn parse_key(raw: &[u8]) -> Result<&str, KeyError> {
         return Err(KeyError::Characters);
     }
     std::str::from_utf8(raw).map_err(|_| KeyError::Characters)
+}
+
+/// The tasks in which keyed requests run, kept for the shutdown to wait for. A generation at
+/// a time: `seal` closes the tasks running now for `drain` and starts a new generation for the
+/// requests still accepted meanwhile, so that the first wait is not drawn out by new arrivals.
+#[derive(Clone, Default)]
+pub struct RequestTasks(Arc<std::sync::Mutex<TaskTracker>>);
+
+impl RequestTasks {
+    /// Runs `task` as one of the tracked requests.
+    pub fn spawn<F>(&self, task: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.current().spawn(task)
+    }
+
+    fn current(&self) -> TaskTracker {
+        self.0
+            .lock()
+            .map_or_else(|poisoned| poisoned.into_inner().clone(), |tracker| tracker.clone())
+    }
+
+    /// Closes the generation running now and starts a new one; returns the closed one.
+    pub fn seal(&self) -> TaskTracker {
+        let fresh = TaskTracker::new();
+        let mut current = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sealed = std::mem::replace(&mut *current, fresh);
+        sealed.close();
+        sealed
+    }
+
+    /// Waits until the requests running now have ended, or until `deadline`; false when some
+    /// were still running then (they are dropped with the process).
+    pub async fn drain(&self, deadline: tokio::time::Instant) -> bool {
+        let sealed = self.seal();
+        if sealed.is_empty() {
+            return true;
+        }
+        tracing::info!(
+            requests = sealed.len(),
+            "waiting for the requests in flight to end"
+        );
+        let ended = tokio::time::timeout_at(deadline, sealed.wait()).await.is_ok();
+        if !ended {
+            tracing::warn!(
+                requests = sealed.len(),
+                "requests still running at the end of the shutdown grace; their keys answer 409 until they expire"
+            );
+        }
+        ended
+    }
 }
 
 /// A response extension saying that its request committed nothing: a 5xx that carries it
@@ -112,7 +175,9 @@ pub async fn idempotent_posts(
         }
         Ok(held.run(work).await)
     };
-    tokio::spawn(task.in_current_span())
+    state
+        .requests
+        .spawn(task.in_current_span())
         .await
         .unwrap_or_else(|_| Err(ApiError::Internal("request task failed".into())))
 }

@@ -48,6 +48,8 @@ pub struct Shared {
     pub runtime: crate::actors::Runtime,
     /// Accounts by API-key hash, briefly cached.
     pub keys: Arc<super::auth::KeyCache>,
+    /// The keyed requests' own tasks, which the shutdown waits for (`api::idempotency`).
+    pub requests: super::idempotency::RequestTasks,
 }
 
 impl Shared {

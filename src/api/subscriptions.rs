@@ -184,6 +184,7 @@ fn action_error(err: ActionError) -> ApiError {
         ActionError::Moving => ApiError::Unavailable {
             retry_after_secs: 1,
         },
+        ActionError::MovedMidway => ApiError::MovedMidway,
         ActionError::Remote(message) => ApiError::Internal(message.into()),
     }
 }

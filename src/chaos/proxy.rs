@@ -36,6 +36,35 @@ pub enum Fault {
     ForwardTwice,
     /// Reset the connection without forwarding.
     Reset,
+    /// Hold the request until the gate opens, then forward it and answer: a request kept out
+    /// for exactly as long as a test needs to move something meanwhile.
+    HoldUntil(Gate),
+}
+
+/// A gate that holds requests (`Fault::HoldUntil`) until it is opened, once, for good.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    /// Lets every held request (and every later one) through.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn opened(&self) {
+        let mut open = self.0.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Fault {
@@ -51,6 +80,7 @@ impl Fault {
             Fault::DelayThenForward(_) => "late",
             Fault::ForwardTwice => "twice",
             Fault::Reset => "reset",
+            Fault::HoldUntil(_) => "held",
         }
     }
 }
@@ -307,6 +337,10 @@ async fn serve(mut stream: TcpStream, shared: &Shared, target: &str, http: &reqw
         }
         Some(Fault::ForwardTwice) => {
             forward(http, target, &request).await;
+            forward(http, target, &request).await
+        }
+        Some(Fault::HoldUntil(gate)) => {
+            gate.opened().await;
             forward(http, target, &request).await
         }
         None => forward(http, target, &request).await,

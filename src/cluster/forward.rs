@@ -78,6 +78,8 @@ pub enum WireError {
     InsufficientBalance,
     Unavailable,
     Moving,
+    /// `ActionError::MovedMidway`: part of the command was done before the shard moved.
+    MovedMidway,
     Internal(String),
 }
 
@@ -93,6 +95,7 @@ impl From<ActionError> for WireError {
             ActionError::Moving | ActionError::Store(crate::store::StoreError::Fenced(_)) => {
                 Self::Moving
             }
+            ActionError::MovedMidway => Self::MovedMidway,
             ActionError::Store(crate::store::StoreError::Conflict(m)) => {
                 Self::Conflict(format!("{m}; nothing was changed. Try again."))
             }
@@ -112,6 +115,7 @@ impl From<WireError> for ActionError {
             WireError::InsufficientBalance => Self::InsufficientBalance,
             WireError::Unavailable => Self::Unavailable,
             WireError::Moving => Self::Moving,
+            WireError::MovedMidway => Self::MovedMidway,
             WireError::Internal(m) => Self::Remote(m),
         }
     }

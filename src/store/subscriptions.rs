@@ -372,15 +372,37 @@ impl Store {
             .await?)
     }
 
-    /// Sets an account's test-clock offset.
-    pub async fn set_clock_offset(&self, account: &AccountId, offset_ms: i64) -> StoreResult<()> {
+    /// Moves an account's test clock `delta_ms` forward from the offset the database holds,
+    /// in one statement (`clock_offset_ms + delta_ms`, never less than it was), and returns
+    /// the new offset; `None` when there is no such account. Never written from a node's
+    /// copy: a node that missed another's move would write an older offset back and move the
+    /// clock backwards.
+    pub async fn advance_clock_offset(
+        &self,
+        account: &AccountId,
+        delta_ms: i64,
+    ) -> StoreResult<Option<i64>> {
         use super::entities::account;
-        account::Entity::update_many()
-            .col_expr(account::Column::ClockOffsetMs, offset_ms.into())
+        let moved = account::Entity::update_many()
+            .col_expr(
+                account::Column::ClockOffsetMs,
+                Expr::col(account::Column::ClockOffsetMs).add(Ord::max(delta_ms, 0)),
+            )
             .filter(account::Column::Id.eq(account.as_str()))
-            .exec(self.writer())
+            .exec_with_returning(self.writer())
             .await?;
-        Ok(())
+        Ok(moved.first().map(|row| row.clock_offset_ms))
+    }
+
+    /// An account's test-clock offset as the database holds it; `None` for no such account.
+    pub async fn clock_offset(&self, account: &AccountId) -> StoreResult<Option<i64>> {
+        use super::entities::account;
+        Ok(account::Entity::find_by_id(account.as_str())
+            .select_only()
+            .column(account::Column::ClockOffsetMs)
+            .into_tuple::<i64>()
+            .one(self.conn())
+            .await?)
     }
 }
 

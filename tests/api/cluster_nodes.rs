@@ -25,7 +25,7 @@ fn short_leases(config: &mut billing::config::Config) {
     config.lease_renew_ms = 200;
 }
 
-async fn owned(app: &TestApp) -> BTreeSet<u16> {
+pub(crate) async fn owned(app: &TestApp) -> BTreeSet<u16> {
     let (status, body) = read(
         app.admin(Method::GET, "/admin/cluster")
             .send()

@@ -360,3 +360,65 @@ async fn a_key_that_is_not_printable_ascii_is_refused_not_ignored(app: TestApp) 
     let (_, page) = read(app.get("/v1/customers").await).await;
     assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
 }
+
+/// Issue 32, item 3: a server told to stop (SIGTERM) while a request whose client hung up
+/// still runs lets that request end before it stops: the request ran in a task of its own,
+/// which the shutdown used to drop, leaving its key `running` (409 for a day) and its work
+/// stopped between two units. After a restart its key answers the kept response. A real
+/// process, so that stopping it stops everything it runs.
+async fn a_request_whose_client_hung_up_ends_before_the_server_stops(database_url: String) {
+    use crate::common::process::ServerProcess;
+    let server = ServerProcess::start(&database_url, "billing=info").await;
+    let mut app = server.app();
+    use_slow_processor(&mut app).await;
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let id = sub["id"].as_str().expect("id").to_owned();
+    let path = format!("/v1/subscriptions/{id}/charge-now");
+    let key = "charge-now-at-shutdown";
+    let db = database(&app).await;
+    let first = send_in_background(&app, &path, key, None);
+    eventually(Duration::from_secs(10), || async {
+        key_state(&db, key).await.as_deref() == Some("running")
+    })
+    .await;
+    first.abort();
+    let _ = first.await;
+    // Stopped while the charge waits at the slow processor, its client gone.
+    let output = server.stop().await;
+
+    let server = ServerProcess::start(&database_url, "billing=info").await;
+    let mut again = server.app();
+    again.api_key = app.api_key.clone();
+    again.account_id = app.account_id.clone();
+    let kept = retry(&again, &path, key, None).await;
+    let replayed = kept.headers().get("idempotent-replayed").cloned();
+    let (status, charge) = read(kept).await;
+    assert_eq!(status, 200, "the key after a restart: {charge}");
+    assert_eq!(replayed.as_ref().map(|v| v.as_bytes()), Some(&b"true"[..]));
+    assert_eq!(charge["status"], "approved", "{charge}");
+    assert!(
+        output.contains("waiting for the requests in flight to end"),
+        "{output}"
+    );
+    let events = events(&again, &id).await;
+    assert_eq!(count(&events, "charge.approved"), 2, "{events:?}");
+    server.stop().await;
+}
+
+mod drained_at_shutdown {
+    use crate::common::{Backend, database_url};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        let url = database_url(Backend::Sqlite).await.expect("sqlite");
+        super::a_request_whose_client_hung_up_ends_before_the_server_stops(url).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        if let Some(url) = database_url(Backend::Postgres).await {
+            super::a_request_whose_client_hung_up_ends_before_the_server_stops(url).await;
+        }
+    }
+}

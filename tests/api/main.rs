@@ -14,6 +14,7 @@ mod checkout;
 mod checkout_browser;
 mod checkout_payment;
 mod cluster;
+mod cluster_handover;
 mod cluster_nodes;
 mod conventions;
 mod crash;
