@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 crate::db_tests!(
     malformed_json_is_400,
+    a_body_of_only_whitespace_is_malformed_but_an_empty_one_is_an_empty_object,
     unknown_missing_and_mistyped_fields_are_named,
     unknown_path_is_404_and_wrong_method_is_405,
     the_internal_routes_look_like_an_unknown_path_to_strangers,
@@ -36,6 +37,34 @@ async fn malformed_json_is_400(app: TestApp) {
             .as_str()
             .is_some_and(|m| m.contains("Malformed JSON"))
     );
+}
+
+/// An empty body reads as `{}` (a bare POST of an action whose fields are all optional); a
+/// body of only whitespace is no JSON text and is malformed (schemathesis, issue 32).
+async fn a_body_of_only_whitespace_is_malformed_but_an_empty_one_is_an_empty_object(app: TestApp) {
+    let plan = app.create_plan("P", 100, 1000).await;
+    let path = format!("/v1/plans/{}", plan["id"].as_str().expect("id"));
+    for blank in ["\n", " ", "\r\n\t"] {
+        let response = app
+            .request(Method::PATCH, &path)
+            .header("content-type", "application/json")
+            .body(blank)
+            .send()
+            .await
+            .expect("send");
+        let (status, body) = read(response).await;
+        assert_eq!(status, 400, "{blank:?}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request");
+    }
+    let empty = app
+        .request(Method::PATCH, &path)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("send");
+    let (status, body) = read(empty).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["name"], "P");
 }
 
 async fn unknown_missing_and_mistyped_fields_are_named(app: TestApp) {
