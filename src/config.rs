@@ -2,6 +2,8 @@
 
 use crate::egress::{AddressPolicy, HostResolver};
 use clap::Args;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 /// The database used when neither `--database-url` nor `DATABASE_URL` names one.
@@ -41,19 +43,17 @@ pub struct Config {
     /// loopback address (the development setup) and live accounts never may.
     #[arg(long, env = "BILLING_ALLOW_PRIVATE_WEBHOOK_URLS", global = true)]
     pub allow_private_webhook_urls: Option<bool>,
-    /// Whether, for a request from a loopback peer (a reverse proxy on this host), the client's
-    /// address is the rightmost `X-Forwarded-For` entry; used to limit failed authentications
-    /// per client. Leave it off unless such a proxy sets that header on every request.
+    /// The reverse proxies whose `X-Forwarded-For` is believed, as a comma-separated list of
+    /// CIDR blocks (or single addresses); empty, none. The client of a request whose peer is
+    /// one of them is the rightmost entry of that header that is not itself one (CONTRACT §2);
+    /// the client's address is what failed authentications are limited by.
     #[arg(
         long,
-        env = "BILLING_TRUST_FORWARDED_FOR",
-        global = true,
-        default_value_t = false,
-        num_args = 0..=1,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set
+        env = "BILLING_TRUSTED_PROXIES",
+        default_value = TrustedProxies::LOOPBACK,
+        global = true
     )]
-    pub trust_forwarded_for: bool,
+    pub trusted_proxies: TrustedProxies,
     /// Seconds a subscription actor stays live after its last message (the next message
     /// respawns it from the database).
     #[arg(
@@ -168,7 +168,7 @@ impl Config {
             public_url: None,
             admin_token: None,
             allow_private_webhook_urls: None,
-            trust_forwarded_for: false,
+            trusted_proxies: TrustedProxies::loopback(),
             actor_idle_secs: 5,
             idempotency_purge_secs: 600,
             processor_timeout_ms: 15_000,
@@ -232,6 +232,62 @@ impl Config {
     }
 }
 
+/// The reverse proxies trusted to name the client in `X-Forwarded-For` (`--trusted-proxies`).
+/// Built only by parsing, so an address that cannot be read stops the server at its start
+/// rather than trusting less (or more) than the operator wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+impl TrustedProxies {
+    /// The default: a proxy on this host.
+    pub const LOOPBACK: &'static str = "127.0.0.0/8,::1/128";
+
+    pub fn loopback() -> Self {
+        Self(vec![
+            IpNet::V4(Ipv4Net::new_assert(Ipv4Addr::LOCALHOST, 8).trunc()),
+            IpNet::V6(Ipv6Net::new_assert(Ipv6Addr::LOCALHOST, 128)),
+        ])
+    }
+
+    /// Whether `ip` (an IPv4-mapped IPv6 address read as the IPv4 address it is) is one.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|block| block.contains(&ip))
+    }
+}
+
+impl std::str::FromStr for TrustedProxies {
+    type Err = String;
+
+    fn from_str(list: &str) -> Result<Self, Self::Err> {
+        let blocks = list
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                entry
+                    .parse::<IpNet>()
+                    .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
+                    .map(|block| block.trunc())
+                    .map_err(|_| {
+                        format!(
+                            "`{entry}` is not a CIDR block (like 10.0.0.0/8 or fd00::/8) nor an \
+                             IP address"
+                        )
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self(blocks))
+    }
+}
+
+impl std::fmt::Display for TrustedProxies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let blocks: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&blocks.join(","))
+    }
+}
+
 /// The admin token never shows, nor a password in the database URL.
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -247,7 +303,7 @@ impl std::fmt::Debug for Config {
                 "allow_private_webhook_urls",
                 &self.allow_private_webhook_urls,
             )
-            .field("trust_forwarded_for", &self.trust_forwarded_for)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish_non_exhaustive()
     }
 }
@@ -292,6 +348,74 @@ mod tests {
                 "{flag:?} {bind} sandbox"
             );
             assert_eq!(config.webhook_policy(false), live, "{flag:?} {bind} live");
+        }
+    }
+
+    /// `Config` as `billing serve` reads it.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().expect("ip")
+    }
+
+    #[test]
+    fn trusted_proxies_are_a_cidr_list_loopback_by_default() {
+        use clap::Parser;
+        let default = Flags::try_parse_from(["billing"])
+            .expect("defaults")
+            .config
+            .trusted_proxies;
+        assert_eq!(default, TrustedProxies::loopback());
+        assert_eq!(default.to_string(), TrustedProxies::LOOPBACK);
+        for trusted in ["127.0.0.1", "127.255.3.4", "::1", "::ffff:127.0.0.1"] {
+            assert!(default.contains(ip(trusted)), "{trusted}");
+        }
+        for stranger in ["10.0.0.1", "128.0.0.1", "::2", "::ffff:10.0.0.1"] {
+            assert!(!default.contains(ip(stranger)), "{stranger}");
+        }
+        let listed = Flags::try_parse_from([
+            "billing",
+            "--trusted-proxies",
+            "10.1.2.3/8, 2001:db8::/32,192.0.2.7",
+        ])
+        .expect("a list")
+        .config
+        .trusted_proxies;
+        assert_eq!(listed.to_string(), "10.0.0.0/8,2001:db8::/32,192.0.2.7/32");
+        for trusted in [
+            "10.200.0.1",
+            "2001:db8:ffff::1",
+            "192.0.2.7",
+            "::ffff:10.0.0.9",
+        ] {
+            assert!(listed.contains(ip(trusted)), "{trusted}");
+        }
+        for stranger in ["127.0.0.1", "192.0.2.8", "2001:db9::1"] {
+            assert!(!listed.contains(ip(stranger)), "{stranger}");
+        }
+        let none: TrustedProxies = "".parse().expect("an empty list");
+        assert!(!none.contains(ip("127.0.0.1")));
+    }
+
+    #[test]
+    fn an_unreadable_trusted_proxy_stops_the_start_with_a_clear_message() {
+        use clap::Parser;
+        for bad in [
+            "10.0.0.0/8,10.0.0.300/8",
+            "10.0.0.0/33",
+            "proxy.internal",
+            "::1/129",
+        ] {
+            let Err(err) = Flags::try_parse_from(["billing", "--trusted-proxies", bad]) else {
+                panic!("{bad} was accepted");
+            };
+            let message = err.to_string();
+            assert!(message.contains("--trusted-proxies"), "{message}");
+            assert!(message.contains("is not a CIDR block"), "{message}");
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::ids::AccountId;
 use crate::secrets::{constant_time_eq, sha256_hex};
 use crate::store::accounts::Account;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{header, request::Parts};
+use axum::http::{StatusCode, header, request::Parts};
 use axum::middleware::Next;
 use axum::response::Response;
 use dashmap::DashMap;
@@ -69,13 +69,16 @@ impl KeyCache {
     }
 }
 
-fn bearer(parts: &axum::http::HeaderMap) -> Option<&str> {
-    parts
+/// The presented Bearer credential; `None` when there is none (no `Authorization` header, an
+/// empty one, another scheme): no credential, no guess, nothing to count.
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)?
         .to_str()
         .ok()?
         .strip_prefix("Bearer ")
         .map(str::trim)
+        .filter(|credential| !credential.is_empty())
 }
 
 /// Whether `key` has the shape `secrets::new_api_key` gives every key: `sk_test_` or
@@ -87,28 +90,28 @@ pub fn well_formed_api_key(key: &str) -> bool {
         .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// Resolves the Bearer API key to its account, or answers 401 `authentication_error`; a
-/// client address with too many failures is answered 429 before its key is looked at
-/// (`api::auth_failures`).
+/// Resolves the Bearer API key to its account, or answers 401 `authentication_error`. A valid
+/// key passes whatever its address's failures; an unknown one is counted against the address,
+/// or answered 429 once the address has too many (`api::auth_failures`).
 pub async fn require_api_key(
     State(state): State<AppState>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let client = ClientAddr::of(
-        request.extensions(),
-        request.headers(),
-        state.config.trust_forwarded_for,
-    );
-    state.auth_failures.admit(client)?;
     let Some(key) = bearer(request.headers()) else {
         return Err(ApiError::Authentication);
     };
+    let client = ClientAddr::of(
+        request.extensions(),
+        request.headers(),
+        &state.config.trusted_proxies,
+    );
     // Looking up by the hash means the comparison happens inside the index on a value the
     // caller cannot steer byte by byte.
-    let hash = well_formed_api_key(key).then(|| sha256_hex(key));
-    let cached = hash.as_deref().and_then(|hash| state.keys.get(hash));
-    let account = match cached {
+    let Some(hash) = well_formed_api_key(key).then(|| sha256_hex(key)) else {
+        return Err(state.auth_failures.refused(client).await);
+    };
+    let account = match state.keys.get(&hash) {
         Some(account) => account,
         None => {
             state
@@ -121,12 +124,9 @@ pub async fn require_api_key(
     Ok(next.run(request).await)
 }
 
-/// The account of a well-formed key's hash (`None`: not well formed, or no such key), from
-/// the cache if another request of this client put it there meanwhile, else from the database.
-async fn lookup(state: &AppState, hash: Option<String>) -> Result<Option<Arc<Account>>, ApiError> {
-    let Some(hash) = hash else {
-        return Ok(None);
-    };
+/// The account of a well-formed key's hash (`None`: no such key), from the cache if another
+/// request of this client put it there meanwhile, else from the database.
+async fn lookup(state: &AppState, hash: String) -> Result<Option<Arc<Account>>, ApiError> {
     if let Some(account) = state.keys.get(&hash) {
         return Ok(Some(account));
     }
@@ -139,29 +139,37 @@ async fn lookup(state: &AppState, hash: Option<String>) -> Result<Option<Arc<Acc
     Ok(Some(account))
 }
 
-/// Lets only the operator's admin token through; a client address with too many failures is
-/// answered 429 before its token is looked at.
+/// Whether `presented` is the operator's admin token (compared as hashes, in constant time).
+pub fn is_admin_token(state: &AppState, presented: &str) -> bool {
+    constant_time_eq(&sha256_hex(presented), &state.admin_token_hash)
+}
+
+/// Lets only the operator's admin token through, whatever its address's failures; a wrong
+/// token is counted against the address, or answered 429 once it has too many.
 pub async fn require_admin(
     State(state): State<AppState>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let client = ClientAddr::of(
-        request.extensions(),
-        request.headers(),
-        state.config.trust_forwarded_for,
-    );
-    state.auth_failures.admit(client)?;
-    let Some(presented) = bearer(request.headers()).map(sha256_hex) else {
+    let Some(presented) = bearer(request.headers()) else {
         return Err(ApiError::Authentication);
     };
-    let admin = async { Ok(constant_time_eq(&presented, &state.admin_token_hash).then_some(())) };
-    state.auth_failures.examine(client, admin).await?;
+    if !is_admin_token(&state, presented) {
+        let client = ClientAddr::of(
+            request.extensions(),
+            request.headers(),
+            &state.config.trusted_proxies,
+        );
+        return Err(state.auth_failures.refused(client).await);
+    }
     Ok(next.run(request).await)
 }
 
 /// The in-process sandbox's administration (`_sandbox/…`, behind the admin token, checked by
-/// the sandbox itself) counts its refusals against the client's address like `require_admin`.
+/// the sandbox itself, which answers in the processor's own error shape) counts its refusals
+/// of a presented token against the client's address like `require_admin`; past the limit a
+/// refusal is answered 429 instead. The sandbox's check costs nothing, so it always runs: the
+/// admin token passes whatever the address's failures.
 pub async fn limit_sandbox_admin(
     State(state): State<AppState>,
     request: Request,
@@ -170,15 +178,17 @@ pub async fn limit_sandbox_admin(
     if !request.uri().path().starts_with("/_sandbox") {
         return Ok(next.run(request).await);
     }
+    let presented = bearer(request.headers()).is_some();
     let client = ClientAddr::of(
         request.extensions(),
         request.headers(),
-        state.config.trust_forwarded_for,
+        &state.config.trusted_proxies,
     );
-    state
-        .auth_failures
-        .examine_response(client, next.run(request))
-        .await
+    let response = next.run(request).await;
+    if presented && response.status() == StatusCode::UNAUTHORIZED {
+        state.auth_failures.count(client).await?;
+    }
+    Ok(response)
 }
 
 #[cfg(test)]

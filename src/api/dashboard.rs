@@ -10,6 +10,7 @@
 //! as `DELETE /admin/plans/{id}`.
 
 use super::admin::plan_deletion;
+use super::auth::is_admin_token;
 use super::auth_failures::ClientAddr;
 use super::error::ApiError;
 use super::state::AppState;
@@ -145,34 +146,36 @@ struct LoginForm {
     token: String,
 }
 
-/// The admin token posted once; failures count against the client's address like the admin
-/// API's, and a limited address is answered 429 before the token is looked at.
+/// The admin token posted once. The right token logs in whatever its address's failures; a
+/// wrong one counts against the client's address like the admin API's, and past the limit is
+/// answered 429. An empty form presents nothing and is not counted.
 async fn login(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if let Err(limited) = state.auth_failures.admit(client) {
-        return limited.into_response();
-    }
     if !same_origin(&headers) {
         return html(
             StatusCode::FORBIDDEN,
             login_page(Some("Cross-origin login refused.")),
         );
     }
-    let presented = sha256_hex(form.token.trim());
-    let admin = async { Ok(constant_time_eq(&presented, &state.admin_token_hash).then_some(())) };
-    match state.auth_failures.examine(client, admin).await {
-        Ok(()) => {}
-        Err(ApiError::Authentication) => {
-            return html(
+    let presented = form.token.trim();
+    if presented.is_empty() {
+        return html(
+            StatusCode::UNAUTHORIZED,
+            login_page(Some("Enter the admin token.")),
+        );
+    }
+    if !is_admin_token(&state, presented) {
+        return match state.auth_failures.refused(client).await {
+            ApiError::Authentication => html(
                 StatusCode::UNAUTHORIZED,
                 login_page(Some("That is not the admin token.")),
-            );
-        }
-        Err(other) => return other.into_response(),
+            ),
+            other => other.into_response(),
+        };
     }
     let id = match create_session(&state).await {
         Ok(id) => id,

@@ -71,8 +71,8 @@ pub enum ApiError {
     /// 429 `rate_limit` with `Retry-After`.
     #[error("too many requests")]
     RateLimited { retry_after_secs: u64 },
-    /// 429 `rate_limit` with `Retry-After`: this client address failed to authenticate too
-    /// often (`api::auth_failures`); its credentials are not examined until then.
+    /// 429 `rate_limit` with `Retry-After`: an unknown credential from a client address that
+    /// failed to authenticate too often (`api::auth_failures`); valid credentials still pass.
     #[error("too many failed authentications")]
     TooManyFailedAuthentications { retry_after_secs: u64 },
     /// 400 (or 409 while the first request runs) `idempotency_error`.

@@ -9,7 +9,7 @@ use serde::de::{self, DeserializeOwned, Deserializer, Unexpected, Visitor};
 use serde_json::value::RawValue;
 
 /// A JSON body. An empty body reads as `{}` so that actions whose fields are all optional
-/// accept a bare POST.
+/// accept a bare POST; a body of only whitespace is no JSON text, and is malformed.
 pub struct ApiJson<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
@@ -19,11 +19,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|rejection| ApiError::invalid(rejection.status(), rejection.body_text()))?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
+        let bytes: &[u8] = if bytes.is_empty() { b"{}" } else { &bytes };
         parse_json(bytes).map(ApiJson)
     }
 }

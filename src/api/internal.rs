@@ -1,13 +1,19 @@
 //! The routes nodes of one cluster call on each other (`cluster::forward`): an actor's message
 //! for a shard this node holds, and changes every node must learn. Not part of the public API
-//! nor of its OpenAPI document. Every request must carry the cluster's secret (compared in
-//! constant time); without a cluster (SQLite) the routes answer 404.
+//! nor of its OpenAPI document.
+//!
+//! Every request under `/internal/` must carry the cluster's secret (compared in constant
+//! time). [`only_the_cluster`] checks it first, around the whole application (`api::app`), so
+//! that no extractor, method check or metric sees a stranger's request: without the secret
+//! (and always on SQLite, where there is no cluster) the answer is the one an unknown path
+//! gets, byte for byte, whatever the method and body (CONTRACT §3).
 
 use super::error::ApiError;
 use super::state::AppState;
 use crate::cluster::forward::{Broadcast, EPOCH_HEADER, Message, SECRET_HEADER};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -18,22 +24,31 @@ pub fn router() -> Router<AppState> {
         .route("/internal/v1/broadcast", post(broadcast))
 }
 
-/// Whether the request carries the cluster's secret; 404 (as for an unknown path) otherwise,
-/// so the routes reveal nothing to others.
-fn authenticated(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let forwarder = state
-        .runtime
-        .forwarder()
-        .ok_or_else(|| ApiError::not_found("No such path."))?;
+/// Lets a request under `/internal/` through only with the cluster's secret; otherwise
+/// answers what `api::unknown_path` answers, before anything reads the request.
+pub async fn only_the_cluster(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !request.uri().path().starts_with("/internal/")
+        || from_the_cluster(&state, request.headers())
+    {
+        return next.run(request).await;
+    }
+    super::unknown_path(request).await.into_response()
+}
+
+/// Whether the request carries the cluster's secret (never, without a cluster).
+fn from_the_cluster(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(forwarder) = state.runtime.forwarder() else {
+        return false;
+    };
     let given = headers
         .get(SECRET_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if crate::secrets::constant_time_eq(given, forwarder.secret()) {
-        Ok(())
-    } else {
-        Err(ApiError::not_found("No such path."))
-    }
+    crate::secrets::constant_time_eq(given, forwarder.secret())
 }
 
 /// An actor's message: handled if this node holds the id's shard under the epoch the sender
@@ -44,7 +59,6 @@ async fn message(
     headers: HeaderMap,
     Json(message): Json<Message>,
 ) -> Result<Response, ApiError> {
-    authenticated(&state, &headers)?;
     let epoch = headers
         .get(EPOCH_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -58,15 +72,10 @@ async fn message(
     )
 }
 
-async fn broadcast(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Json(change): Json<Broadcast>,
-) -> Result<StatusCode, ApiError> {
-    authenticated(&state, &headers)?;
+async fn broadcast(State(state): State<AppState>, Json(change): Json<Broadcast>) -> StatusCode {
     if let Broadcast::Account { account_id } = &change {
         state.keys.forget_account(account_id);
     }
     state.runtime.apply_broadcast(&change);
-    Ok(StatusCode::NO_CONTENT)
+    StatusCode::NO_CONTENT
 }

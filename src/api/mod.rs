@@ -72,7 +72,7 @@ pub fn app(state: AppState) -> Router {
     let (router, mut openapi) = routes(&state).split_for_parts();
     finish(&mut openapi);
     let openapi = Arc::new(openapi);
-    router
+    let routed = router
         .route(
             "/openapi.json",
             axum::routing::get(move || {
@@ -99,6 +99,16 @@ pub fn app(state: AppState) -> Router {
         )
         .route_layer(middleware::from_fn(record_metrics))
         .fallback(unknown_path)
+        .with_state(state.clone());
+    Router::new()
+        .fallback_service(routed)
+        // Before routing, so that no route's extractor, method check (axum's 405 and its
+        // `Allow`) or metric sees a stranger's request to the nodes' routes: it is answered as
+        // an unknown path.
+        .layer(middleware::from_fn_with_state(
+            state,
+            internal::only_the_cluster,
+        ))
         .layer(middleware::map_response(method_not_allowed_in_our_shape))
         .layer(DefaultBodyLimit::max(1024 * 1024))
         .layer(CatchPanicLayer::custom(|_| {
@@ -116,7 +126,6 @@ pub fn app(state: AppState) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]))
-        .with_state(state)
 }
 
 /// Every documented route, grouped by how it authenticates.

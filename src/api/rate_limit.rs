@@ -135,22 +135,6 @@ impl LocalWindows {
         }
         Err(retry_after(&window, now))
     }
-
-    /// Whether `key` is at its limit now, without counting anything and without keeping
-    /// anything for a key never counted: `Err` holds the whole seconds until a slot frees.
-    pub fn at_limit(&self, key: &str, limit: u64, now: Instant) -> Result<(), u64> {
-        if limit == 0 {
-            return Ok(());
-        }
-        let Some(mut window) = self.windows.get_mut(key) else {
-            return Ok(());
-        };
-        forget_older_than_window(&mut window, now);
-        if (window.len() as u64) < limit {
-            return Ok(());
-        }
-        Err(retry_after(&window, now))
-    }
 }
 
 fn forget_older_than_window(window: &mut VecDeque<Instant>, now: Instant) {

@@ -57,7 +57,7 @@ impl Window<'_> {
 /// The answer to a take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Take {
-    /// Counted, at this instant (what `give_back_rate_slot` takes back).
+    /// Counted, at this instant.
     Taken { at_ms: i64 },
     /// The window is full; a slot frees in this many milliseconds (at least 1).
     Refused { wait_ms: i64 },
@@ -97,30 +97,6 @@ ON CONFLICT (key) DO UPDATE SET (ats, counts, refused_for_ms, last_at) = ( \
   ) k \
 ) \
 RETURNING refused_for_ms, last_at";
-
-/// How long until the window has room, if it has none: the oldest entry whose leaving brings
-/// the count below the limit (`newer`: the requests after an entry).
-const FULL_FOR: &str = "SELECT coalesce(sum(e.c), 0)::bigint AS total, \
-  (min(e.at) FILTER (WHERE e.newer < $2) + $3 - max(e.now))::bigint AS wait \
-FROM ( \
-  SELECT u.at, u.c, t.now, \
-         coalesce(sum(u.c) OVER (ORDER BY u.i DESC \
-           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS newer \
-  FROM rate_windows w \
-  CROSS JOIN (SELECT coalesce($4, {NOW}) AS now) t \
-  CROSS JOIN LATERAL unnest(w.ats, w.counts) WITH ORDINALITY AS u(at, c, i) \
-  WHERE w.key = $1 AND u.at > t.now - $3 \
-) e";
-
-/// One request fewer at the entry `$2` (a reservation given back).
-const GIVE_BACK: &str = "UPDATE rate_windows w SET (ats, counts) = ( \
-  SELECT coalesce(array_agg(e.at ORDER BY e.i) FILTER (WHERE e.c > 0), '{}'), \
-         coalesce(array_agg(e.c ORDER BY e.i) FILTER (WHERE e.c > 0), '{}') \
-  FROM ( \
-    SELECT u.at, u.i, u.c - CASE WHEN u.i = array_position(w.ats, $2) THEN 1 ELSE 0 END AS c \
-    FROM unnest(w.ats, w.counts) WITH ORDINALITY AS u(at, c, i) \
-  ) e \
-) WHERE w.key = $1";
 
 /// Rows whose every request has left the window, a batch at a time.
 const PURGE: &str = "DELETE FROM rate_windows WHERE key IN ( \
@@ -168,35 +144,6 @@ impl Store {
             },
             wait_ms => Take::Refused { wait_ms },
         })
-    }
-
-    /// Milliseconds until `window` has room, or `None` while it has some (PostgreSQL only).
-    pub async fn rate_window_full_for(&self, window: Window<'_>) -> StoreResult<Option<i64>> {
-        let statement = self.postgres(
-            FULL_FOR,
-            vec![
-                window.key.into(),
-                window.limit().into(),
-                window.length_ms.into(),
-                window.at_ms.into(),
-            ],
-        );
-        let Some(row) = self.conn().query_one_raw(statement).await? else {
-            return Ok(None);
-        };
-        if get(&row, "total")? < window.limit() {
-            return Ok(None);
-        }
-        Ok(Some(get(&row, "wait")?.max(1)))
-    }
-
-    /// Takes back one request counted at `at_ms` (a reservation whose request turned out not
-    /// to count). Exact only for windows at millisecond resolution, the only ones that
-    /// reserve (failed authentications).
-    pub async fn give_back_rate_slot(&self, key: &str, at_ms: i64) -> StoreResult<()> {
-        let statement = self.postgres(GIVE_BACK, vec![key.into(), at_ms.into()]);
-        self.writer().execute_raw(statement).await?;
-        Ok(())
     }
 
     /// Deletes at most `batch` rows whose requests all left a window of `length_ms` before

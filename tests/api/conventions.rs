@@ -6,8 +6,10 @@ use serde_json::{Value, json};
 
 crate::db_tests!(
     malformed_json_is_400,
+    a_body_of_only_whitespace_is_malformed_but_an_empty_one_is_an_empty_object,
     unknown_missing_and_mistyped_fields_are_named,
     unknown_path_is_404_and_wrong_method_is_405,
+    the_internal_routes_look_like_an_unknown_path_to_strangers,
     metadata_over_60_kb_is_refused_and_nothing_is_created,
     metadata_is_kept_as_sent,
     pagination_walks_every_page_newest_first,
@@ -35,6 +37,34 @@ async fn malformed_json_is_400(app: TestApp) {
             .as_str()
             .is_some_and(|m| m.contains("Malformed JSON"))
     );
+}
+
+/// An empty body reads as `{}` (a bare POST of an action whose fields are all optional); a
+/// body of only whitespace is no JSON text and is malformed (schemathesis, issue 32).
+async fn a_body_of_only_whitespace_is_malformed_but_an_empty_one_is_an_empty_object(app: TestApp) {
+    let plan = app.create_plan("P", 100, 1000).await;
+    let path = format!("/v1/plans/{}", plan["id"].as_str().expect("id"));
+    for blank in ["\n", " ", "\r\n\t"] {
+        let response = app
+            .request(Method::PATCH, &path)
+            .header("content-type", "application/json")
+            .body(blank)
+            .send()
+            .await
+            .expect("send");
+        let (status, body) = read(response).await;
+        assert_eq!(status, 400, "{blank:?}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request");
+    }
+    let empty = app
+        .request(Method::PATCH, &path)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .expect("send");
+    let (status, body) = read(empty).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["name"], "P");
 }
 
 async fn unknown_missing_and_mistyped_fields_are_named(app: TestApp) {
@@ -105,6 +135,93 @@ async fn unknown_path_is_404_and_wrong_method_is_405(app: TestApp) {
     let (status, body) = read(put).await;
     assert_eq!(status, 405);
     assert_eq!(body["error"]["type"], "invalid_request");
+}
+
+/// A response as a stranger can compare it: status, headers (without those that differ on
+/// every response) and body.
+struct Seen {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+async fn seen(response: reqwest::Response) -> Seen {
+    let status = response.status().as_u16();
+    let mut headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .filter(|(name, _)| !["date", "x-request-id", "content-length"].contains(&name.as_str()))
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
+    headers.sort();
+    let body = response.text().await.expect("body");
+    Seen {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// CONTRACT §3 (issue 32, point 3): without the cluster's secret, the nodes' internal routes
+/// answer exactly what an unknown path answers, whatever the method and body: on SQLite,
+/// where there is no cluster, and on PostgreSQL, where the stranger's secret is wrong.
+async fn the_internal_routes_look_like_an_unknown_path_to_strangers(app: TestApp) {
+    let unknown = "/internal/v1/nothing-here";
+    let methods = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::PATCH,
+        Method::DELETE,
+        Method::OPTIONS,
+    ];
+    let bodies: [(Option<&str>, &str); 5] = [
+        (None, ""),
+        (Some("application/json"), "{"),
+        (Some("application/json"), r#"{"type":"due"}"#),
+        (Some("application/json"), r#"{"type":"released"}"#),
+        (Some("text/plain"), "hello"),
+    ];
+    for path in [
+        "/internal/v1/actors/sub_x/messages",
+        "/internal/v1/broadcast",
+    ] {
+        for method in &methods {
+            for (content_type, body) in &bodies {
+                for secret in [None, Some("cls_wrong")] {
+                    let send = |to: &str| {
+                        let mut request = app
+                            .client
+                            .request(method.clone(), app.url(to))
+                            .header(billing::cluster::forward::EPOCH_HEADER, "1")
+                            .body(body.to_string());
+                        if let Some(content_type) = content_type {
+                            request = request.header("content-type", *content_type);
+                        }
+                        if let Some(secret) = secret {
+                            request =
+                                request.header(billing::cluster::forward::SECRET_HEADER, secret);
+                        }
+                        async move { seen(request.send().await.expect("send")).await }
+                    };
+                    let what = format!(
+                        "{method} {path}, {content_type:?} body of {} bytes, secret {secret:?}",
+                        body.len()
+                    );
+                    let expected = send(unknown).await;
+                    let got = send(path).await;
+                    assert_eq!(got.status, 404, "{what}: {}", got.body);
+                    assert_eq!(got.status, expected.status, "{what}");
+                    assert_eq!(got.headers, expected.headers, "{what}");
+                    assert_eq!(got.body, expected.body.replace(unknown, path), "{what}");
+                }
+            }
+        }
+    }
 }
 
 async fn metadata_over_60_kb_is_refused_and_nothing_is_created(app: TestApp) {

@@ -47,11 +47,8 @@ async fn a_window_admits_its_limit_and_frees_a_slot_when_the_oldest_leaves() {
         Take::Refused { wait_ms: 30_000 }
     );
     assert_eq!(
-        store
-            .rate_window_full_for(at("k", 3, T0 + 59_999))
-            .await
-            .expect("full for"),
-        Some(1)
+        take(&store, "k", 3, T0 + 59_999).await,
+        Take::Refused { wait_ms: 1 }
     );
     // The first request leaves the window exactly a minute after it.
     assert_eq!(take(&store, "k", 3, T0 + MINUTE).await, taken(T0 + MINUTE));
@@ -72,28 +69,6 @@ async fn a_window_admits_its_limit_and_frees_a_slot_when_the_oldest_leaves() {
     );
     // Another key has its own window.
     assert_eq!(take(&store, "other", 1, T0).await, taken(T0));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reserved_slot_given_back_is_free_again() {
-    let Some((store, _)) = store().await else {
-        return;
-    };
-    assert!(matches!(take(&store, "k", 2, T0).await, Take::Taken { .. }));
-    assert!(matches!(take(&store, "k", 2, T0).await, Take::Taken { .. }));
-    assert!(matches!(
-        take(&store, "k", 2, T0 + 1).await,
-        Take::Refused { .. }
-    ));
-    store.give_back_rate_slot("k", T0).await.expect("give back");
-    assert_eq!(
-        take(&store, "k", 2, T0 + 2).await,
-        Take::Taken { at_ms: T0 + 2 }
-    );
-    assert!(matches!(
-        take(&store, "k", 2, T0 + 3).await,
-        Take::Refused { .. }
-    ));
 }
 
 /// Two stores are two connection pools, as two nodes have: their concurrent takes on one key
