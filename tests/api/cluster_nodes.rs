@@ -515,3 +515,85 @@ async fn the_internal_routes_answer_only_the_clusters_secret() {
         .expect("send");
     assert_eq!(message.status(), 404);
 }
+
+/// The resume of a subscription whose renewal date passed during the pause is one unit with
+/// its new period's charge. Here the shard moves while that unit runs (a trigger in the
+/// database takes the lease away as the charge is inserted): the write is fenced, the answer
+/// is 503 with nothing changed, which is true (the subscription is still paused, no
+/// `subscription.resumed`), and the retry with the same Idempotency-Key resumes it.
+#[tokio::test]
+async fn a_resume_fenced_with_its_charge_changes_nothing_and_its_retry_resumes() {
+    use sea_orm::{ConnectionTrait, Database};
+
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let app = spawn_on_with(url.clone(), short_leases).await;
+    let (shop, method) = crate::subscriptions::shop(&app, "4242424242424242").await;
+    let sub = crate::subscriptions::subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    crate::subscriptions::advance(&app, 1).await;
+    let (status, _) = read(
+        app.post(&format!("/v1/subscriptions/{sub}/pause"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    crate::subscriptions::advance(&app, 45 * 86_400).await;
+    let before = crate::subscriptions::get(&app, &sub).await;
+
+    let db = Database::connect(url.as_str()).await.expect("connect");
+    let shard = shard_of(&sub);
+    for statement in [
+        format!(
+            "CREATE FUNCTION move_shard() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN UPDATE shard_leases SET epoch = epoch + 1 WHERE shard = {shard}; \
+             RETURN NEW; END $$"
+        ),
+        "CREATE TRIGGER move_shard BEFORE INSERT ON charge_attempts \
+         FOR EACH ROW EXECUTE FUNCTION move_shard()"
+            .to_owned(),
+    ] {
+        db.execute_unprepared(&statement).await.expect("trigger");
+    }
+    let resume = || {
+        app.request(Method::POST, &format!("/v1/subscriptions/{sub}/resume"))
+            .header("Idempotency-Key", "resume-once")
+            .json(&json!({}))
+            .send()
+    };
+    let (status, body) = read(resume().await.expect("send")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        crate::subscriptions::get(&app, &sub).await,
+        before,
+        "a 503 says nothing was changed"
+    );
+    let resumed = |events: Vec<serde_json::Value>| {
+        events
+            .iter()
+            .filter(|e| e["type"] == "subscription.resumed")
+            .count()
+    };
+    assert_eq!(resumed(crate::subscriptions::events(&app, &sub).await), 0);
+
+    // The shard settles on this node again; the same request then runs, and resumes.
+    db.execute_unprepared("DROP TRIGGER move_shard ON charge_attempts")
+        .await
+        .expect("drop");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let answer = read(resume().await.expect("send")).await;
+        if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert_eq!(answer.1["status"], "active");
+    crate::subscriptions::advance(&app, 1).await;
+    assert_eq!(resumed(crate::subscriptions::events(&app, &sub).await), 1);
+    crate::common::assert_invariants(&app).await;
+}
