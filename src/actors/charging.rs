@@ -144,9 +144,22 @@ fn period_effect(
     }
 }
 
+/// A paused subscription resuming into the charge then due (a top-up's wake, or the API's
+/// resume after the renewal date passed): the row as read before the resume, and its
+/// `subscription.resumed` event, which is written in the unit that begins the charge, so that
+/// it exists only if the charge began (CONTRACT §5).
+pub(super) struct Resuming {
+    /// The row as read, still paused: what stays when the charge cannot begin.
+    pub(super) paused: Subscription,
+    pub(super) event: Event,
+}
+
 impl Runtime {
     /// Charges the subscription's unpaid period: the current one if it was never paid (a first
     /// charge), else the next one (a renewal). A period already paid is never charged again.
+    /// With `resuming`, the resumption commits with the charge's beginning or not at all.
+    // Each argument is an input of its own to the one decision; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn charge_period(
         &self,
         sub: &mut Subscription,
@@ -155,6 +168,7 @@ impl Runtime {
         now: i64,
         purpose: &'static str,
         snapshot: Option<&DueSnapshot>,
+        resuming: Option<Resuming>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let period_start = if charges.paid(sub.current_period_start) {
             sub.current_period_end
@@ -162,6 +176,13 @@ impl Runtime {
             sub.current_period_start
         };
         if charges.paid(period_start) {
+            // Nothing is due: a resumption commits alone.
+            if let Some(resuming) = resuming {
+                let txn = self.store().begin().await?;
+                txn.insert_event(resuming.event).await?;
+                self.save(&txn, sub, now).await?;
+                txn.commit().await?;
+            }
             return Ok(None);
         }
         // The current period (a first charge) is priced at the cycle it is billed at; the next
@@ -186,9 +207,17 @@ impl Runtime {
         row.updated_at = now;
         // The fee's reservation, the attempt and the subscription, batched with the renewals
         // that begin at the same time (`store::batch`).
+        let (events, paused) = match resuming {
+            Some(resuming) => (vec![resuming.event], Some(resuming.paused)),
+            None => (Vec::new(), None),
+        };
         let began = self
             .store()
-            .begin_period_charge(PeriodChargeBegin { charge: new, row })
+            .begin_period_charge(PeriodChargeBegin {
+                charge: new,
+                row,
+                events,
+            })
             .await?;
         let charge = match began {
             Ok((charge, row)) => {
@@ -196,16 +225,34 @@ impl Runtime {
                 charge
             }
             // The database's own guard: the period already has a live charge (pending or
-            // approved), which this actor's read did not see. Nothing to do.
-            Err(BeginChargeError::PeriodTaken) => return Ok(None),
+            // approved), which this actor's read did not see. Nothing to do for a renewal; a
+            // resumption wrote nothing either, and says so.
+            Err(BeginChargeError::PeriodTaken) => {
+                return match paused {
+                    Some(_) => Err(StoreError::Conflict(format!(
+                        "subscription {}'s period charge",
+                        sub.id
+                    ))
+                    .into()),
+                    None => Ok(None),
+                };
+            }
             Err(BeginChargeError::InsufficientBalance) => {
                 // A timer's charge pauses the subscription; an operator's only refuses.
                 if purpose == charge_purpose::MANUAL {
                     return Ok(None);
                 }
+                // A resumption did not happen: the row as it was read (not as the resume
+                // would have moved it) is paused for balance, with no event and no timer but
+                // a cancellation at its period's end; the next top-up wakes it.
+                if let Some(paused) = paused {
+                    *sub = paused;
+                    sub.due_at = decide::stopped_due(sub);
+                } else {
+                    sub.due_at = None;
+                }
                 let txn = self.store().begin().await?;
                 sub.status = Status::PausedInsufficientBalance.as_str().to_owned();
-                sub.due_at = None;
                 self.save(&txn, sub, now).await?;
                 txn.commit().await?;
                 return Ok(None);

@@ -3,9 +3,7 @@
 //! recorded as a charge that carries the change and applies it when approved
 //! (`charging.rs`). A refused command writes nothing.
 
-use super::decide::{
-    self, PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due,
-};
+use super::decide::{PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due};
 use super::subscription::{emit, price};
 use super::{ActionError, ActionOutcome, Command, Runtime};
 use crate::domain::charge_purpose;
@@ -149,14 +147,16 @@ impl Runtime {
                         "The subscription was canceled at the end of its period.".into(),
                     ));
                 }
-                let txn = self.store().begin().await?;
-                decide::resume(&mut sub, now);
-                emit(&txn, &sub, "subscription.resumed", None, now).await?;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
-                if sub.due_at.is_some_and(|due| due <= now) {
-                    charge = self.run_due(&mut sub, &account, now).await?;
-                }
+                // The resume and the charge it makes due (a new period when the renewal date
+                // passed during the pause) are one unit: a refusal of either (a fence, the
+                // balance) leaves no resumption behind (`resume_into_charge`).
+                let charges = self
+                    .store()
+                    .period_charges(&sub.id, sub.current_period_start)
+                    .await?;
+                charge = self
+                    .resume_into_charge(&mut sub, &account, &charges, now, None)
+                    .await?;
             }
             Command::ChargeNow => {
                 if !status.can_charge_now() {
@@ -188,6 +188,7 @@ impl Runtime {
                         &charges,
                         now,
                         charge_purpose::MANUAL,
+                        None,
                         None,
                     )
                     .await?

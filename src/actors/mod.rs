@@ -189,6 +189,10 @@ struct Inner {
     ownership: Arc<crate::cluster::Ownership>,
     /// In a cluster, the way to other nodes' actors.
     forwarder: Option<crate::cluster::forward::Forwarder>,
+    /// Accounts whose due rows the scheduler is to load again from the start (their timers
+    /// were set behind its marks: `Runtime::wake_paused`), and the signal that some wait.
+    rescans: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    rescan: tokio::sync::Notify,
 }
 
 /// The handle every part of the service uses to reach subscription actors.
@@ -415,6 +419,8 @@ impl Runtime {
             loops: std::sync::Mutex::new(Vec::new()),
             ownership: Arc::clone(store_ownership),
             forwarder,
+            rescans: std::sync::Mutex::new(std::collections::BTreeSet::new()),
+            rescan: tokio::sync::Notify::new(),
         });
         Ok((Self { inner }, receiver))
     }
@@ -480,6 +486,52 @@ impl Runtime {
             subscription_id: id.to_owned(),
             delay,
         });
+    }
+
+    /// A top-up set the timers of `account`'s subscriptions `woken` (paused for want of
+    /// balance) to `due_ms` in its transaction (account clock, `now_ms`). This node's own are
+    /// armed here. The others' rows carry their timers, which their owners' schedulers find:
+    /// each other node is told once (`Broadcast::Timers`) to load the account's due rows now,
+    /// rather than one internal call per subscription (a hundred thousand woken would be as
+    /// many calls at once). A node that misses the message finds them at its next full rescan.
+    pub fn wake_paused(&self, account: &AccountId, woken: &[String], due_ms: i64, now_ms: i64) {
+        let mut elsewhere = false;
+        for id in woken {
+            if self.owns(id) {
+                self.arm_at(id, due_ms, now_ms);
+            } else {
+                elsewhere = true;
+            }
+        }
+        let Some(forwarder) = self.inner.forwarder.clone().filter(|_| elsewhere) else {
+            return;
+        };
+        let change = crate::cluster::forward::Broadcast::Timers {
+            account_id: account.as_str().to_owned(),
+        };
+        // After the top-up committed and whatever its client does: the timers are in the rows.
+        tokio::spawn(async move {
+            if let Err(err) = forwarder.broadcast(&change).await {
+                tracing::warn!(error = %err, "could not tell the other nodes of woken timers; they find them at their next full rescan");
+            }
+        });
+    }
+
+    /// Has the scheduler load `account`'s due rows again from the start, at once.
+    fn rescan(&self, account: &str) {
+        if let Ok(mut rescans) = self.inner.rescans.lock() {
+            rescans.insert(account.to_owned());
+        }
+        self.inner.rescan.notify_one();
+    }
+
+    /// The accounts whose due rows are to be loaded again from the start.
+    fn take_rescans(&self) -> std::collections::BTreeSet<String> {
+        self.inner
+            .rescans
+            .lock()
+            .map(|mut rescans| std::mem::take(&mut *rescans))
+            .unwrap_or_default()
     }
 
     /// Waits for room among the charges out at the processor (see `IN_FLIGHT`).
@@ -860,6 +912,7 @@ impl Runtime {
                 self.inner.accounts.remove(account_id);
             }
             Broadcast::Released => self.inner.ownership.nudge(),
+            Broadcast::Timers { account_id } => self.rescan(account_id),
         }
     }
 

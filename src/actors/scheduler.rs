@@ -122,8 +122,9 @@ enum Load {
 struct Marks {
     /// Per account, the last (due_at, id) loaded: the next load reads only rows after it, so a
     /// burst of a million due rows is read once, not on every pass. Timers set earlier than the
-    /// mark arrive through the arm channel; a full rescan every `FULL_RESCAN` catches the rest
-    /// (a timer whose handling failed, for one).
+    /// mark arrive through the arm channel, or (set on another node: a top-up's wake) as a
+    /// rescan of their account from the start (`Runtime::wake_paused`); a full rescan every
+    /// `FULL_RESCAN` catches the rest (a timer whose handling failed, for one).
     after: HashMap<String, (i64, String)>,
     last_full: tokio::time::Instant,
 }
@@ -229,6 +230,12 @@ async fn load_loop(runtime: Runtime, pages: mpsc::Sender<Load>) {
         tokio::select! {
             _ = tick.tick() => {}
             Ok(()) = gains.changed() => marks.after.clear(),
+            // Timers set behind the marks (a top-up's wake on another node): from the start.
+            () = runtime.inner.rescan.notified() => {
+                for account in runtime.take_rescans() {
+                    marks.after.remove(&account);
+                }
+            }
         }
         if let Err(err) = load_window(&runtime, &mut marks, &pages).await {
             tracing::warn!(error = %err, "loading due timers failed");

@@ -4,9 +4,9 @@
 //! events it emits; charges reserve their fee in that same transaction. This file holds what
 //! they share: loading, saving, events, prices, and the timer's work.
 
-use super::decide::{self, cycle_of, reschedule, status_of};
+use super::charging::Resuming;
+use super::decide::{self, reschedule, status_of};
 use super::{ActionError, Runtime};
-use crate::accounts::fee_schedule;
 use crate::domain::charge_purpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
@@ -18,7 +18,7 @@ use crate::store::catalog::CatalogKind;
 use crate::store::charges::ChargeAttempt;
 use crate::store::prefetch::DueSnapshot;
 use crate::store::refunds::Refund;
-use crate::store::subscriptions::{Event, StoreTxn, Subscription};
+use crate::store::subscriptions::{Event, PeriodCharges, StoreTxn, Subscription};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -274,71 +274,76 @@ impl Runtime {
         if charges.pending {
             return Ok(None);
         }
+        self.charge_due(sub, account, &charges, now, snapshot, None)
+            .await
+    }
+
+    /// Begins the charge that is due on `sub` (read at `now`, its period's charges in
+    /// `charges`) as its status says; with `resuming`, in the unit that resumes it.
+    pub(super) async fn charge_due(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        charges: &PeriodCharges,
+        now: i64,
+        snapshot: Option<&DueSnapshot>,
+        resuming: Option<Resuming>,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let status = status_of(sub);
         let in_pre_period = status == Status::Trialing || sub.period_index < 0;
-        match status {
+        let purpose = match status {
             Status::Trialing | Status::Active if in_pre_period => {
                 // The trial (or the prepaid time before start_date) ends: the first period
                 // starts, in the subscription's cycle (a change made meanwhile included).
                 sub.status = Status::Active.as_str().to_owned();
                 reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
-                self.charge_period(sub, account, &charges, now, charge_purpose::FIRST, snapshot)
-                    .await
+                charge_purpose::FIRST
             }
-            Status::Active => {
-                self.charge_period(
-                    sub,
-                    account,
-                    &charges,
-                    now,
-                    charge_purpose::RENEWAL,
-                    snapshot,
-                )
-                .await
+            Status::Active => charge_purpose::RENEWAL,
+            Status::PastDue => charge_purpose::RETRY,
+            // Paused for want of balance and woken by a top-up (its timer): resumed and
+            // charged what is due if the balance covers the projected fee, else left paused
+            // with no timer (the next top-up wakes it again) and no event.
+            Status::PausedInsufficientBalance if resuming.is_none() => {
+                return self
+                    .resume_into_charge(sub, account, charges, now, snapshot)
+                    .await;
             }
-            Status::PastDue => {
-                self.charge_period(sub, account, &charges, now, charge_purpose::RETRY, snapshot)
-                    .await
-            }
-            Status::PausedInsufficientBalance => self.resume_after_top_up(sub, account, now).await,
-            _ => Ok(None),
-        }
+            _ => return Ok(None),
+        };
+        self.charge_period(sub, account, charges, now, purpose, snapshot, resuming)
+            .await
     }
 
-    /// A subscription paused for want of balance was woken by a top-up (its timer): resumed
-    /// and charged what is due if the balance now covers the projected fee, else left paused
-    /// with no timer (the next top-up wakes it again), with no event.
-    pub(super) async fn resume_after_top_up(
+    /// Resumes a paused `sub` (read at `now`, with the charges of its period since the current
+    /// one began in `charges`) with its `subscription.resumed` event. When the resume makes a
+    /// charge due (the renewal date passed during the pause, or the charge that paused it for
+    /// balance), the resumption, its event and the charge's beginning (the fee's reservation,
+    /// a conditional update that never takes the balance below zero) are one unit: all of it
+    /// commits or none of it. A balance short of the fee leaves the row as read, paused for
+    /// balance, with no event. A charge still pending (its outcome not yet applied) begins
+    /// nothing: the resumption commits alone, as when nothing is due.
+    pub(super) async fn resume_into_charge(
         &self,
         sub: &mut Subscription,
         account: &Account,
+        charges: &PeriodCharges,
         now: i64,
+        snapshot: Option<&DueSnapshot>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let amount = self
-            .recurring_amount(sub, &sub.plan_id.clone(), cycle_of(sub))
-            .await?;
-        let fee = fee_schedule(account).fee_for(amount);
-        let account_id = AccountId::from_stored(sub.account_id.clone());
-        let available = self
-            .store()
-            .balance(&account_id)
-            .await?
-            .map_or(0, |b| b.available_cents);
-        let txn = self.store().begin().await?;
-        if available < fee {
-            sub.due_at = None;
+        let paused = sub.clone();
+        decide::resume(sub, now);
+        let event = subscription_event(sub, "subscription.resumed", None, now);
+        if charges.pending || sub.due_at.is_none_or(|due| due > now) {
+            let txn = self.store().begin().await?;
+            txn.insert_event(event).await?;
             self.save(&txn, sub, now).await?;
             txn.commit().await?;
             return Ok(None);
         }
-        decide::resume(sub, now);
-        emit(&txn, sub, "subscription.resumed", None, now).await?;
-        self.save(&txn, sub, now).await?;
-        txn.commit().await?;
-        if sub.due_at.is_some_and(|due| due <= now) {
-            return Box::pin(self.run_due(sub, account, now)).await;
-        }
-        Ok(None)
+        let resuming = Resuming { paused, event };
+        Box::pin(self.charge_due(sub, account, charges, now, snapshot, Some(resuming))).await
     }
 }
 

@@ -331,9 +331,7 @@ async fn top_up(
         )
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
-    for subscription in woken {
-        state.runtime.arm_at(&subscription, clock, clock);
-    }
+    state.runtime.wake_paused(&account, &woken, clock, clock);
     let balance = state.store.balance(&account).await?.unwrap_or(balance);
     Ok((StatusCode::CREATED, Json(balance.into())))
 }

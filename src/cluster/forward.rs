@@ -229,6 +229,11 @@ pub enum Broadcast {
     Account { account_id: String },
     /// A node gave its shards back (it is stopping): take them now, not at the next pass.
     Released,
+    /// Timers of an account's subscriptions were set to now in the database (a top-up woke
+    /// those paused for want of balance): each node loads that account's due rows of its own
+    /// shards now, instead of at its next full rescan. One message per node, however many
+    /// subscriptions were woken.
+    Timers { account_id: String },
 }
 
 impl Forwarder {

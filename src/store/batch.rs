@@ -28,7 +28,7 @@ use super::charges::{
     insert_processor_events,
 };
 use super::entities::{account, charge_attempt, subscription, subscription_addon};
-use super::subscriptions::{Event, Subscription};
+use super::subscriptions::{Event, StoreTxn, Subscription};
 use super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
 use super::{Store, StoreError, StoreResult};
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
@@ -44,11 +44,14 @@ use tokio::sync::oneshot;
 /// subscriptions' upsert), well under SQLite's 32,766 and PostgreSQL's 65,535.
 const MAX_BATCH: usize = 256;
 
-/// A period's charge about to begin: the attempt, and the subscription's row as it is to be
-/// saved (its `version` as read).
+/// A period's charge about to begin: the attempt, the subscription's row as it is to be saved
+/// (its `version` as read), and the events written with them.
 pub struct PeriodChargeBegin {
     pub charge: NewCharge,
     pub row: Subscription,
+    /// Events that exist only if the charge begins, written in its unit (a resumption's
+    /// `subscription.resumed`: CONTRACT §5); none for a renewal.
+    pub events: Vec<Event>,
 }
 
 /// What beginning a period's charge did: the attempt and the saved row, or why nothing was
@@ -212,6 +215,9 @@ impl Store {
         let txn = self.begin().await?;
         match txn.begin_charge(begin.charge).await {
             Ok(charge) => {
+                for event in begin.events {
+                    txn.insert_event(event).await?;
+                }
                 let row = txn.save_subscription(begin.row).await?;
                 txn.commit().await?;
                 Ok(Ok((charge, row)))
@@ -277,6 +283,13 @@ impl Store {
             // A period with a live charge already (`charge_attempts_live_period`).
             Err(err) if err.is_unique_violation() => return Ok(None),
             Err(err) => return Err(err),
+        }
+        // The events of the charges that began (a resumption's), with their deliveries: they
+        // change no row the batch depends on, so they are written after the count, not counted.
+        let events: Vec<&Event> = begins.iter().flat_map(|b| b.events.iter()).collect();
+        if !events.is_empty() {
+            let statements = event_statements(&txn, events).await?;
+            execute_together(txn.conn(), statements).await?;
         }
         txn.commit().await?;
         Ok(Some(charges.into_iter().zip(rows).collect()))
@@ -413,24 +426,9 @@ impl Store {
             );
         }
 
-        // The events, and their deliveries to each account's endpoints (read once).
+        // The events, and their deliveries.
         let rows: Vec<&Event> = chosen.iter().flat_map(|s| s.events.iter()).collect();
-        let mut endpoints: BTreeMap<&str, Vec<WebhookEndpoint>> = BTreeMap::new();
-        let mut deliveries = Vec::new();
-        for row in &rows {
-            if !endpoints.contains_key(row.account_id.as_str()) {
-                let active = active_endpoints(conn, &row.account_id).await?;
-                endpoints.insert(row.account_id.as_str(), active);
-            }
-            for endpoint in &endpoints[row.account_id.as_str()] {
-                if subscribes(endpoint, &row.event_type) {
-                    deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
-                }
-            }
-        }
-        statements.extend(insert_all(backend, rows.into_iter().cloned()));
-        txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
-        statements.extend(insert_all(backend, deliveries));
+        statements.extend(event_statements(&txn, rows).await?);
 
         // The account's row last (see `begin_many`).
         for (account_id, (reserved, returned)) in fees {
@@ -456,6 +454,35 @@ impl Store {
         }
         Ok(Some(saved))
     }
+}
+
+/// The statements inserting `rows` and their deliveries to each account's active endpoints
+/// subscribed to their type (read once per account); the endpoints are noted on `txn`, to be
+/// told once it commits.
+async fn event_statements(
+    txn: &StoreTxn,
+    rows: Vec<&Event>,
+) -> StoreResult<Vec<sea_orm::Statement>> {
+    let conn = txn.conn();
+    let backend = conn.get_database_backend();
+    let mut endpoints: BTreeMap<&str, Vec<WebhookEndpoint>> = BTreeMap::new();
+    let mut deliveries = Vec::new();
+    for row in &rows {
+        if !endpoints.contains_key(row.account_id.as_str()) {
+            let active = active_endpoints(conn, &row.account_id).await?;
+            endpoints.insert(row.account_id.as_str(), active);
+        }
+        for endpoint in &endpoints[row.account_id.as_str()] {
+            if subscribes(endpoint, &row.event_type) {
+                deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
+            }
+        }
+    }
+    txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
+    Ok(insert_all(backend, rows.into_iter().cloned())
+        .into_iter()
+        .chain(insert_all(backend, deliveries))
+        .collect())
 }
 
 /// The settlement of `charges` (each as it is to be stored), of those still pending only:
@@ -640,6 +667,7 @@ mod tests {
                 now_ms: NOW,
             },
             row,
+            events: Vec::new(),
         }
     }
 
@@ -756,6 +784,62 @@ mod tests {
             (before - 25 * fee, 25 * fee),
             "the reserved fees are exactly those of the charges begun"
         );
+        shop.remove();
+    }
+
+    /// Events carried by begins (a resumption's) exist only with their charges: a refused
+    /// batch writes none, a batch written whole writes each with its deliveries.
+    #[tokio::test]
+    async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
+        let shop = shop(NOW).await;
+        let subs = subscriptions(&shop, 3).await;
+        let endpoint = WebhookEndpoint {
+            id: "we_resumed".into(),
+            account_id: shop.account.as_str().to_owned(),
+            url: "https://example.com/hook".into(),
+            secret: crate::store::Secret::from("whsec_x".to_owned()),
+            events: r#"["subscription.resumed"]"#.into(),
+            active: true,
+            created_at: 0,
+            updated_at: 0,
+        };
+        shop.store
+            .insert_webhook_endpoint(endpoint, 10)
+            .await
+            .expect("endpoint");
+        let (before, _) = available(&shop).await;
+        let resuming = |sub: &Subscription, fee: i64| {
+            let mut begin = begin(sub, fee);
+            begin.events = vec![crate::actors::subscription_event(
+                sub,
+                "subscription.resumed",
+                None,
+                NOW,
+            )];
+            begin
+        };
+        let short: Vec<_> = subs.iter().map(|s| resuming(s, before / 2)).collect();
+        assert!(
+            shop.store
+                .begin_many(&short)
+                .await
+                .expect("batch")
+                .is_none()
+        );
+        assert_eq!(count(&shop, "events", "1 = 1").await, 0);
+        assert_eq!(count(&shop, "webhook_deliveries", "1 = 1").await, 0);
+
+        let whole: Vec<_> = subs.iter().map(|s| resuming(s, 100)).collect();
+        shop.store
+            .begin_many(&whole)
+            .await
+            .expect("batch")
+            .expect("written");
+        assert_eq!(available(&shop).await, (before - 300, 300));
+        let resumed = "type = 'subscription.resumed'";
+        assert_eq!(count(&shop, "events", resumed).await, 3);
+        let deliveries = "endpoint_id = 'we_resumed'";
+        assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 3);
         shop.remove();
     }
 

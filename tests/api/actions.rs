@@ -354,7 +354,7 @@ async fn ledger_has_top_up(app: &TestApp) -> bool {
 
 /// Leaves the account's available balance at zero by buying it back as fees: a subscription
 /// to a plan whose fee is exactly the balance.
-async fn drain_balance(app: &TestApp) {
+pub(crate) async fn drain_balance(app: &TestApp) {
     let (_, balance) = read(app.get("/v1/balance").await).await;
     let available = balance["available_cents"].as_i64().expect("available");
     if available == 0 {

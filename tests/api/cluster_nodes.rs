@@ -515,3 +515,266 @@ async fn the_internal_routes_answer_only_the_clusters_secret() {
         .expect("send");
     assert_eq!(message.status(), 404);
 }
+
+/// The internal calls a node receives, counted by a proxy in front of it (its `--node-url`):
+/// how many in all, and the most under way at once.
+#[derive(Clone, Default)]
+struct Calls {
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    total: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Calls {
+    fn reset(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.most.store(self.now.load(SeqCst), SeqCst);
+        self.total.store(0, SeqCst);
+    }
+
+    fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn total(&self) -> usize {
+        self.total.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A proxy forwarding every request to `target`, counting them; its URL.
+async fn counting_proxy(target: String, calls: Calls) -> String {
+    use axum::body::Body;
+    use axum::extract::Request;
+    use axum::response::Response;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let client = reqwest::Client::new();
+    let relay = move |request: Request| {
+        let (target, client, calls) = (target.clone(), client.clone(), calls.clone());
+        async move {
+            let under_way = calls.now.fetch_add(1, SeqCst) + 1;
+            calls.most.fetch_max(under_way, SeqCst);
+            calls.total.fetch_add(1, SeqCst);
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let method =
+                reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).expect("method");
+            let mut forward = client.request(method, format!("{target}{path}"));
+            for (name, value) in &parts.headers {
+                if name != "host" && name != "content-length" {
+                    forward = forward.header(name.as_str(), value.as_bytes());
+                }
+            }
+            let answer = match forward.body(body).send().await {
+                Ok(answer) => {
+                    let status = answer.status().as_u16();
+                    let kind = answer
+                        .headers()
+                        .get("content-type")
+                        .map(|v| v.as_bytes().to_vec());
+                    let bytes = answer.bytes().await.unwrap_or_default();
+                    let mut response = Response::builder().status(status);
+                    if let Some(kind) = kind {
+                        response = response.header("content-type", kind);
+                    }
+                    response.body(Body::from(bytes)).expect("response")
+                }
+                Err(_) => Response::builder()
+                    .status(502)
+                    .body(Body::empty())
+                    .expect("response"),
+            };
+            calls.now.fetch_sub(1, SeqCst);
+            answer
+        }
+    };
+    let router = axum::Router::new().fallback(relay);
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    url
+}
+
+/// A top-up of an account with many subscriptions paused for balance on another node's shards
+/// sends that node one message, not one per subscription (a hundred thousand woken would be
+/// as many internal calls at once): the rows carry their timers, and the owner's scheduler,
+/// nudged once, resumes every one the balance covers.
+#[tokio::test]
+async fn a_top_up_tells_each_other_node_once_however_many_subscriptions_it_wakes() {
+    const COUNT: usize = 80;
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let a = spawn_on_with(url.clone(), short_leases).await;
+    // Node B, reached by the other nodes through a proxy that counts their calls.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let b_base = format!("http://{}", listener.local_addr().expect("addr"));
+    let calls = Calls::default();
+    let b_url = counting_proxy(b_base.clone(), calls.clone()).await;
+    let mut config = billing::config::Config::new(url.clone());
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    config.actor_idle_secs = 120;
+    config.node_url = Some(b_url);
+    short_leases(&mut config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(billing::run(config, listener, async move {
+        let _ = stopped.await;
+    }));
+    crate::common::wait_until_ready(&a.client, &b_base, Duration::from_secs(30)).await;
+    let b = TestApp::attached(b_base, url.clone());
+    eventually(Duration::from_secs(20), || async {
+        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
+        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
+    })
+    .await;
+    // The processor's events go straight to B: none of B's charges' outcomes is forwarded.
+    let (shop_a, _, customer, method) = shop(&a, &b).await;
+    let shop_b = through(&shop_a, &b);
+    // A plan whose fee (1.5 % of 10^10) the shop's balance (10^8) does not cover.
+    let huge = shop_a
+        .create_plan("Huge", 10_000_000_000, 10_000_000_000)
+        .await["id"]
+        .as_str()
+        .expect("plan")
+        .to_owned();
+    let fee = 150_000_000;
+    let held_b = owned(&b).await;
+    let mut ids = Vec::new();
+    for i in 0..COUNT {
+        let node = if i % 2 == 0 { &shop_a } else { &shop_b };
+        let (status, sub) = read(
+            node.post(
+                "/v1/subscriptions",
+                json!({"customer_id": customer, "plan_id": huge, "cycle": "monthly",
+                    "payment_method_id": method}),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, 201, "{sub}");
+        assert_eq!(sub["status"], "paused_insufficient_balance", "{sub}");
+        ids.push(sub["id"].as_str().expect("id").to_owned());
+    }
+    let on_b = ids
+        .iter()
+        .filter(|id| held_b.contains(&shard_of(id)))
+        .count();
+    assert!(on_b >= COUNT / 2, "only {on_b} on node B");
+
+    // Node A takes the top-up that covers them all.
+    calls.reset();
+    shop_a.top_up(COUNT as i64 * fee).await;
+    eventually(Duration::from_secs(60), || async {
+        let (_, page) = read(
+            shop_a
+                .get("/v1/events?type=charge.approved&limit=100")
+                .await,
+        )
+        .await;
+        page["data"].as_array().is_some_and(|d| d.len() == COUNT)
+    })
+    .await;
+    for id in &ids {
+        let (_, sub) = read(shop_a.get(&format!("/v1/subscriptions/{id}")).await).await;
+        assert_eq!(sub["status"], "active", "{sub}");
+    }
+    assert!(
+        calls.most() <= 2 && calls.total() <= 2,
+        "node B got {} internal calls, {} at once, for {on_b} subscriptions woken",
+        calls.total(),
+        calls.most()
+    );
+    crate::common::assert_invariants(&shop_a).await;
+    drop(a);
+    let _ = stop.send(());
+    served.await.expect("node B").expect("node B failed");
+}
+
+/// The resume of a subscription whose renewal date passed during the pause is one unit with
+/// its new period's charge. Here the shard moves while that unit runs (a trigger in the
+/// database takes the lease away as the charge is inserted): the write is fenced, the answer
+/// is 503 with nothing changed, which is true (the subscription is still paused, no
+/// `subscription.resumed`), and the retry with the same Idempotency-Key resumes it.
+#[tokio::test]
+async fn a_resume_fenced_with_its_charge_changes_nothing_and_its_retry_resumes() {
+    use sea_orm::{ConnectionTrait, Database};
+
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let app = spawn_on_with(url.clone(), short_leases).await;
+    let (shop, method) = crate::subscriptions::shop(&app, "4242424242424242").await;
+    let sub = crate::subscriptions::subscribe(&app, &shop, &method, json!({})).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    crate::subscriptions::advance(&app, 1).await;
+    let (status, _) = read(
+        app.post(&format!("/v1/subscriptions/{sub}/pause"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    crate::subscriptions::advance(&app, 45 * 86_400).await;
+    let before = crate::subscriptions::get(&app, &sub).await;
+
+    let db = Database::connect(url.as_str()).await.expect("connect");
+    let shard = shard_of(&sub);
+    for statement in [
+        format!(
+            "CREATE FUNCTION move_shard() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN UPDATE shard_leases SET epoch = epoch + 1 WHERE shard = {shard}; \
+             RETURN NEW; END $$"
+        ),
+        "CREATE TRIGGER move_shard BEFORE INSERT ON charge_attempts \
+         FOR EACH ROW EXECUTE FUNCTION move_shard()"
+            .to_owned(),
+    ] {
+        db.execute_unprepared(&statement).await.expect("trigger");
+    }
+    let resume = || {
+        app.request(Method::POST, &format!("/v1/subscriptions/{sub}/resume"))
+            .header("Idempotency-Key", "resume-once")
+            .json(&json!({}))
+            .send()
+    };
+    let (status, body) = read(resume().await.expect("send")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        crate::subscriptions::get(&app, &sub).await,
+        before,
+        "a 503 says nothing was changed"
+    );
+    let resumed = |events: Vec<serde_json::Value>| {
+        events
+            .iter()
+            .filter(|e| e["type"] == "subscription.resumed")
+            .count()
+    };
+    assert_eq!(resumed(crate::subscriptions::events(&app, &sub).await), 0);
+
+    // The shard settles on this node again; the same request then runs, and resumes.
+    db.execute_unprepared("DROP TRIGGER move_shard ON charge_attempts")
+        .await
+        .expect("drop");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        let answer = read(resume().await.expect("send")).await;
+        if answer.0 != 503 || tokio::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert_eq!(answer.1["status"], "active");
+    crate::subscriptions::advance(&app, 1).await;
+    assert_eq!(resumed(crate::subscriptions::events(&app, &sub).await), 1);
+    crate::common::assert_invariants(&app).await;
+}

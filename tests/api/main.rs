@@ -36,6 +36,7 @@ mod rate_windows;
 mod readme;
 mod refund_faults;
 mod refunds;
+mod resumptions;
 mod sandbox_admin;
 mod secrets_in_logs;
 mod subscriptions;
