@@ -37,6 +37,7 @@ mod refund_faults;
 mod refunds;
 mod sandbox_admin;
 mod secrets_in_logs;
+mod store_contention;
 mod subscriptions;
 mod webhook_limit;
 mod webhook_targets;
