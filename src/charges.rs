@@ -27,6 +27,7 @@ use crate::store::charges::{
 };
 use crate::store::conflicts::Report;
 use crate::store::{Store, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What to charge.
@@ -82,6 +83,21 @@ pub struct Charger {
     client: ProcessorClient,
     public_url: String,
     recheck_base: Duration,
+    /// The charges whose post this process is sending now (`post`): a recheck of one of them
+    /// would find nothing yet under its reference and post it a second time beside it.
+    posting: Arc<dashmap::DashSet<String>>,
+}
+
+/// A charge of `Charger::posting`, for as long as its post is under way.
+struct Posting<'a> {
+    set: &'a dashmap::DashSet<String>,
+    id: String,
+}
+
+impl Drop for Posting<'_> {
+    fn drop(&mut self) {
+        self.set.remove(&self.id);
+    }
 }
 
 impl Charger {
@@ -91,7 +107,22 @@ impl Charger {
             client,
             public_url,
             recheck_base: DEFAULT_RECHECK_BASE,
+            posting: Arc::default(),
         }
+    }
+
+    /// Whether this process is posting `charge_id`'s transaction right now.
+    pub fn is_posting(&self, charge_id: &str) -> bool {
+        self.posting.contains(charge_id)
+    }
+
+    /// How long after a charge was last written a post of it, by this node or another, may
+    /// still be under way: the processor call's timeout, twice over for the time between the
+    /// charge's write and its post being sent (a busy node, a slow connect). A pending charge
+    /// written more recently may be out at the processor right now, its lookup finding
+    /// nothing yet: it is not rechecked before (`actors::scheduler`).
+    pub fn posting_bound(&self) -> Duration {
+        self.client.timeout() * 2
     }
 
     /// The backoff base of rechecks (`Config::processor_recheck_base_ms`).
@@ -234,13 +265,18 @@ impl Charger {
             recurrent: charge_purpose::is_recurrent(&charge.purpose),
         };
         let started = std::time::Instant::now();
+        self.posting.insert(charge.id.clone());
+        let _posting = Posting {
+            set: &self.posting,
+            id: charge.id.clone(),
+        };
         let outcome = self
             .client
             .create_transaction(&credentials, &transaction)
             .await;
         metrics::histogram!("processor_request_seconds").record(started.elapsed().as_secs_f64());
         if let ProcessorOutcome::Refused(reason) = &outcome {
-            tracing::error!(charge = %charge.id, %reason, "the processor refused the transaction; the charge settles as ERROR");
+            tracing::error!(charge = %charge.id, %reason, "the processor refused the transaction");
         }
         outcome
     }
@@ -297,13 +333,24 @@ impl Charger {
     /// The question the reconciler and the checkout page ask about a pending charge: what does
     /// the processor have under its reference? When it never saw it, the same reference is
     /// posted again (the processor refuses a second transaction under one reference, so this
-    /// cannot charge twice). A final outcome (or a refusal of the post) is returned for the
-    /// caller to apply through the charge's owner; anything else schedules the next question.
+    /// cannot charge twice). A final outcome is returned for the caller to apply through the
+    /// charge's owner; anything else schedules the next question.
+    ///
+    /// A definite refusal of that second post is not a final outcome: an earlier post under
+    /// the same reference (the one whose answer was lost, held up on its way) may still reach
+    /// the processor and charge the card after the lookup found nothing, so the charge stays
+    /// pending and is asked about by reference again (and posted again while the processor
+    /// still shows nothing). Only the first post's refusal settles a charge as ERROR.
     pub async fn recheck(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         let mut outcome = self.ask(account, charge).await;
         if matches!(outcome, ProcessorOutcome::Unseen) {
             tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
-            outcome = self.post(account, charge, None).await;
+            outcome = match self.post(account, charge, None).await {
+                ProcessorOutcome::Refused(why) => ProcessorOutcome::Unknown(format!(
+                    "posting again was refused ({why}); an earlier post under this reference may still exist"
+                )),
+                other => other,
+            };
         }
         if let Some(why) = outcome.transaction().and_then(|tx| mismatch(charge, tx)) {
             let tx = outcome.transaction().cloned();

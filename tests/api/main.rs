@@ -26,6 +26,7 @@ mod model;
 mod multi_node;
 mod nequi;
 mod openapi;
+mod posting_races;
 mod processor;
 mod processor_conflicts;
 mod processor_faults;
