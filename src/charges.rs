@@ -21,6 +21,7 @@ use crate::processor::client::{
 };
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
+use crate::store::batch::TransactionNote;
 use crate::store::catalog::Customer;
 use crate::store::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, Settled,
@@ -206,8 +207,12 @@ impl Charger {
 
     /// Posts the transaction of a recorded attempt and says what came of it. An unknown
     /// outcome is never a decline: the attempt stays pending and its next question to the
-    /// processor is scheduled. A pending one writes nothing (its event, or a recheck once it is
-    /// stale, brings the outcome): in a burst that saves a write per renewal.
+    /// processor is scheduled. A pending one keeps the processor's transaction id on the
+    /// charge's row (batched with the other posts answering at once, `store::batch`), where
+    /// every node reads it and every settlement is decided against it: a later report naming
+    /// another transaction moves no money, whichever node receives it and whatever copy of
+    /// the charge that node keeps. Its event, or a recheck once it is stale, brings the
+    /// outcome.
     pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         self.submit_with(account, charge, None).await
     }
@@ -226,8 +231,22 @@ impl Charger {
             })
             .map(|(method, customer)| Payer::of(method, customer));
         let outcome = self.post(account, charge, payer).await;
-        if let ProcessorOutcome::Unknown(reason) = &outcome {
-            self.not_settled(charge, reason).await;
+        match &outcome {
+            ProcessorOutcome::Unknown(reason) => self.not_settled(charge, reason).await,
+            ProcessorOutcome::Pending(tx) => {
+                let note = TransactionNote {
+                    charge_id: charge.id.clone(),
+                    transaction_id: tx.id.clone(),
+                    raw_status: tx.status.clone(),
+                    now_ms: chrono::Utc::now().timestamp_millis(),
+                };
+                // Not written, the charge is still settled once: only a report naming another
+                // transaction before a recheck noted this one would go unchallenged.
+                if let Err(err) = self.store.note_processor_transaction(note).await {
+                    tracing::warn!(charge = %charge.id, error = %err, "noting the pending transaction failed");
+                }
+            }
+            _ => {}
         }
         outcome
     }
