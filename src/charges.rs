@@ -21,12 +21,14 @@ use crate::processor::client::{
 };
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
+use crate::store::batch::TransactionNote;
 use crate::store::catalog::Customer;
 use crate::store::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, Settled,
 };
 use crate::store::conflicts::Report;
 use crate::store::{Store, StoreError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What to charge.
@@ -82,6 +84,21 @@ pub struct Charger {
     client: ProcessorClient,
     public_url: String,
     recheck_base: Duration,
+    /// The charges whose post this process is sending now (`post`): a recheck of one of them
+    /// would find nothing yet under its reference and post it a second time beside it.
+    posting: Arc<dashmap::DashSet<String>>,
+}
+
+/// A charge of `Charger::posting`, for as long as its post is under way.
+struct Posting<'a> {
+    set: &'a dashmap::DashSet<String>,
+    id: String,
+}
+
+impl Drop for Posting<'_> {
+    fn drop(&mut self) {
+        self.set.remove(&self.id);
+    }
 }
 
 impl Charger {
@@ -91,7 +108,22 @@ impl Charger {
             client,
             public_url,
             recheck_base: DEFAULT_RECHECK_BASE,
+            posting: Arc::default(),
         }
+    }
+
+    /// Whether this process is posting `charge_id`'s transaction right now.
+    pub fn is_posting(&self, charge_id: &str) -> bool {
+        self.posting.contains(charge_id)
+    }
+
+    /// How long after a charge was last written a post of it, by this node or another, may
+    /// still be under way: the processor call's timeout, twice over for the time between the
+    /// charge's write and its post being sent (a busy node, a slow connect). A pending charge
+    /// written more recently may be out at the processor right now, its lookup finding
+    /// nothing yet: it is not rechecked before (`actors::scheduler`).
+    pub fn posting_bound(&self) -> Duration {
+        self.client.timeout() * 2
     }
 
     /// The backoff base of rechecks (`Config::processor_recheck_base_ms`).
@@ -175,8 +207,12 @@ impl Charger {
 
     /// Posts the transaction of a recorded attempt and says what came of it. An unknown
     /// outcome is never a decline: the attempt stays pending and its next question to the
-    /// processor is scheduled. A pending one writes nothing (its event, or a recheck once it is
-    /// stale, brings the outcome): in a burst that saves a write per renewal.
+    /// processor is scheduled. A pending one keeps the processor's transaction id on the
+    /// charge's row (batched with the other posts answering at once, `store::batch`), where
+    /// every node reads it and every settlement is decided against it: a later report naming
+    /// another transaction moves no money, whichever node receives it and whatever copy of
+    /// the charge that node keeps. Its event, or a recheck once it is stale, brings the
+    /// outcome.
     pub async fn submit(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         self.submit_with(account, charge, None).await
     }
@@ -195,8 +231,22 @@ impl Charger {
             })
             .map(|(method, customer)| Payer::of(method, customer));
         let outcome = self.post(account, charge, payer).await;
-        if let ProcessorOutcome::Unknown(reason) = &outcome {
-            self.not_settled(charge, reason).await;
+        match &outcome {
+            ProcessorOutcome::Unknown(reason) => self.not_settled(charge, reason).await,
+            ProcessorOutcome::Pending(tx) => {
+                let note = TransactionNote {
+                    charge_id: charge.id.clone(),
+                    transaction_id: tx.id.clone(),
+                    raw_status: tx.status.clone(),
+                    now_ms: chrono::Utc::now().timestamp_millis(),
+                };
+                // Not written, the charge is still settled once: only a report naming another
+                // transaction before a recheck noted this one would go unchallenged.
+                if let Err(err) = self.store.note_processor_transaction(note).await {
+                    tracing::warn!(charge = %charge.id, error = %err, "noting the pending transaction failed");
+                }
+            }
+            _ => {}
         }
         outcome
     }
@@ -234,13 +284,18 @@ impl Charger {
             recurrent: charge_purpose::is_recurrent(&charge.purpose),
         };
         let started = std::time::Instant::now();
+        self.posting.insert(charge.id.clone());
+        let _posting = Posting {
+            set: &self.posting,
+            id: charge.id.clone(),
+        };
         let outcome = self
             .client
             .create_transaction(&credentials, &transaction)
             .await;
         metrics::histogram!("processor_request_seconds").record(started.elapsed().as_secs_f64());
         if let ProcessorOutcome::Refused(reason) = &outcome {
-            tracing::error!(charge = %charge.id, %reason, "the processor refused the transaction; the charge settles as ERROR");
+            tracing::error!(charge = %charge.id, %reason, "the processor refused the transaction");
         }
         outcome
     }
@@ -297,13 +352,24 @@ impl Charger {
     /// The question the reconciler and the checkout page ask about a pending charge: what does
     /// the processor have under its reference? When it never saw it, the same reference is
     /// posted again (the processor refuses a second transaction under one reference, so this
-    /// cannot charge twice). A final outcome (or a refusal of the post) is returned for the
-    /// caller to apply through the charge's owner; anything else schedules the next question.
+    /// cannot charge twice). A final outcome is returned for the caller to apply through the
+    /// charge's owner; anything else schedules the next question.
+    ///
+    /// A definite refusal of that second post is not a final outcome: an earlier post under
+    /// the same reference (the one whose answer was lost, held up on its way) may still reach
+    /// the processor and charge the card after the lookup found nothing, so the charge stays
+    /// pending and is asked about by reference again (and posted again while the processor
+    /// still shows nothing). Only the first post's refusal settles a charge as ERROR.
     pub async fn recheck(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         let mut outcome = self.ask(account, charge).await;
         if matches!(outcome, ProcessorOutcome::Unseen) {
             tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
-            outcome = self.post(account, charge, None).await;
+            outcome = match self.post(account, charge, None).await {
+                ProcessorOutcome::Refused(why) => ProcessorOutcome::Unknown(format!(
+                    "posting again was refused ({why}); an earlier post under this reference may still exist"
+                )),
+                other => other,
+            };
         }
         if let Some(why) = outcome.transaction().and_then(|tx| mismatch(charge, tx)) {
             let tx = outcome.transaction().cloned();

@@ -49,7 +49,10 @@ pub async fn settle(
         }
     };
     let session = txn.checkout_session_for_charge(charge_id).await?;
-    let account = store
+    // Through the transaction, not the pool: this unit holds a connection already, and on a
+    // small PostgreSQL pool concurrent settlements each waiting for a second one would wait
+    // for ever.
+    let account = txn
         .account(&AccountId::from_stored(settled.charge.account_id.clone()))
         .await?;
     if let (Some(session), Some(account)) = (session, account) {

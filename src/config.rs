@@ -148,6 +148,10 @@ pub struct Config {
     /// system's resolver. Tests set one they control (DNS rebinding).
     #[arg(skip)]
     pub resolver: Option<Arc<dyn HostResolver>>,
+    /// The most connections of the database's main pool (reads, and on PostgreSQL the
+    /// service's transactions): 8 on SQLite and 16 on PostgreSQL when unset.
+    #[arg(long, env = "BILLING_DATABASE_POOL_SIZE", global = true, hide = true)]
+    pub database_pool_size: Option<u32>,
     /// Whether a PostgreSQL server runs without the cluster machinery (no leases, no fenced
     /// writes): only the fencing benchmark's baseline sets it, never a flag, since a second
     /// node on the same database would then act on the same subscriptions.
@@ -180,6 +184,7 @@ impl Config {
             shutdown_grace_secs: 20,
             log_format: crate::logging::LogFormat::Text,
             resolver: None,
+            database_pool_size: None,
             single_node: false,
             sandbox: crate::processor::sandbox::SandboxConfig::default(),
         }

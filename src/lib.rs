@@ -174,7 +174,7 @@ pub async fn run(
     config.bind = local.to_string();
     // Held until serving ends: SQLite runs one node (`store::lock_sqlite_file`).
     let _single_node = store::lock_sqlite_file(&config.database_url)?;
-    let store = Store::connect(&config.database_url).await?;
+    let store = Store::connect_with_pool(&config.database_url, config.database_pool_size).await?;
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
     // fenced by the shards it holds, and messages for other shards are forwarded.

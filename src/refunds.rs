@@ -4,13 +4,23 @@
 //! The processor's answers are read as a charge's are (`ProcessorOutcome<Refund>`): a refusal
 //! for certain leaves no trace (the refund is discarded and the API answers 422
 //! `processor_error`); a final status settles it; anything else leaves it `pending` and the
-//! reconciler asks again with backoff (`recheck_due`). A refund is never posted twice by us: a
-//! second post would refund twice. When a post's answer was lost, the refund is looked for
-//! among the transaction's refunds (one of ours is in flight per charge at most, so the one
-//! with its amount that we do not know yet is it); when the processor still shows none
-//! `never_received_after` (2 minutes at the default recheck base, eight times the processor
-//! call's timeout) after it was asked for, it never arrived, and the refund ends `declined`
-//! with nothing moved.
+//! reconciler asks again with backoff (`recheck_due`).
+//!
+//! A refund is posted once, never again. Wompi offers nothing that would make a second post
+//! safe: its transactions carry our `reference` (unique, so a transaction can be posted again
+//! under it and looked up by it), but a refund is asked for with only the transaction's id and
+//! an amount, with no reference or idempotency key of ours that the processor would hold a
+//! second post to; and its void (`POST /transactions/{id}/void`) undoes a whole card
+//! transaction of the same day, not a refund. A second post of a refund whose first post's
+//! answer was lost could therefore refund twice. So an unknown outcome is resolved only by
+//! asking: the refund is looked for among the transaction's refunds (one of ours is in flight
+//! per charge at most, so the one with its amount that we do not know yet is it), at the
+//! recheck backoff (`domain::recheck`, every 5 minutes at most), for as long as the processor
+//! does not show it. Its amount stays reserved meanwhile (no second refund of the charge can
+//! begin), because a post held up on its way may still reach the processor and refund: time
+//! alone never frees it. Only a refund that was never sent (`posted_at` unset: its request was
+//! cut off between recording and posting) is ended `declined` by the reconciler, by a
+//! conditional update that the post's own mark races against (`store::refunds`).
 //!
 //! Our service fee is not returned on a refund: the fee paid for processing the charge, which
 //! happened (as Stripe keeps its fee on refunds). The balance does not move.
@@ -30,11 +40,6 @@ use std::time::Duration;
 
 /// How long a request waits for the processor to finish a refund before answering `pending`.
 const ANSWER_WAIT: Duration = Duration::from_secs(2);
-/// A refund whose post was lost and that the processor still does not show this long after it
-/// was asked for never reached it: 2 minutes at the default base of 5 s.
-pub fn never_received_after(recheck_base: Duration) -> Duration {
-    recheck_base * 24
-}
 /// Pending refunds asked about per reconciler pass.
 const RECHECK_BATCH: u64 = 100;
 
@@ -103,6 +108,15 @@ impl Refunds {
                 return Err(RefundError::Refused(err.to_string()));
             }
         };
+        // Marked sent first: a refund the reconciler closed as never sent meanwhile (this
+        // request took longer than its first recheck) is not sent at all.
+        let now = chrono::Utc::now().timestamp_millis();
+        if !store.mark_refund_posted(&refund.id, now).await? {
+            return Ok(store
+                .refund(&account_id, &refund.id)
+                .await?
+                .unwrap_or(refund));
+        }
         let client = self.charger.client();
         let mut outcome = client
             .create_refund(
@@ -247,14 +261,24 @@ impl Refunds {
                 Ok(found) => ProcessorOutcome::of_record(found),
                 Err(err) => ProcessorOutcome::Unknown(format!("asking about the refund: {err}")),
             },
+            None if refund.posted_at.is_none() => {
+                // Never sent: nothing can have been refunded. Closed unless its request marks
+                // it sent first, in which case it is asked about like any other.
+                let now = chrono::Utc::now().timestamp_millis();
+                if store.close_unposted_refund(&refund.id, now).await? {
+                    tracing::info!(refund = %refund.id, "a refund recorded but never sent is closed declined");
+                    return Ok(());
+                }
+                self.find_lost(&credentials, refund).await?
+            }
             None => self.find_lost(&credentials, refund).await?,
         };
         self.apply(&account, refund, &outcome).await
     }
 
     /// A refund whose post's answer was lost: ours is the transaction's refund of the same
-    /// amount that none of the charge's other refunds is. None after `never_received_after`:
-    /// it never arrived, and ends declined.
+    /// amount that none of the charge's other refunds is. While the processor shows none, the
+    /// outcome stays unknown (the post may still arrive), however long that lasts.
     async fn find_lost(
         &self,
         credentials: &ProcessorCredentials,
@@ -295,14 +319,8 @@ impl Refunds {
                 .await?;
             return Ok(ProcessorOutcome::of_record(found));
         }
-        let age = chrono::Utc::now().timestamp_millis() - refund.updated_at;
-        if age > never_received_after(self.charger.recheck_base()).as_millis() as i64 {
-            return Ok(ProcessorOutcome::Refused(
-                "the processor never received this refund; nothing was refunded".into(),
-            ));
-        }
         Ok(ProcessorOutcome::Unknown(
-            "the processor shows no such refund yet".into(),
+            "the processor shows no such refund yet; its post's outcome is unknown".into(),
         ))
     }
 }

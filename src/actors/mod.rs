@@ -572,10 +572,13 @@ impl Runtime {
     }
 
     /// The period charge out at the processor under `reference`, as it began (pending), while
-    /// its outcome is not applied, no pending answer about it was noted and its shard stayed
-    /// with this node: what the ingress would read for an event about it. Its settlement
-    /// stays conditional in the database, so a charge another writer settled meanwhile (a
-    /// race with a recheck) is still applied once.
+    /// its outcome is not applied, no pending answer about it was noted here and its shard
+    /// stayed with this node: what the ingress would read for an event about it. The copy may
+    /// lag the row (the post's answer, or another node, noted its transaction since), so
+    /// nothing is decided on it alone: its settlement stays conditional in the database, on
+    /// the status and on the stored transaction id (`store::charges::settle_charge_in`), so a
+    /// charge another writer settled meanwhile (a race with a recheck) is still applied once,
+    /// and a report naming another transaction than the stored one moves no money.
     pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
         let out = self.inner.in_flight_slots.get(reference)?;
         let charge = out.charge.as_deref()?;

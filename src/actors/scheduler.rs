@@ -68,9 +68,10 @@ pub fn spawn_background(
     runtime.track(tokio::spawn(async move {
         let runtime = reconciler;
         let mut gains = runtime.ownership().gains();
-        // At start nothing is in flight in this process: every pending charge is a leftover of
-        // the previous one (perhaps posted, perhaps not), so ask about all of them at once; the
-        // same for the charges of a shard taken over from another node.
+        // At start every pending charge is a leftover of the previous process (perhaps posted,
+        // perhaps not), so ask about all of them at once; the same for the charges of a shard
+        // taken over from another node. All but those that may be out at the processor right
+        // now (`reconcile_leftovers`).
         reconcile_leftovers(&runtime).await;
         loop {
             tokio::select! {
@@ -89,12 +90,17 @@ pub fn spawn_background(
     }));
 }
 
-/// Asks about every pending charge of the shards this node holds, whatever its age.
+/// Asks about every pending charge of the shards this node holds, but those whose post may
+/// still be under way: written within `Charger::posting_bound` (by this node or the shard's
+/// last owner, whose post may not have reached the processor yet, so that a lookup would find
+/// nothing and post it a second time beside it) or being posted by this node now (`reconcile`
+/// leaves those out). They are asked about by the next passes once stale, as any other.
 async fn reconcile_leftovers(runtime: &Runtime) {
     let now = chrono::Utc::now().timestamp_millis();
+    let posting = runtime.charger().posting_bound().as_millis() as i64;
     match runtime
         .store()
-        .stale_pending_charges(now + 1, RECONCILE_BATCH)
+        .stale_pending_charges(now - posting, RECONCILE_BATCH)
         .await
     {
         Ok(charges) => {
@@ -349,7 +355,10 @@ async fn load_window(
 /// the answers. Returns how many charges could not be handled (each logged and asked about
 /// again later); only failing to load the charges fails the pass.
 pub async fn reconcile_once(runtime: &Runtime, now_ms: i64) -> anyhow::Result<usize> {
-    let stale = stale_after(runtime.charger().recheck_base()).as_millis() as i64;
+    // Never sooner than its post may still be under way (see `reconcile_leftovers`).
+    let stale = stale_after(runtime.charger().recheck_base())
+        .max(runtime.charger().posting_bound())
+        .as_millis() as i64;
     let charges = runtime
         .store()
         .charges_due_for_recheck(now_ms, now_ms - stale, RECONCILE_BATCH)
@@ -358,10 +367,14 @@ pub async fn reconcile_once(runtime: &Runtime, now_ms: i64) -> anyhow::Result<us
 }
 
 /// Rechecks `charges` of the shards this node holds (a subscription's charge belongs to the
-/// subscription's shard, a checkout's to its own id's), a few at a time; a failure of one
-/// never stops the others.
+/// subscription's shard, a checkout's to its own id's), a few at a time, but none this node is
+/// posting right now (its post's answer settles it, or schedules its recheck); a failure of
+/// one never stops the others.
 async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize {
-    charges.retain(|c| runtime.owns(c.subscription_id.as_deref().unwrap_or(&c.id)));
+    charges.retain(|c| {
+        runtime.owns(c.subscription_id.as_deref().unwrap_or(&c.id))
+            && !runtime.charger().is_posting(&c.id)
+    });
     let slots = Arc::new(Semaphore::new(RECONCILE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
     for charge in charges {

@@ -200,6 +200,8 @@ pub struct PaymentSource {
 #[derive(Clone)]
 pub struct ProcessorClient {
     pub(super) http: reqwest::Client,
+    /// How long one call may take (`with_timeout`).
+    timeout: Duration,
 }
 
 /// How long one call may take before its outcome counts as unknown.
@@ -217,7 +219,13 @@ impl ProcessorClient {
             .timeout(timeout)
             .build()
             .map_err(ProcessorError::Network)?;
-        Ok(Self { http })
+        Ok(Self { http, timeout })
+    }
+
+    /// How long one call may take before its outcome counts as unknown: no post of ours is
+    /// still on its way from this client longer than that after it was sent.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     pub async fn acceptance_tokens(

@@ -123,3 +123,14 @@ impl Store {
         }
     }
 }
+
+impl super::subscriptions::StoreTxn {
+    /// The account, read inside this transaction: a unit that needs it never waits for a
+    /// second connection of the pool while holding its own (a small pool's units would all
+    /// wait for each other).
+    pub async fn account(&self, id: &AccountId) -> StoreResult<Option<Account>> {
+        Ok(account::Entity::find_by_id(id.as_str())
+            .one(self.conn())
+            .await?)
+    }
+}

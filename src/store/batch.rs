@@ -63,6 +63,18 @@ type SettleWaiter = (
     PeriodChargeSettle,
     oneshot::Sender<StoreResult<Option<Subscription>>>,
 );
+type NoteWaiter = (TransactionNote, oneshot::Sender<StoreResult<()>>);
+
+/// The processor's answer to a charge's post that left it pending: the transaction it made,
+/// kept on the charge's row (`Store::note_processor_transaction`).
+#[derive(Clone, Debug)]
+pub struct TransactionNote {
+    pub charge_id: String,
+    pub transaction_id: String,
+    pub raw_status: String,
+    /// Real time.
+    pub now_ms: i64,
+}
 
 /// The writes waiting for the next batch of one step, and whether a batch is being written.
 pub(crate) struct Queue<W>(Arc<Mutex<Queued<W>>>);
@@ -135,6 +147,7 @@ impl<W> Drop for WriterGuard<'_, W> {
 pub(crate) struct Batches {
     begins: Queue<BeginWaiter>,
     settles: Queue<SettleWaiter>,
+    notes: Queue<NoteWaiter>,
 }
 
 impl Store {
@@ -485,6 +498,81 @@ async fn event_statements(
         .collect())
 }
 
+impl Store {
+    /// Keeps the transaction the processor made for a still-pending charge on its row, where
+    /// every node reads it and every settlement is decided against it (`settle_charge_in`,
+    /// `settle_pending`: a report naming another transaction moves no money), batched with the
+    /// notes of the posts that answer at the same time: one UPDATE for all of them. A charge
+    /// settled meanwhile is left as it is.
+    pub async fn note_processor_transaction(&self, note: TransactionNote) -> StoreResult<()> {
+        let (reply, answer) = oneshot::channel();
+        if self.batches.notes.push((note, reply)) {
+            let store = self.clone();
+            self.start_writer(async move { store.write_notes().await });
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::invariant("the batch writer stopped".into()))?
+    }
+
+    /// Writes batches of notes until none waits.
+    async fn write_notes(self) {
+        let _writer = self.batches.notes.writer();
+        loop {
+            let batch = self.batches.notes.next();
+            if batch.is_empty() {
+                return;
+            }
+            let (notes, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+            metrics::histogram!("charge_note_batch_size").record(notes.len() as f64);
+            let written = self.note_many(&notes).await;
+            for reply in replies {
+                let _ = reply.send(match &written {
+                    Ok(()) => Ok(()),
+                    Err(err) => Err(StoreError::invariant(format!(
+                        "noting the processor's transactions: {err}"
+                    ))),
+                });
+            }
+        }
+    }
+
+    async fn note_many(&self, notes: &[TransactionNote]) -> StoreResult<()> {
+        let txn = self.begin_batch().await?;
+        let conn = txn.conn();
+        let backend = conn.get_database_backend();
+        let by_id = |value: fn(&TransactionNote) -> sea_orm::Value| {
+            let mut case = CaseStatement::new();
+            for note in notes {
+                case = case.case(
+                    Expr::col(charge_attempt::Column::Id).eq(note.charge_id.as_str()),
+                    Expr::val(value(note)),
+                );
+            }
+            case
+        };
+        let mut update = Query::update();
+        update
+            .table(charge_attempt::Entity)
+            .value(
+                charge_attempt::Column::ProcessorTransactionId,
+                by_id(|n| n.transaction_id.clone().into()),
+            )
+            .value(
+                charge_attempt::Column::ProcessorStatus,
+                by_id(|n| n.raw_status.clone().into()),
+            )
+            .value(
+                charge_attempt::Column::UpdatedAt,
+                by_id(|n| n.now_ms.into()),
+            )
+            .and_where(charge_attempt::Column::Id.is_in(notes.iter().map(|n| n.charge_id.as_str())))
+            .and_where(still_pending());
+        conn.execute_raw(backend.build(&update)).await?;
+        txn.commit().await
+    }
+}
+
 /// The settlement of `charges` (each as it is to be stored), of those still pending only:
 /// whichever writer moves a charge out of pending applies its outcome, once
 /// (`settle_charge_in` alone does the same). It changes one row per charge still pending.
@@ -516,8 +604,7 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
         )
         .value(
             charge_attempt::Column::ProcessorTransactionId,
-            by_id(|c| c.processor_transaction_id.clone().into())
-                .finally(Expr::col(charge_attempt::Column::ProcessorTransactionId)),
+            reported_transaction(charges),
         )
         .value(
             charge_attempt::Column::UpdatedAt,
@@ -528,8 +615,42 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
             by_id(|c| c.finalized_at.into()),
         )
         .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
-        .and_where(still_pending());
+        .and_where(still_pending())
+        .and_where(same_transaction(charges));
     update
+}
+
+/// "The charge's stored transaction, if it has one, is the one reported": decided against the
+/// row, whatever a caller's copy of it says, so that a report naming another transaction than
+/// the one noted (by any node) settles nothing here, and alone is kept as a conflict
+/// (`settle_charge_in`). A charge settled without a transaction id keeps the stored one.
+fn same_transaction(charges: &[&ChargeAttempt]) -> Expr {
+    let stored = || Expr::col(charge_attempt::Column::ProcessorTransactionId);
+    stored()
+        .is_null()
+        .or(stored().eq(reported_transaction(charges)))
+}
+
+/// Each charge's reported transaction id, or the stored one where none was reported (never
+/// NULL over a noted one).
+fn reported_transaction(charges: &[&ChargeAttempt]) -> Expr {
+    let stored = Expr::col(charge_attempt::Column::ProcessorTransactionId);
+    let mut reported = CaseStatement::new();
+    let mut any = false;
+    for charge in charges {
+        if let Some(transaction_id) = &charge.processor_transaction_id {
+            reported = reported.case(
+                Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
+                Expr::val(transaction_id.as_str()),
+            );
+            any = true;
+        }
+    }
+    // A CASE needs a WHEN: none reported, the stored one stays.
+    if !any {
+        return stored;
+    }
+    reported.finally(stored).into()
 }
 
 /// "The charge is still pending", written so that no plan answers it from the status index:

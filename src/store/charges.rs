@@ -358,6 +358,16 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             transaction_id.into(),
         );
     }
+    // A report naming another transaction than the one stored (noted from the post's answer
+    // or an earlier report, by whichever node) is not about this charge's money: decided
+    // here, against the row, never against a copy a node keeps.
+    if let Some(transaction_id) = transaction_id {
+        update = update.filter(
+            sea_orm::Condition::any()
+                .add(charge_attempt::Column::ProcessorTransactionId.is_null())
+                .add(charge_attempt::Column::ProcessorTransactionId.eq(transaction_id)),
+        );
+    }
     // RETURNING: the one caller whose UPDATE matched gets the settled row in the same
     // statement; anyone else reads what is stored.
     let applied = update
@@ -372,6 +382,29 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         else {
             return Ok(None);
         };
+        if let (Some(reported), Some(known)) = (transaction_id, &stored.processor_transaction_id)
+            && stored.status == "pending"
+            && known != reported
+        {
+            // Moves nothing; kept for operators, as the ingress keeps a mismatch it sees.
+            let report = Report {
+                kind: "mismatch",
+                reported_status: Some(raw_status.to_owned()),
+                transaction_id: Some(reported.to_owned()),
+                amount_cents: None,
+                currency: None,
+                event_checksum: None,
+                detail: format!(
+                    "the processor reported transaction {reported} for a charge whose transaction is {known}"
+                ),
+            };
+            insert_conflict_in(conn, &stored, report, now_ms).await?;
+            return Ok(Some(Settled {
+                charge: stored,
+                newly: false,
+                conflict: true,
+            }));
+        }
         // A processor's report about the transaction (it names one) that contradicts what is
         // recorded moves nothing, and is kept for operators: never dropped silently.
         let conflict = transaction_id.is_some() && contradicts(&stored.status, raw_status);

@@ -125,8 +125,15 @@ pub struct Store {
 impl Store {
     /// Connects to `url` (`sqlite://path?mode=rwc` or `postgres://…`).
     pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with_pool(url, None).await
+    }
+
+    /// `connect`, with at most `pool` connections in the main pool (`Config::database_pool_size`;
+    /// 8 on SQLite and 16 on PostgreSQL when `None`).
+    pub async fn connect_with_pool(url: &str, pool: Option<u32>) -> StoreResult<Self> {
         let is_sqlite = url.starts_with("sqlite:");
-        let db = Database::connect(options(url, if is_sqlite { 8 } else { 16 })).await?;
+        let size = pool.unwrap_or(if is_sqlite { 8 } else { 16 }).max(1);
+        let db = Database::connect(options(url, size)).await?;
         let writer = if is_sqlite {
             Database::connect(options_caching(url, 1, BATCH_STATEMENTS)).await?
         } else {

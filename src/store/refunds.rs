@@ -11,6 +11,15 @@
 //!
 //! A refund the processor refused for certain is `discard_refund`ed: the row goes and the
 //! reservation with it, so a refused request leaves no trace.
+//!
+//! Between the two steps a refund is sent to the processor once: `mark_refund_posted` sets
+//! `posted_at` just before, only while it is pending and unsent. A refund never sent (its
+//! request cut off after step 1) is closed by `close_unposted_refund`, only while it is still
+//! unsent; one of the two conditional updates wins, so a refund closed as unsent is never
+//! sent. A refund that was sent is never closed by time: only the processor's answer settles it.
+//!
+//! Every write here goes through a `StoreTxn` (on SQLite the one writer and its group commit):
+//! a write on the read pool would meet `SQLITE_BUSY` beside the writer under a burst.
 
 use super::entities::{charge_attempt, refund};
 use super::subscriptions::StoreTxn;
@@ -130,6 +139,7 @@ impl Store {
             processor_message: Set(None),
             attempts: Set(0),
             recheck_at: Set(Some(new.recheck_at_ms)),
+            posted_at: Set(None),
             created_at: Set(new.now_ms),
             // Real time, not the account's test clock: the reconciler measures ages with it.
             updated_at: Set(chrono::Utc::now().timestamp_millis()),
@@ -193,6 +203,52 @@ impl Store {
             .collect())
     }
 
+    /// Notes that the refund's one post is about to be sent, only while it is pending and was
+    /// never sent: false when the reconciler closed it as unsent first (it must not be sent).
+    pub async fn mark_refund_posted(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+        let txn = self.begin().await?;
+        let marked = refund::Entity::update_many()
+            .col_expr(refund::Column::PostedAt, Some(now_ms).into())
+            .col_expr(refund::Column::UpdatedAt, now_ms.into())
+            .filter(refund::Column::Id.eq(id))
+            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::PostedAt.is_null())
+            .exec(txn.conn())
+            .await?;
+        txn.commit().await?;
+        Ok(marked.rows_affected == 1)
+    }
+
+    /// Ends a pending refund that was never sent to the processor `declined`, and frees its
+    /// reservation, only while it is still unsent (see the module doc). True when it did.
+    pub async fn close_unposted_refund(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+        let txn = self.begin().await?;
+        let closed = refund::Entity::update_many()
+            .col_expr(refund::Column::Status, "declined".into())
+            .col_expr(
+                refund::Column::ProcessorMessage,
+                Some(
+                    "The refund was never sent to the processor; nothing was refunded.".to_owned(),
+                )
+                .into(),
+            )
+            .col_expr(refund::Column::RecheckAt, Option::<i64>::None.into())
+            .col_expr(refund::Column::UpdatedAt, now_ms.into())
+            .col_expr(refund::Column::FinalizedAt, Some(now_ms).into())
+            .filter(refund::Column::Id.eq(id))
+            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::PostedAt.is_null())
+            .exec_with_returning(txn.conn())
+            .await?;
+        let Some(refund) = closed.into_iter().next() else {
+            return Ok(false);
+        };
+        release(txn.conn(), &refund.charge_id, refund.amount_cents, false).await?;
+        txn.commit().await?;
+        metrics::counter!("refund_outcomes_total", "outcome" => "declined").increment(1);
+        Ok(true)
+    }
+
     /// Notes the processor's id and status of a still-pending refund.
     pub async fn record_processor_refund(
         &self,
@@ -201,6 +257,7 @@ impl Store {
         processor_status: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
+        let txn = self.begin().await?;
         refund::Entity::update_many()
             .col_expr(
                 refund::Column::ProcessorRefundId,
@@ -210,9 +267,9 @@ impl Store {
             .col_expr(refund::Column::UpdatedAt, now_ms.into())
             .filter(refund::Column::Id.eq(id))
             .filter(refund::Column::Status.eq("pending"))
-            .exec(self.conn())
+            .exec(txn.conn())
             .await?;
-        Ok(())
+        txn.commit().await
     }
 
     /// When to ask the processor next about a pending refund, and why it is still open.
@@ -223,6 +280,7 @@ impl Store {
         at_ms: i64,
         reason: &str,
     ) -> StoreResult<()> {
+        let txn = self.begin().await?;
         refund::Entity::update_many()
             .col_expr(refund::Column::Attempts, attempts.into())
             .col_expr(refund::Column::RecheckAt, Some(at_ms).into())
@@ -232,9 +290,9 @@ impl Store {
             )
             .filter(refund::Column::Id.eq(id))
             .filter(refund::Column::Status.eq("pending"))
-            .exec(self.conn())
+            .exec(txn.conn())
             .await?;
-        Ok(())
+        txn.commit().await
     }
 
     /// Pending refunds whose next question is due, soonest first.
@@ -368,4 +426,87 @@ async fn release<C: ConnectionTrait>(
     rows.into_iter().next().ok_or_else(|| {
         StoreError::invariant(format!("refund of charge {charge_id}, which is not there"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NewRefund;
+    use crate::store::charges::NewCharge;
+    use crate::store::prefetch::fixture::shop;
+    use std::time::Duration;
+
+    const NOW: i64 = 1_700_000_000_000;
+
+    /// Issue 32, item 4: a refund's notes (the processor's id, the next question) are writes,
+    /// so they queue for SQLite's one writer like every unit. On the read pool they met
+    /// `SQLITE_BUSY` once the writer had held the database longer than the busy timeout
+    /// (30 s), as it does through a long burst of group commits; here one unit holds it that
+    /// long.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refunds_notes_wait_for_the_writer_however_long_it_is_held() {
+        let shop = shop(NOW).await;
+        let charge = shop
+            .store
+            .begin_charge(NewCharge {
+                account: shop.account.clone(),
+                subscription_id: None,
+                customer_id: shop.sub.customer_id.clone(),
+                payment_method_id: shop.sub.default_payment_method_id.clone(),
+                amount_cents: 10_000,
+                fee_cents: 100,
+                purpose: "manual",
+                period_start: None,
+                pending_change: None,
+                now_ms: NOW,
+            })
+            .await
+            .expect("charge");
+        shop.store
+            .settle_charge(&charge.id, "APPROVED", None, Some("tx-1"), NOW)
+            .await
+            .expect("settle");
+        let (refund, _) = shop
+            .store
+            .begin_refund(NewRefund {
+                account: shop.account.clone(),
+                charge_id: charge.id.clone(),
+                amount_cents: None,
+                reason: None,
+                now_ms: NOW,
+                recheck_at_ms: NOW,
+            })
+            .await
+            .expect("refund");
+        // A unit that has written holds SQLite's write lock until it commits.
+        let holder = shop.store.begin().await.expect("begin");
+        holder
+            .settle_refund("ref_none", "APPROVED", None, None, NOW)
+            .await
+            .expect("a write");
+        let (store, id) = (shop.store.clone(), refund.id.clone());
+        let notes = tokio::spawn(async move {
+            store
+                .record_processor_refund(&id, "r-1", "PENDING", NOW)
+                .await?;
+            store
+                .schedule_refund_recheck(&id, 1, NOW + 5_000, "pending at the processor")
+                .await
+        });
+        // Past the busy timeout: not a wait for anything to happen, the writer held that long.
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        holder.commit().await.expect("commit");
+        notes
+            .await
+            .expect("task")
+            .expect("the notes wait for the writer, never SQLITE_BUSY");
+        let stored = shop
+            .store
+            .refund(&shop.account, &refund.id)
+            .await
+            .expect("read")
+            .expect("refund");
+        assert_eq!(stored.processor_refund_id.as_deref(), Some("r-1"));
+        assert_eq!((stored.attempts, stored.recheck_at), (1, Some(NOW + 5_000)));
+        shop.remove();
+    }
 }

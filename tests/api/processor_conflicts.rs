@@ -20,10 +20,16 @@ crate::db_tests!(
     an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_counted,
     an_event_whose_amount_currency_or_transaction_differ_moves_no_money,
     after_a_pending_event_a_final_one_naming_another_transaction_moves_no_money,
+    the_posts_pending_answer_is_kept_and_a_final_event_naming_another_transaction_moves_no_money,
 );
 
 /// Posts a `transaction.updated` event signed with the shop's events secret; its checksum.
-async fn send_event(app: &TestApp, shop: &Shop, transaction: Value, timestamp: i64) -> String {
+pub(crate) async fn send_event(
+    app: &TestApp,
+    shop: &Shop,
+    transaction: Value,
+    timestamp: i64,
+) -> String {
     let mut event = json!({
         "event": "transaction.updated",
         "data": {"transaction": transaction},
@@ -47,7 +53,7 @@ async fn send_event(app: &TestApp, shop: &Shop, transaction: Value, timestamp: i
 }
 
 /// This shop's conflicts, newest first.
-async fn conflicts(app: &TestApp, shop: &Shop) -> Vec<Value> {
+pub(crate) async fn conflicts(app: &TestApp, shop: &Shop) -> Vec<Value> {
     let (status, page) = read(
         app.admin(Method::GET, "/admin/charge-conflicts?limit=100")
             .send()
@@ -300,4 +306,234 @@ async fn after_a_pending_event_a_final_one_naming_another_transaction_moves_no_m
         200,
         "the clock's advance answers once settled"
     );
+}
+
+/// Issue 32, item 2: the processor's own answer to the post (PENDING, naming its transaction)
+/// is kept on the charge's row when the post answers, where every node reads it, and a final
+/// event naming another transaction is decided against that row, not against the copy of the
+/// charge the ingress takes from the charges out at the processor: flagged, no money moved.
+async fn the_posts_pending_answer_is_kept_and_a_final_event_naming_another_transaction_moves_no_money(
+    app: TestApp,
+) {
+    let config = SandboxConfig {
+        settle_delay: Duration::from_secs(5),
+        event_retry_delays: vec![Duration::from_millis(200); 300],
+        ..SandboxConfig::default()
+    };
+    let (_sandbox, sandbox) = serve_sandbox(config, AdminAuth::from_token(ADMIN_TOKEN)).await;
+    let gate = Proxy::start(&app.base).await.expect("gate");
+    let shop = Shop::open_at(&app, APPROVED_CARD, &sandbox, &gate.base).await;
+    let ingress = format!("/webhooks/processor/{}", shop.account_id);
+    gate.always("POST", &ingress, Fault::Answer(503, json!({})));
+
+    let body = json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
+        "payment_method_id": shop.method, "trial_days": 1});
+    let sub = shop
+        .call(&app, Method::POST, "/v1/subscriptions", body)
+        .await;
+    let id = sub["id"].as_str().expect("id").to_owned();
+    let advance = reqwest::Client::new()
+        .post(app.url("/v1/test-helpers/clock/advance"))
+        .bearer_auth(&shop.key)
+        .json(&json!({"seconds": 86_400 + 1}))
+        .send();
+    let advance = tokio::spawn(advance);
+    eventually(Duration::from_secs(20), || async {
+        shop.posted_references().len() == 1
+    })
+    .await;
+    let reference = shop.posted_references()[0].clone();
+    eventually(Duration::from_secs(10), || async {
+        shop.at_processor(&reference).await.is_some()
+    })
+    .await;
+    let real = ProcessorClient::new()
+        .expect("client")
+        .find_transaction_by_reference(&shop.direct, &reference)
+        .await
+        .expect("lookup")
+        .expect("the processor holds the charge");
+    // No event has come (the gate is shut): the post's own answer is on the row.
+    eventually(Duration::from_secs(5), || async {
+        shop.charge(&reference)
+            .await
+            .processor_transaction_id
+            .as_deref()
+            == Some(real.id.as_str())
+    })
+    .await;
+    assert_eq!(shop.charge(&reference).await.status, "pending");
+
+    let transaction = |id: &str, status: &str| {
+        json!({"id": id, "status": status, "amount_in_cents": PLAN_MONTHLY, "currency": "COP",
+            "reference": reference})
+    };
+    let other = format!("{}-other", real.id);
+    send_event(&app, &shop, transaction(&other, "APPROVED"), 2).await;
+    assert_eq!(
+        shop.charge(&reference).await.status,
+        "pending",
+        "the event naming another transaction was applied"
+    );
+    assert_eq!(
+        shop.balance(&app).await,
+        (TOP_UP - FEE, FEE),
+        "only reserved"
+    );
+    let flagged = conflicts(&app, &shop).await;
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    assert_eq!(flagged[0]["kind"], "mismatch");
+    assert_eq!(flagged[0]["charge_id"], reference.as_str());
+
+    gate.clear();
+    eventually(Duration::from_secs(30), || async {
+        shop.charge(&reference).await.status == "approved"
+    })
+    .await;
+    let settled = shop.charge(&reference).await;
+    assert_eq!(
+        settled.processor_transaction_id.as_deref(),
+        Some(real.id.as_str())
+    );
+    assert_eq!(
+        shop.balance(&app).await,
+        (TOP_UP - FEE, 0),
+        "the fee taken once"
+    );
+    let types = shop.event_types(&app, &id).await;
+    let approved = types.iter().filter(|t| *t == "charge.approved").count();
+    assert_eq!(approved, 1, "{types:?}");
+    let advanced = advance.await.expect("task").expect("advance");
+    assert_eq!(advanced.status(), 200);
+    crate::common::assert_invariants(&app).await;
+}
+
+/// Issue 32, item 2, across two nodes: the subscription's owner (A) keeps its period charge, as
+/// it began, among the charges out at the processor; B receives the PENDING event and notes
+/// the processor's transaction on the row; a final event naming another transaction then
+/// reaches A, whose copy knows no transaction. It is decided against the row: flagged, no money
+/// moved; the processor's own event then settles the charge once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_nodes_a_final_event_naming_another_transaction_than_the_noted_one_moves_no_money() {
+    let Some(url) = crate::common::database_url(crate::common::Backend::Postgres).await else {
+        return;
+    };
+    let a = crate::common::spawn_on_with(url.clone(), short_leases).await;
+    let b = crate::common::spawn_on_with(url.clone(), short_leases).await;
+    // Half each, disjoint: the shards stay where they are for the rest of the test.
+    eventually(Duration::from_secs(30), || async {
+        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
+        held_a.len() == 128 && held_b.len() == 128 && held_a.iter().all(|s| !held_b.contains(s))
+    })
+    .await;
+    let config = SandboxConfig {
+        settle_delay: Duration::from_secs(5),
+        event_retry_delays: vec![Duration::from_millis(200); 300],
+        ..SandboxConfig::default()
+    };
+    let (_sandbox, sandbox) = serve_sandbox(config, AdminAuth::from_token(ADMIN_TOKEN)).await;
+    let gate = Proxy::start(&a.base).await.expect("gate");
+    let shop = Shop::open_at(&a, APPROVED_CARD, &sandbox, &gate.base).await;
+    let ingress = format!("/webhooks/processor/{}", shop.account_id);
+    gate.always("POST", &ingress, Fault::Answer(503, json!({})));
+
+    // Made through A, the subscription is in one of A's shards: A charges it.
+    let body = json!({"customer_id": shop.customer, "plan_id": shop.plan, "cycle": "monthly",
+        "payment_method_id": shop.method, "trial_days": 1});
+    let sub = shop.call(&a, Method::POST, "/v1/subscriptions", body).await;
+    let id = sub["id"].as_str().expect("id").to_owned();
+    assert!(owned(&a).await.contains(&billing::cluster::shard_of(&id)));
+    let advance = reqwest::Client::new()
+        .post(a.url("/v1/test-helpers/clock/advance"))
+        .bearer_auth(&shop.key)
+        .json(&json!({"seconds": 86_400 + 1}))
+        .send();
+    let advance = tokio::spawn(advance);
+    eventually(Duration::from_secs(20), || async {
+        shop.posted_references().len() == 1
+    })
+    .await;
+    let reference = shop.posted_references()[0].clone();
+    eventually(Duration::from_secs(10), || async {
+        shop.at_processor(&reference).await.is_some()
+    })
+    .await;
+    let real = ProcessorClient::new()
+        .expect("client")
+        .find_transaction_by_reference(&shop.direct, &reference)
+        .await
+        .expect("lookup")
+        .expect("the processor holds the charge");
+    let transaction = |id: &str, status: &str| {
+        json!({"id": id, "status": status, "amount_in_cents": PLAN_MONTHLY, "currency": "COP",
+            "reference": reference})
+    };
+    // B notes the pending transaction.
+    send_event(&b, &shop, transaction(&real.id, "PENDING"), 1).await;
+    assert_eq!(
+        shop.charge(&reference)
+            .await
+            .processor_transaction_id
+            .as_deref(),
+        Some(real.id.as_str())
+    );
+    // A gets a final event about another transaction of the same reference and amount.
+    let other = format!("{}-other", real.id);
+    send_event(&a, &shop, transaction(&other, "APPROVED"), 2).await;
+    assert_eq!(
+        shop.charge(&reference).await.status,
+        "pending",
+        "settled on the owner's copy of the charge"
+    );
+    assert_eq!(shop.balance(&a).await, (TOP_UP - FEE, FEE), "only reserved");
+    let flagged = conflicts(&a, &shop).await;
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    assert_eq!(flagged[0]["kind"], "mismatch");
+
+    gate.clear();
+    eventually(Duration::from_secs(30), || async {
+        shop.charge(&reference).await.status == "approved"
+    })
+    .await;
+    let settled = shop.charge(&reference).await;
+    assert_eq!(
+        settled.processor_transaction_id.as_deref(),
+        Some(real.id.as_str())
+    );
+    assert_eq!(
+        shop.balance(&a).await,
+        (TOP_UP - FEE, 0),
+        "the fee taken once"
+    );
+    let types = shop.event_types(&a, &id).await;
+    assert_eq!(
+        types.iter().filter(|t| *t == "charge.approved").count(),
+        1,
+        "{types:?}"
+    );
+    let advanced = advance.await.expect("task").expect("advance");
+    assert_eq!(advanced.status(), 200);
+}
+
+fn short_leases(config: &mut billing::config::Config) {
+    config.lease_ttl_ms = 2_000;
+    config.lease_renew_ms = 200;
+}
+
+/// The shards `node` holds.
+async fn owned(node: &TestApp) -> Vec<u16> {
+    let (status, body) = read(
+        node.admin(Method::GET, "/admin/cluster")
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["shards_owned"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .map(|s| s.as_u64().expect("shard") as u16)
+        .collect()
 }

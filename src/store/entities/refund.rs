@@ -21,6 +21,9 @@ pub struct Model {
     pub attempts: i32,
     /// When to ask the processor next, while pending.
     pub recheck_at: Option<i64>,
+    /// When its one post to the processor was about to be sent (real time); None while it
+    /// was never sent.
+    pub posted_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
     pub finalized_at: Option<i64>,
