@@ -100,10 +100,10 @@ impl Clock {
     /// offset kept. Offsets only grow, so the larger one is the newer.
     fn learn(&self, account: &str, offset_ms: i64) -> i64 {
         let learned = Instant::now();
-        let mut copy = self.offsets.entry(account.to_owned()).or_insert(Known {
-            offset_ms,
-            learned,
-        });
+        let mut copy = self
+            .offsets
+            .entry(account.to_owned())
+            .or_insert(Known { offset_ms, learned });
         copy.offset_ms = copy.offset_ms.max(offset_ms);
         copy.learned = learned;
         copy.offset_ms

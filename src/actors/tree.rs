@@ -221,7 +221,11 @@ impl<M: Message> KindRegistry<M> {
         };
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if old.wait(Some(left)).await.is_err() {
-            tracing::warn!(kind = self.kind, id, "an actor kept its name past the spawn's bound");
+            tracing::warn!(
+                kind = self.kind,
+                id,
+                "an actor kept its name past the spawn's bound"
+            );
         }
     }
 
@@ -575,7 +579,10 @@ mod tests {
         })
         .expect("send");
         stopped.await.expect("the old actor began to stop");
-        assert!(registry.get(&id).is_none(), "the old actor left the registry");
+        assert!(
+            registry.get(&id).is_none(),
+            "the old actor left the registry"
+        );
 
         // Its name is still taken: the spawn must wait for it rather than fail (a failure
         // here was answered 500 and kept for the request's Idempotency-Key).

@@ -90,9 +90,10 @@ impl RequestTasks {
     }
 
     fn current(&self) -> TaskTracker {
-        self.0
-            .lock()
-            .map_or_else(|poisoned| poisoned.into_inner().clone(), |tracker| tracker.clone())
+        self.0.lock().map_or_else(
+            |poisoned| poisoned.into_inner().clone(),
+            |tracker| tracker.clone(),
+        )
     }
 
     /// Closes the generation running now and starts a new one; returns the closed one.
@@ -118,7 +119,9 @@ impl RequestTasks {
             requests = sealed.len(),
             "waiting for the requests in flight to end"
         );
-        let ended = tokio::time::timeout_at(deadline, sealed.wait()).await.is_ok();
+        let ended = tokio::time::timeout_at(deadline, sealed.wait())
+            .await
+            .is_ok();
         if !ended {
             tracing::warn!(
                 requests = sealed.len(),

@@ -4,7 +4,7 @@
 
 use crate::checkout::{count, new_session, plan, session_status};
 use crate::common::receiver::{Receiver, Reply, hmac_sha256_hex};
-use crate::common::{TestApp, card_token, eventually, read, sandbox_processor, spawn_on};
+use crate::common::{TestApp, card_token, eventually, read, sandbox_processor, spawn_on_with};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -409,10 +409,22 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     let key = app.api_key.clone();
     let url = app.database_url.clone();
     app.stop().await;
-    let mut app = spawn_on(url).await;
+    // The reconciler leaves a charge written within twice the processor's timeout, or six
+    // recheck bases, alone (its post may still be on its way): short ones keep the wait short.
+    let mut app = spawn_on_with(url, |config| {
+        config.processor_timeout_ms = 2_000;
+        config.processor_recheck_base_ms = 500;
+    })
+    .await;
     app.api_key = key;
+    // Watched in the database: the status endpoint's own rate limit (20 a minute) is not what
+    // this test is about.
     eventually(Duration::from_secs(30), || async {
-        session_status(&app, &id).await["status"] == "complete"
+        store
+            .checkout_session_by_id(&id)
+            .await
+            .expect("db")
+            .is_some_and(|session| session.status == "complete")
     })
     .await;
     let session = session_status(&app, &id).await;
