@@ -362,8 +362,26 @@ impl Charger {
     /// still shows nothing). Only the first post's refusal settles a charge as ERROR.
     pub async fn recheck(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         let mut outcome = self.ask(account, charge).await;
-        let mut reposted = None;
+        let mut charge = std::borrow::Cow::Borrowed(charge);
         if matches!(outcome, ProcessorOutcome::Unseen) {
+            if let Some(known) = charge.processor_transaction_id.clone() {
+                // The processor holds neither the transaction it named (asked by id, it knows
+                // none) nor any under the reference: the noted id names nothing there (a
+                // sandbox that lost its ledger in a restart), and the post made now names the
+                // charge's transaction.
+                if let Err(err) = self
+                    .store
+                    .forget_processor_transaction(&charge.id, &known)
+                    .await
+                {
+                    tracing::warn!(charge = %charge.id, error = %err, "forgetting a transaction the processor does not hold failed");
+                    return ProcessorOutcome::Unknown(format!(
+                        "forgetting transaction {known}: {err}"
+                    ));
+                }
+                charge.to_mut().processor_transaction_id = None;
+            }
+            let charge = charge.as_ref();
             tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
             outcome = match self.post(account, charge, None).await {
                 ProcessorOutcome::Refused(why) => ProcessorOutcome::Unknown(format!(
@@ -371,30 +389,8 @@ impl Charger {
                 )),
                 other => other,
             };
-            // The processor took our own post under the charge's reference: the transaction it
-            // made is the charge's now, whatever the row kept from a post the processor no
-            // longer knows of. Kept on the row before anything settles against it.
-            if let Some(tx) = outcome.transaction().cloned() {
-                let now_ms = chrono::Utc::now().timestamp_millis();
-                match self
-                    .store
-                    .record_processor_transaction(&charge.id, &tx.id, &tx.status, now_ms)
-                    .await
-                {
-                    Ok(()) => {
-                        let mut posted = charge.clone();
-                        posted.processor_transaction_id = Some(tx.id);
-                        reposted = Some(posted);
-                    }
-                    Err(err) => {
-                        outcome = ProcessorOutcome::Unknown(format!(
-                            "noting the posted transaction failed: {err}"
-                        ));
-                    }
-                }
-            }
         }
-        let charge = reposted.as_ref().unwrap_or(charge);
+        let charge: &ChargeAttempt = &charge;
         if let Some(why) = outcome.transaction().and_then(|tx| mismatch(charge, tx)) {
             let tx = outcome.transaction().cloned();
             self.flag(charge, tx.as_ref(), &why).await;

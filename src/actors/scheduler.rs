@@ -69,10 +69,10 @@ pub fn spawn_background(
         let runtime = reconciler;
         let mut gains = runtime.ownership().gains();
         // At start every pending charge is a leftover of the previous process (perhaps posted,
-        // perhaps not), so ask about all of them at once; the same for the charges of a shard
-        // taken over from another node. All but those that may be out at the processor right
-        // now (`reconcile_leftovers`).
-        reconcile_leftovers(&runtime).await;
+        // perhaps not, and that process is gone), so ask about all of them at once. The same
+        // for the charges of a shard taken over from another node, but those that node may be
+        // posting right now (`reconcile_leftovers`).
+        reconcile_leftovers(&runtime, Duration::ZERO).await;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(reconcile_every) => {
@@ -84,23 +84,26 @@ pub fn spawn_background(
                         tracing::warn!(error = %err, "asking about pending refunds failed");
                     }
                 }
-                Ok(()) = gains.changed() => reconcile_leftovers(&runtime).await,
+                Ok(()) = gains.changed() => {
+                    let posting = runtime.charger().posting_bound();
+                    reconcile_leftovers(&runtime, posting).await
+                }
             }
         }
     }));
 }
 
-/// Asks about every pending charge of the shards this node holds, but those whose post may
-/// still be under way: written within `Charger::posting_bound` (by this node or the shard's
-/// last owner, whose post may not have reached the processor yet, so that a lookup would find
-/// nothing and post it a second time beside it) or being posted by this node now (`reconcile`
-/// leaves those out). They are asked about by the next passes once stale, as any other.
-async fn reconcile_leftovers(runtime: &Runtime) {
+/// Asks about every pending charge of the shards this node holds but those whose post may
+/// still be under way: written within `posting` (on a shard gained, `Charger::posting_bound`:
+/// the shard's last owner, alive perhaps, may be posting it now, its post not at the processor
+/// yet, so that a lookup would find nothing and the charge would be posted a second time
+/// beside it), or being posted by this node now (`reconcile` leaves those out). Those are asked
+/// about by the next passes once stale, as any other.
+async fn reconcile_leftovers(runtime: &Runtime, posting: Duration) {
     let now = chrono::Utc::now().timestamp_millis();
-    let posting = runtime.charger().posting_bound().as_millis() as i64;
     match runtime
         .store()
-        .stale_pending_charges(now - posting, RECONCILE_BATCH)
+        .stale_pending_charges(now + 1 - posting.as_millis() as i64, RECONCILE_BATCH)
         .await
     {
         Ok(charges) => {

@@ -147,6 +147,28 @@ impl Store {
         txn.commit().await
     }
 
+    /// Forgets the transaction id noted on a still-pending charge, only while it is
+    /// `transaction_id`: the processor answered that it holds no such transaction and none
+    /// under the charge's reference (`Charger::recheck`).
+    pub async fn forget_processor_transaction(
+        &self,
+        charge_id: &str,
+        transaction_id: &str,
+    ) -> StoreResult<()> {
+        let txn = self.begin().await?;
+        charge_attempt::Entity::update_many()
+            .col_expr(
+                charge_attempt::Column::ProcessorTransactionId,
+                Option::<String>::None.into(),
+            )
+            .filter(charge_attempt::Column::Id.eq(charge_id))
+            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::ProcessorTransactionId.eq(transaction_id))
+            .exec(txn.conn())
+            .await?;
+        txn.commit().await
+    }
+
     /// Applies a final outcome exactly once (see the module doc).
     pub async fn settle_charge(
         &self,
