@@ -542,14 +542,7 @@ impl Store {
         let conn = txn.conn();
         let backend = conn.get_database_backend();
         let by_id = |value: fn(&TransactionNote) -> sea_orm::Value| {
-            let mut case = CaseStatement::new();
-            for note in notes {
-                case = case.case(
-                    Expr::col(charge_attempt::Column::Id).eq(note.charge_id.as_str()),
-                    Expr::val(value(note)),
-                );
-            }
-            case
+            charge_case(notes, |note| note.charge_id.as_str(), value)
         };
         let mut update = Query::update();
         update
@@ -573,19 +566,27 @@ impl Store {
     }
 }
 
+/// `CASE id WHEN <item's charge id> THEN <its value> …`: one column's values for a multi-row
+/// UPDATE of charge attempts, one branch per item.
+fn charge_case<'a, T: 'a>(
+    items: impl IntoIterator<Item = &'a T>,
+    charge_id: fn(&T) -> &str,
+    value: fn(&T) -> sea_orm::Value,
+) -> CaseStatement {
+    items.into_iter().fold(CaseStatement::new(), |case, item| {
+        case.case(
+            Expr::col(charge_attempt::Column::Id).eq(charge_id(item)),
+            Expr::val(value(item)),
+        )
+    })
+}
+
 /// The settlement of `charges` (each as it is to be stored), of those still pending only:
 /// whichever writer moves a charge out of pending applies its outcome, once
 /// (`settle_charge_in` alone does the same). It changes one row per charge still pending.
 pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateStatement {
     let by_id = |value: fn(&ChargeAttempt) -> sea_orm::Value| {
-        let mut case = CaseStatement::new();
-        for charge in charges {
-            case = case.case(
-                Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
-                Expr::val(value(charge)),
-            );
-        }
-        case
+        charge_case(charges.iter().copied(), |charge| charge.id.as_str(), value)
     };
     let mut update = Query::update();
     update
