@@ -566,8 +566,7 @@ impl Store {
     }
 }
 
-/// `CASE id WHEN <item's charge id> THEN <its value> …`: one column's values for a multi-row
-/// UPDATE of charge attempts, one branch per item.
+/// One column's values for a multi-row UPDATE of charge attempts: a CASE branch per item.
 fn charge_case<'a, T: 'a>(
     items: impl IntoIterator<Item = &'a T>,
     charge_id: fn(&T) -> &str,
