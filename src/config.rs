@@ -314,7 +314,7 @@ impl std::fmt::Debug for Config {
 }
 
 /// `url` with its password, if any, replaced.
-pub(crate) fn without_password(url: &str) -> String {
+pub fn without_password(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if parsed.password().is_some() => {
             let _ = parsed.set_password(Some("redacted"));

@@ -12,20 +12,15 @@
 //! - [`checkout`]: the hosted checkout page and the payment flow behind it.
 //! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
 //! - [`logging`]: log format and filter, and the request id a request's span carries.
-//! - [`operator`]: commands that talk to a running server (`billing actors`).
-//! - [`bench`]: the renewal-burst benchmark (`billing bench renewals`).
-//! - [`audit`], [`chaos`]: the invariant checker, and the fault-injection harness that runs the
-//!   real server through processor, network, client and crash faults (`billing chaos`).
 //!
-//! [`run`] is the entry point: tests call it with a listener on port 0.
+//! [`run`] is the entry point: tests call it with a listener on port 0. The `billing` command,
+//! the benchmark, the fault-injection harness and the end-to-end suite are the workspace's
+//! `harness` crate (`harness/`).
 
 pub mod accounts;
 pub mod actors;
 pub mod api;
-pub mod audit;
-pub mod bench;
 pub mod bootstrap;
-pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod checkout_settlement;
@@ -35,7 +30,6 @@ pub mod domain;
 pub mod egress;
 pub mod ids;
 pub mod logging;
-pub mod operator;
 pub mod processor;
 pub mod refunds;
 pub mod secrets;

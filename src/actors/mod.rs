@@ -31,7 +31,7 @@ use tracing::Instrument;
 use tree::{ActorStats, KindRegistry, KindView, Tree};
 
 pub use endpoint::spawn_webhooks;
-pub(crate) use scheduler::CONCURRENCY as RENEWALS_AT_ONCE;
+pub use scheduler::CONCURRENCY as RENEWALS_AT_ONCE;
 pub use scheduler::{Arm, spawn_background};
 pub use subscription::{charge_refunded_event, subscription_event};
 

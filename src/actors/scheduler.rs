@@ -34,7 +34,7 @@ const FULL_RESCAN: Duration = Duration::from_secs(30);
 /// is also the widest a batch of begins can be: at 64 the batches averaged 19 renewals and a
 /// burst stopped at about 3,400 renewals/s with a fifth of the machine idle, every renewal
 /// waiting its turn rather than the writer working (see benches/README.md, step 9).
-pub(crate) const CONCURRENCY: usize = 256;
+pub const CONCURRENCY: usize = 256;
 /// The most expired timers whose renewals' reads are prefetched together.
 const PREFETCH_BATCH: usize = 256;
 /// Batches of expired timers being read or handed out at once: while one batch's renewals

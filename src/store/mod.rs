@@ -6,12 +6,9 @@
 
 pub mod accounts;
 pub mod admin;
-pub mod audit;
 pub mod balance;
 pub mod batch;
-pub mod bench;
 pub mod catalog;
-pub mod chaos;
 pub mod charges;
 pub mod checkout;
 pub mod cluster;
@@ -232,6 +229,14 @@ impl Store {
     /// for the one writer connection between two group commits).
     pub(crate) fn writer(&self) -> &DatabaseConnection {
         &self.writer
+    }
+
+    /// The raw connections (reads, writes), for the harness crate alone: its benchmark
+    /// fixtures seed whole tables and its invariant checker reads across accounts. No module
+    /// of the service calls them (`tests/tidy.rs`); the service goes through the tenant-scoped
+    /// functions of this module.
+    pub fn raw_connections(&self) -> (&DatabaseConnection, &DatabaseConnection) {
+        (&self.db, &self.writer)
     }
 }
 

@@ -1,0 +1,135 @@
+//! The money invariants, read back from the database (`crate::audit` adds the processor's
+//! side). Each query returns the rows that break one invariant, so an empty answer is a pass;
+//! they scan whole tables and are meant for fault runs, CI and an operator's spot check, not
+//! for the hot path.
+
+use billing::store::StoreResult;
+use sea_orm::{ConnectionTrait, Statement};
+
+/// One broken invariant: what it is and the row that breaks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Breach {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+/// The invariant a subscription breaks while its due renewal is not done: a fault run waits
+/// for it to clear before judging.
+pub const DUE_RENEWAL_NOT_DONE: &str = "a due renewal not done";
+
+/// A charge as the auditor compares it with the processor.
+#[derive(Clone, Debug)]
+pub struct AuditedCharge {
+    pub id: String,
+    pub account_id: String,
+    pub reference: String,
+    pub status: String,
+    pub amount_cents: i64,
+}
+
+impl crate::Raw<'_> {
+    /// Every breach of the invariants the database alone can tell, at the accounts' clocks
+    /// (`now_ms` plus each account's offset): periods paid twice, balances that disagree with
+    /// their ledger or their reservations, negative counters, due renewals not done, charges
+    /// whose refunded or refunding amounts disagree with their refunds.
+    pub async fn audit(&self, now_ms: i64) -> StoreResult<Vec<Breach>> {
+        let checks: [(&'static str, String); 6] = [
+            (
+                "a period paid more than once",
+                "SELECT subscription_id || ' ' || CAST(period_start AS TEXT) || ' x' || \
+                 CAST(COUNT(*) AS TEXT) FROM charge_attempts \
+                 WHERE status = 'approved' AND period_start IS NOT NULL \
+                 GROUP BY subscription_id, period_start HAVING COUNT(*) > 1"
+                    .into(),
+            ),
+            (
+                "balance differs from its ledger (top-ups minus fees)",
+                "SELECT a.id || ' balance ' || CAST(a.available_cents + a.reserved_cents AS TEXT) \
+                 || ' ledger ' || CAST(COALESCE(SUM(t.amount_cents), 0) AS TEXT) \
+                 FROM accounts a LEFT JOIN balance_transactions t ON t.account_id = a.id \
+                 GROUP BY a.id, a.available_cents, a.reserved_cents \
+                 HAVING a.available_cents + a.reserved_cents <> COALESCE(SUM(t.amount_cents), 0)"
+                    .into(),
+            ),
+            (
+                "reserved balance differs from the fees of pending charges",
+                "SELECT a.id || ' reserved ' || CAST(a.reserved_cents AS TEXT) || ' pending fees ' \
+                 || CAST(COALESCE(SUM(c.fee_cents), 0) AS TEXT) \
+                 FROM accounts a LEFT JOIN charge_attempts c \
+                   ON c.account_id = a.id AND c.status = 'pending' \
+                 GROUP BY a.id, a.reserved_cents \
+                 HAVING a.reserved_cents <> COALESCE(SUM(c.fee_cents), 0)"
+                    .into(),
+            ),
+            (
+                "a charge's refunded or refunding amount differs from its refunds",
+                "SELECT c.id || ' refunded ' || CAST(c.refunded_cents AS TEXT) || ' refunding ' \
+                 || CAST(c.refunding_cents AS TEXT) FROM charge_attempts c \
+                 LEFT JOIN refunds r ON r.charge_id = c.id \
+                 GROUP BY c.id, c.refunded_cents, c.refunding_cents \
+                 HAVING c.refunded_cents <> COALESCE(SUM(CASE WHEN r.status = 'approved' \
+                          THEN r.amount_cents ELSE 0 END), 0) \
+                     OR c.refunding_cents <> COALESCE(SUM(CASE WHEN r.status = 'pending' \
+                          THEN r.amount_cents ELSE 0 END), 0)"
+                    .into(),
+            ),
+            (
+                "a negative balance",
+                "SELECT id FROM accounts WHERE available_cents < 0 OR reserved_cents < 0".into(),
+            ),
+            (
+                DUE_RENEWAL_NOT_DONE,
+                format!(
+                    "SELECT s.id || ' due ' || CAST(s.due_at AS TEXT) FROM subscriptions s \
+                     JOIN accounts a ON a.id = s.account_id \
+                     WHERE s.status IN ('active', 'trialing', 'past_due') \
+                       AND s.due_at IS NOT NULL AND s.due_at <= {now_ms} + a.clock_offset_ms \
+                       AND NOT EXISTS (SELECT 1 FROM charge_attempts c \
+                         WHERE c.subscription_id = s.id AND c.status = 'pending')"
+                ),
+            ),
+        ];
+        let backend = self.conn().get_database_backend();
+        let mut breaches = Vec::new();
+        for (invariant, sql) in checks {
+            for row in self
+                .conn()
+                .query_all_raw(Statement::from_string(backend, sql))
+                .await?
+            {
+                breaches.push(Breach {
+                    invariant,
+                    detail: row.try_get_by_index::<String>(0)?,
+                });
+            }
+        }
+        Ok(breaches)
+    }
+
+    /// Every charge attempt that reached a final status or is still pending, for comparing
+    /// with the processor (`crate::audit`).
+    pub async fn audited_charges(&self) -> StoreResult<Vec<AuditedCharge>> {
+        let backend = self.conn().get_database_backend();
+        let sql = "SELECT id, account_id, reference, status, amount_cents FROM charge_attempts \
+                   ORDER BY id";
+        let mut charges = Vec::new();
+        for row in self
+            .conn()
+            .query_all_raw(Statement::from_string(backend, sql))
+            .await?
+        {
+            charges.push(AuditedCharge {
+                id: row.try_get_by_index(0)?,
+                account_id: row.try_get_by_index(1)?,
+                reference: row.try_get_by_index(2)?,
+                status: row.try_get_by_index(3)?,
+                amount_cents: row.try_get_by_index(4)?,
+            });
+        }
+        Ok(charges)
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
