@@ -5,8 +5,8 @@
 //! payment lock so the customer can try another card. `settle_charge`'s conditional update
 //! lets exactly one caller do this, however many times the outcome arrives.
 
-use crate::actors::subscription_event;
 use crate::domain::time::Cycle;
+use crate::events::subscription_event;
 use crate::ids::AccountId;
 use crate::store::accounts::Account;
 use crate::store::catalog::Customer;

@@ -24,10 +24,13 @@ pub mod bootstrap;
 pub mod charges;
 pub mod checkout;
 pub mod checkout_settlement;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod domain;
 pub mod egress;
+pub mod events;
+pub mod http;
 pub mod ids;
 pub mod logging;
 pub mod processor;
@@ -37,11 +40,11 @@ pub mod store;
 pub mod subscribe;
 pub mod webhooks;
 
-use api::auth_failures::AuthFailures;
-use api::rate_limit::RateLimiter;
-use api::state::{AppState, Shared};
 use charges::Charger;
 use config::Config;
+use http::auth_failures::AuthFailures;
+use http::rate_limit::RateLimiter;
+use http::state::{AppState, Shared};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use processor::client::ProcessorClient;
 use processor::sandbox::{AdminAuth, SandboxProcessor};
@@ -174,14 +177,14 @@ pub async fn run(
     // fenced by the shards it holds, and messages for other shards are forwarded.
     let (store, forwarder) = if store.shares_state() && !config.single_node {
         let node = format!("node_{}", uuid::Uuid::now_v7().simple());
-        let store = store.with_ownership(Arc::new(cluster::Ownership::clustered(node)));
+        let store = store.with_ownership(Arc::new(store::ownership::Ownership::clustered(node)));
         let secret = store
             .setting_insert_once(
-                cluster::forward::SECRET_SETTING,
+                actors::forward::SECRET_SETTING,
                 &secrets::random_token("cls_", 40),
             )
             .await?;
-        let forwarder = cluster::forward::Forwarder::new(store.clone(), secret)?;
+        let forwarder = actors::forward::Forwarder::new(store.clone(), secret)?;
         (store, Some(forwarder))
     } else {
         (store, None)
@@ -246,7 +249,7 @@ pub async fn run(
         sandbox,
         processor,
         keys: Arc::default(),
-        requests: api::idempotency::RequestTasks::default(),
+        requests: http::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {
         state.register_sandbox_merchant(&account);
@@ -257,7 +260,7 @@ pub async fn run(
     // Stopped by dropping its sender when serving ends: a test process starts many apps, and
     // a loop left running would keep each one's database pool open.
     let (stop_purge, purge_stopped) = tokio::sync::watch::channel(());
-    tokio::spawn(api::idempotency::purge_loop(
+    tokio::spawn(http::idempotency::purge_loop(
         state.store.clone(),
         std::time::Duration::from_secs(state.config.idempotency_purge_secs.max(1)),
         purge_stopped,

@@ -25,10 +25,10 @@
 //! Our service fee is not returned on a refund: the fee paid for processing the charge, which
 //! happened (as Stripe keeps its fee on refunds). The balance does not move.
 
-use crate::actors::charge_refunded_event;
-use crate::actors::clock::Clock;
 use crate::charges::Charger;
+use crate::clock::Clock;
 use crate::domain::recheck::{recheck_delay, stale_after};
+use crate::events::charge_refunded_event;
 use crate::ids::AccountId;
 use crate::processor::client::ProcessorCredentials;
 use crate::processor::outcome::{ProcessorOutcome, Settlement};

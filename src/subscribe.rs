@@ -3,9 +3,9 @@
 //! (`POST /v1/subscriptions`) and the hosted checkout both start subscriptions here; every
 //! later change goes through the subscription's actor.
 
-use crate::actors::subscription_event;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
+use crate::events::subscription_event;
 use crate::ids::SubscriptionId;
 use crate::store::StoreResult;
 use crate::store::subscriptions::{StoreTxn, Subscription};

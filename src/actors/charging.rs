@@ -5,11 +5,12 @@
 
 use super::commands::{apply_addon, apply_plan_change};
 use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
-use super::subscription::{ChargeInfo, emit, subscription_event};
+use super::subscription::{ChargeInfo, emit};
 use super::{ActionError, Runtime};
 use crate::accounts::fee_schedule;
 use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, parse_retry_days};
+use crate::events::subscription_event;
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;

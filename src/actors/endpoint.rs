@@ -393,7 +393,7 @@ impl Runtime {
         id: &str,
         message: super::Message,
     ) -> Result<(), super::ActionError> {
-        let shard = crate::cluster::shard_of(id);
+        let shard = crate::store::ownership::shard_of(id);
         match self.forward(shard, id, message).await? {
             super::Reply::Done => Ok(()),
             other => Err(super::unexpected(other)),

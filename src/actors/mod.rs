@@ -7,23 +7,23 @@
 //! actor and await the reply, so every change of one subscription is serialised.
 
 mod charging;
-pub mod clock;
 mod commands;
 mod decide;
 mod endpoint;
+pub mod forward;
 mod outcomes;
 mod scheduler;
 mod subscription;
 pub mod tree;
 
+use crate::actors::forward::{Message, Reply};
 use crate::charges::Charger;
-use crate::cluster::forward::{Message, Reply};
+use crate::clock::Clock;
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
-use clock::Clock;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +33,6 @@ use tree::{ActorStats, KindRegistry, KindView, Tree};
 pub use endpoint::spawn_webhooks;
 pub use scheduler::CONCURRENCY as RENEWALS_AT_ONCE;
 pub use scheduler::{Arm, spawn_background};
-pub use subscription::{charge_refunded_event, subscription_event};
 
 /// At most this many period charges (renewals, first charges, retries, charge-now) are out
 /// at the processor, posted and not yet settled. The scheduler's own bound (`CONCURRENCY`)
@@ -186,9 +185,9 @@ struct Inner {
     /// The background loops (scheduler, reconciler, webhook signals), stopped with the service.
     loops: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// What this node holds (the store's, shared).
-    ownership: Arc<crate::cluster::Ownership>,
+    ownership: Arc<crate::store::ownership::Ownership>,
     /// In a cluster, the way to other nodes' actors.
-    forwarder: Option<crate::cluster::forward::Forwarder>,
+    forwarder: Option<crate::actors::forward::Forwarder>,
     /// Accounts whose due rows the scheduler is to load again from the start (their timers
     /// were set behind its marks: `Runtime::wake_paused`), and the signal that some wait.
     rescans: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -391,7 +390,7 @@ impl Runtime {
         charger: Charger,
         idle: Duration,
         webhook_clients: crate::webhooks::send::Clients,
-        forwarder: Option<crate::cluster::forward::Forwarder>,
+        forwarder: Option<crate::actors::forward::Forwarder>,
     ) -> anyhow::Result<(Self, tokio::sync::mpsc::UnboundedReceiver<Arm>)> {
         let tree = Tree::start().await?;
         let subscriptions = tree.register::<SubscriptionMsg>("subscription");
@@ -506,7 +505,7 @@ impl Runtime {
         let Some(forwarder) = self.inner.forwarder.clone().filter(|_| elsewhere) else {
             return;
         };
-        let change = crate::cluster::forward::Broadcast::Timers {
+        let change = crate::actors::forward::Broadcast::Timers {
             account_id: account.as_str().to_owned(),
         };
         // After the top-up committed and whatever its client does: the timers are in the rows.
@@ -555,10 +554,11 @@ impl Runtime {
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         if let Some(slot) = slot {
-            let epoch = charge
-                .subscription_id
-                .as_deref()
-                .and_then(|id| self.inner.ownership.epoch(crate::cluster::shard_of(id)));
+            let epoch = charge.subscription_id.as_deref().and_then(|id| {
+                self.inner
+                    .ownership
+                    .epoch(crate::store::ownership::shard_of(id))
+            });
             self.inner.in_flight_slots.insert(
                 charge.id.clone(),
                 OutCharge {
@@ -582,7 +582,7 @@ impl Runtime {
     pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
         let out = self.inner.in_flight_slots.get(reference)?;
         let charge = out.charge.as_deref()?;
-        let shard = crate::cluster::shard_of(charge.subscription_id.as_deref()?);
+        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_deref()?);
         (charge.reference == reference
             && out.epoch.is_some()
             && self.inner.ownership.epoch(shard) == out.epoch)
@@ -798,7 +798,7 @@ impl Runtime {
     }
 
     /// What this node holds.
-    pub fn ownership(&self) -> &Arc<crate::cluster::Ownership> {
+    pub fn ownership(&self) -> &Arc<crate::store::ownership::Ownership> {
         &self.inner.ownership
     }
 
@@ -810,7 +810,7 @@ impl Runtime {
     /// The shard of `id` when this node does not work on it (another node holds it, or this
     /// one is handing it over): its messages are forwarded.
     fn elsewhere(&self, id: &str) -> Option<u16> {
-        (!self.owns(id)).then(|| crate::cluster::shard_of(id))
+        (!self.owns(id)).then(|| crate::store::ownership::shard_of(id))
     }
 
     async fn forward(&self, shard: u16, id: &str, message: Message) -> Result<Reply, ActionError> {
@@ -826,7 +826,12 @@ impl Runtime {
     /// Handles a message another node forwarded, if this node holds the id's shard under
     /// `epoch` (the one the sender saw); `None` otherwise (the sender looks again).
     pub async fn handle_forwarded(&self, id: &str, epoch: i64, message: Message) -> Option<Reply> {
-        if !self.owns(id) || self.inner.ownership.epoch(crate::cluster::shard_of(id)) != Some(epoch)
+        if !self.owns(id)
+            || self
+                .inner
+                .ownership
+                .epoch(crate::store::ownership::shard_of(id))
+                != Some(epoch)
         {
             return None;
         }
@@ -876,12 +881,12 @@ impl Runtime {
     /// Moves an account's test clock (from the database's offset: `Clock::advance`) and
     /// tells every other node before answering, so that the timers it then runs (on whichever
     /// node holds them) see the new instant. A node that misses the news reads the offset
-    /// from the database within `clock::CLUSTER_FRESHNESS`.
+    /// from the database within `crate::clock::CLUSTER_FRESHNESS`.
     pub async fn advance_clock(&self, account: &AccountId, millis: i64) -> Result<i64, StoreError> {
         let (now, offset_ms) = self.clock().advance(account, millis).await?;
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
-                .broadcast(&crate::cluster::forward::Broadcast::Clock {
+                .broadcast(&crate::actors::forward::Broadcast::Clock {
                     account_id: account.as_str().to_owned(),
                     offset_ms,
                 })
@@ -895,7 +900,7 @@ impl Runtime {
         self.inner.accounts.remove(account);
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
-                .broadcast(&crate::cluster::forward::Broadcast::Account {
+                .broadcast(&crate::actors::forward::Broadcast::Account {
                     account_id: account.to_owned(),
                 })
                 .await?;
@@ -904,8 +909,8 @@ impl Runtime {
     }
 
     /// Applies a change another node broadcast; the API-key cache is the caller's.
-    pub fn apply_broadcast(&self, change: &crate::cluster::forward::Broadcast) {
-        use crate::cluster::forward::Broadcast;
+    pub fn apply_broadcast(&self, change: &crate::actors::forward::Broadcast) {
+        use crate::actors::forward::Broadcast;
         match change {
             Broadcast::Clock {
                 account_id,
@@ -923,7 +928,7 @@ impl Runtime {
     pub async fn announce_release(&self) {
         if let Some(forwarder) = &self.inner.forwarder
             && let Err(err) = forwarder
-                .broadcast(&crate::cluster::forward::Broadcast::Released)
+                .broadcast(&crate::actors::forward::Broadcast::Released)
                 .await
         {
             tracing::warn!(error = %err, "could not tell the other nodes; they take the shards at their next pass");
@@ -931,7 +936,7 @@ impl Runtime {
     }
 
     /// The forwarder, in a cluster (its secret authenticates internal requests).
-    pub fn forwarder(&self) -> Option<&crate::cluster::forward::Forwarder> {
+    pub fn forwarder(&self) -> Option<&crate::actors::forward::Forwarder> {
         self.inner.forwarder.as_ref()
     }
 
@@ -947,7 +952,7 @@ impl Runtime {
 
     /// Stops the live actors of `shard` (this node lost or gave it back).
     pub fn stop_shard(&self, shard: u16) {
-        let of_shard = |id: &str| crate::cluster::shard_of(id) == shard;
+        let of_shard = |id: &str| crate::store::ownership::shard_of(id) == shard;
         self.inner.subscriptions.stop_matching(of_shard);
         self.inner.endpoints.stop_matching(of_shard);
     }
@@ -962,7 +967,7 @@ impl crate::cluster::lease::Drain for Runtime {
         bound: Duration,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
         Box::pin(async move {
-            let of = |id: &str| shards.contains(&crate::cluster::shard_of(id));
+            let of = |id: &str| shards.contains(&crate::store::ownership::shard_of(id));
             let deadline = tokio::time::Instant::now() + bound;
             while (self.inner.subscriptions.any_busy(of) || self.inner.endpoints.any_busy(of))
                 && tokio::time::Instant::now() < deadline

@@ -10,79 +10,21 @@ use super::{ActionError, Runtime};
 use crate::domain::charge_purpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
-use crate::domain::time::{Cycle, from_millis, rfc3339};
-use crate::ids::{AccountId, EventId};
+use crate::domain::time::Cycle;
+use crate::events::subscription_event;
+use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::ChargeAttempt;
 use crate::store::prefetch::DueSnapshot;
-use crate::store::refunds::Refund;
-use crate::store::subscriptions::{Event, PeriodCharges, StoreTxn, Subscription};
-use serde_json::{Value, json};
+use crate::store::subscriptions::{PeriodCharges, StoreTxn, Subscription};
 use std::sync::Arc;
 
 /// Charge details carried by charge events.
 pub(super) struct ChargeInfo<'a> {
     pub(super) charge: &'a ChargeAttempt,
     pub(super) raw_status: &'a str,
-}
-
-/// The event `event_type` of `sub`, in the spec's payload shape: `data.subscription_id`,
-/// `data.metadata` (the subscription's, or null) and, for charge events, the charge's id, raw
-/// processor status and amount.
-pub fn subscription_event(
-    sub: &Subscription,
-    event_type: &str,
-    charge: Option<(&ChargeAttempt, &str)>,
-    now_ms: i64,
-) -> Event {
-    event_of(sub, event_type, event_data(sub, charge), now_ms)
-}
-
-/// `charge.refunded`: the charge event's data (`charge_attempt_id`, the refund's raw `status`)
-/// with `refund_id`, and `amount_in_cents` the amount this refund gave back.
-pub fn charge_refunded_event(
-    sub: &Subscription,
-    charge: &ChargeAttempt,
-    refund: &Refund,
-    raw_status: &str,
-    now_ms: i64,
-) -> Event {
-    let mut data = event_data(sub, Some((charge, raw_status)));
-    data["refund_id"] = json!(refund.id);
-    data["amount_in_cents"] = json!(refund.amount_cents);
-    event_of(sub, "charge.refunded", data, now_ms)
-}
-
-/// An event's `data`: the subscription's id and metadata, and a charge's fields.
-fn event_data(sub: &Subscription, charge: Option<(&ChargeAttempt, &str)>) -> Value {
-    let metadata: Value = sub
-        .metadata
-        .as_deref()
-        .and_then(|m| serde_json::from_str(m).ok())
-        .unwrap_or(Value::Null);
-    let mut data = json!({"subscription_id": sub.id, "metadata": metadata});
-    if let Some((charge, raw_status)) = charge {
-        data["charge_attempt_id"] = json!(charge.id);
-        data["status"] = json!(raw_status);
-        data["amount_in_cents"] = json!(charge.amount_cents);
-    }
-    data
-}
-
-/// The event row of `sub` with this type and data, as delivered.
-fn event_of(sub: &Subscription, event_type: &str, data: Value, now_ms: i64) -> Event {
-    let id = EventId::generate().into_string();
-    let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
-    Event {
-        id,
-        account_id: sub.account_id.clone(),
-        event_type: event_type.to_owned(),
-        subscription_id: Some(sub.id.clone()),
-        body: body.to_string(),
-        created_at: now_ms,
-    }
 }
 
 /// Writes one event of the subscription into the outbox, inside `txn`.
@@ -357,8 +299,9 @@ pub(super) fn price(item: &crate::store::catalog::CatalogItem, cycle: Cycle) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::extract::METADATA_MAX_BYTES;
+    use crate::http::extract::METADATA_MAX_BYTES;
     use crate::webhooks::MAX_PAYLOAD_BYTES;
+    use serde_json::json;
 
     #[test]
     fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {

@@ -1,16 +1,16 @@
 //! Accounts: the operator's admin API and `GET /v1/account` (CONTRACT §2).
 
-use super::auth::Caller;
 use super::balance::BalanceOut;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::ApiJson;
-use super::schemas::{constrain, null, one_of_values};
-use super::state::AppState;
+use super::openapi::schemas::{constrain, null, one_of_values};
 use crate::accounts::{
     AccountError, AccountSpec, ProcessorSpec, create_account, processor_base_url,
 };
 use crate::domain::money::FeeSchedule;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiJson;
+use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::accounts::{Account, AccountLimitsPatch};
 use axum::Json;
@@ -99,10 +99,10 @@ pub struct ProcessorIn {
 #[schema(examples(json!({"percent_bps": 150, "fixed_cents": 30000})))]
 pub struct FeeIn {
     #[schema(minimum = 0, maximum = 10_000)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub percent_bps: i64,
     #[schema(minimum = 0)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub fixed_cents: i64,
 }
 
@@ -124,11 +124,11 @@ pub struct AccountIn {
     pub fee: Option<FeeIn>,
     /// Requests per 60 s over the API (default 100; 0 = unlimited).
     #[schema(minimum = 0)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub rate_limit_per_minute: Option<i64>,
     /// Requests per 60 s on the checkout status route (default 20; 0 = unlimited).
     #[schema(minimum = 0)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub status_rate_limit_per_minute: Option<i64>,
 }
 
@@ -137,10 +137,10 @@ pub struct AccountIn {
 #[schema(examples(json!({"rate_limit_per_minute": 600, "status_rate_limit_per_minute": 60})))]
 pub struct AccountLimitsIn {
     #[schema(minimum = 0)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub rate_limit_per_minute: Option<i64>,
     #[schema(minimum = 0)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub status_rate_limit_per_minute: Option<i64>,
 }
 
@@ -220,7 +220,7 @@ impl AccountOut {
 pub struct TopUpIn {
     /// Integer cents of COP, > 0.
     #[schema(minimum = 1, maximum = 1e12)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub amount_cents: i64,
 }
 

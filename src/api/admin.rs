@@ -6,12 +6,12 @@
 //! the charge's (`mismatch`). The event that carried one stays in the processor events, by
 //! its checksum; the dashboard shows how many there are.
 
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::ApiQuery;
-use super::list::{ListOut, ListQuery, page_request};
-use super::state::AppState;
 use crate::actors::tree::{ActorInfo, TreeCounts};
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiQuery;
+use crate::http::list::{ListOut, ListQuery, page_request};
+use crate::http::state::AppState;
 use crate::store::admin::PlanDeletion;
 use crate::store::conflicts::ChargeConflict;
 use axum::Json;
@@ -114,7 +114,7 @@ async fn cluster(State(state): State<AppState>) -> ApiResult<Json<ClusterOut>> {
 #[into_params(parameter_in = Query)]
 pub struct ActorsQuery {
     /// Only actors of this kind.
-    #[param(schema_with = super::schemas::actor_kind)]
+    #[param(schema_with = super::openapi::schemas::actor_kind)]
     pub kind: Option<String>,
     /// Page size, 1 to 100 (default 10).
     #[param(minimum = 1, maximum = 100)]
@@ -170,7 +170,7 @@ pub struct SupervisorOut {
     "next_due_at": "2026-12-02T14:30:00Z"
 })))]
 pub struct ActorOut {
-    #[schema(schema_with = super::schemas::actor_kind)]
+    #[schema(schema_with = super::openapi::schemas::actor_kind)]
     pub kind: String,
     pub id: String,
     /// The shard supervisor it is linked to.

@@ -1,12 +1,12 @@
 //! The prepaid balance (CONTRACT §6): `GET /v1/balance` and its ledger.
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::ApiQuery;
-use super::list::{ListOut, ListQuery};
-use super::state::AppState;
 use crate::domain::money::CURRENCY;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiQuery;
+use crate::http::list::{ListOut, ListQuery};
+use crate::http::state::AppState;
 use crate::store::balance::{Balance, BalanceTransaction};
 use axum::Json;
 use axum::extract::State;
@@ -52,7 +52,7 @@ pub struct BalanceTransactionOut {
     pub id: String,
     /// top_up (an operator's) or fee (an approved charge's).
     #[serde(rename = "type")]
-    #[schema(schema_with = super::schemas::balance_transaction_type)]
+    #[schema(schema_with = super::openapi::schemas::balance_transaction_type)]
     pub kind: String,
     /// Signed change of the available balance, in cents.
     pub amount_cents: i64,

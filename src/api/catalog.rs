@@ -1,12 +1,12 @@
 //! Plans, add-ons and customers (CONTRACT §4).
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
-use super::list::{ListOut, ListQuery};
-use super::state::AppState;
 use crate::domain::text::{Email, Name};
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use crate::http::list::{ListOut, ListQuery};
+use crate::http::state::AppState;
 use crate::ids::{AddonId, CustomerId, PlanId};
 use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch, Customer};
 use axum::Json;
@@ -49,11 +49,11 @@ pub struct CatalogItemIn {
     pub name: String,
     /// Integer cents of COP, > 0.
     #[schema(minimum = 1, maximum = 1e12)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub monthly_amount_cents: i64,
     /// Integer cents of COP, > 0.
     #[schema(minimum = 1, maximum = 1e12)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub annual_amount_cents: i64,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,

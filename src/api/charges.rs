@@ -2,14 +2,14 @@
 //! `status`; cursor pages), `GET /v1/charges/{id}`, `POST /v1/charges/{id}/refunds`,
 //! `GET /v1/charges/{id}/refunds` and `GET /v1/refunds/{id}`. A refund's work is `refunds`'.
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
-use super::list::{ListOut, ListQuery, page_request};
-use super::schemas::CHARGE_STATUSES;
-use super::state::AppState;
+use super::openapi::schemas::CHARGE_STATUSES;
 use crate::domain::money::CURRENCY;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::list::{ListOut, ListQuery, page_request};
+use crate::http::state::AppState;
 use crate::refunds::{RefundError, RefundRequest};
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
@@ -38,7 +38,7 @@ pub struct ChargeListQuery {
     pub subscription_id: Option<String>,
     pub customer_id: Option<String>,
     /// pending, approved, declined, error or voided.
-    #[param(schema_with = super::schemas::charge_status)]
+    #[param(schema_with = super::openapi::schemas::charge_status)]
     pub status: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
@@ -68,11 +68,11 @@ pub struct ChargeOut {
     pub customer_id: String,
     pub amount_cents: i64,
     pub currency: String,
-    #[schema(schema_with = super::schemas::charge_status)]
+    #[schema(schema_with = super::openapi::schemas::charge_status)]
     pub status: String,
     /// The processor's raw status (APPROVED, DECLINED, …), once it gave one.
     pub processor_status: Option<String>,
-    #[schema(schema_with = super::schemas::charge_purpose)]
+    #[schema(schema_with = super::openapi::schemas::charge_purpose)]
     pub purpose: String,
     /// The start of the period the charge pays, for a period's charge.
     #[schema(format = DateTime)]
@@ -110,7 +110,7 @@ impl From<ChargeAttempt> for ChargeOut {
 pub struct RefundIn {
     /// Cents to give back; by default all that is left of the charge.
     #[schema(minimum = 1)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub amount_cents: Option<i64>,
     /// Why, kept and sent to the processor.
     #[schema(max_length = 500)]
@@ -131,7 +131,7 @@ pub struct RefundOut {
     pub id: String,
     pub charge_id: String,
     pub amount_cents: i64,
-    #[schema(schema_with = super::schemas::refund_status)]
+    #[schema(schema_with = super::openapi::schemas::refund_status)]
     pub status: String,
     pub reason: Option<String>,
     /// Why the processor declined it, when it did.

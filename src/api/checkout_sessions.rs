@@ -1,16 +1,16 @@
 //! Checkout sessions (CONTRACT §8): what an integrator creates to send a customer to the
 //! hosted page, and reads back. The page and its payment live in `crate::checkout`.
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
-use super::list::{ListOut, page_request};
-use super::state::AppState;
 use super::subscriptions::{active_plan, parse_cycle};
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
 use crate::domain::time::{Cycle, from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use crate::http::list::{ListOut, page_request};
+use crate::http::state::AppState;
 use crate::ids::{CheckoutSessionId, PlanId};
 use crate::store::checkout::CheckoutSession;
 use axum::Json;
@@ -32,13 +32,13 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(get_checkout_session_status))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            super::rate_limit::limit_status_route,
+            crate::http::rate_limit::limit_status_route,
         ));
     let mut router = OpenApiRouter::new()
         .routes(routes!(create_checkout_session, list_checkout_sessions))
         .routes(routes!(get_checkout_session))
         .merge(status);
-    super::schemas::require_one_of(
+    super::openapi::schemas::require_one_of(
         router.get_openapi_mut(),
         "CheckoutSessionIn",
         [("customer", Type::Object), ("customer_id", Type::String)],
@@ -71,7 +71,7 @@ pub struct CheckoutSessionIn {
     #[schema(pattern = "^plan_")]
     pub plan_id: String,
     /// monthly or annual.
-    #[schema(schema_with = super::schemas::cycle)]
+    #[schema(schema_with = super::openapi::schemas::cycle)]
     pub cycle: String,
     /// A new customer, created when the payment is approved. Send this or `customer_id`.
     pub customer: Option<NewCustomerIn>,
@@ -79,14 +79,14 @@ pub struct CheckoutSessionIn {
     pub customer_id: Option<String>,
     /// Where the customer goes after paying, with `subscription_id`, `status`,
     /// `amount_in_cents` and `currency` added to its query.
-    #[schema(schema_with = super::schemas::optional_web_url)]
+    #[schema(schema_with = super::openapi::schemas::optional_web_url)]
     pub success_url: Option<String>,
     /// Offered on the page, and where an expired session sends the customer.
-    #[schema(schema_with = super::schemas::optional_web_url)]
+    #[schema(schema_with = super::openapi::schemas::optional_web_url)]
     pub cancel_url: Option<String>,
     /// 1,800 to 86,400; default 86,400 (24 h).
     #[schema(minimum = 1800, maximum = 86400)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub expires_in_seconds: Option<i64>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
@@ -120,7 +120,7 @@ pub struct CustomerDetailsOut {
 })))]
 pub struct CheckoutSessionOut {
     pub id: String,
-    #[schema(schema_with = super::schemas::session_status)]
+    #[schema(schema_with = super::openapi::schemas::session_status)]
     pub status: String,
     #[schema(format = "uri")]
     pub url: String,
@@ -128,7 +128,7 @@ pub struct CheckoutSessionOut {
     pub expires_at: String,
     pub subscription_id: Option<String>,
     pub plan_id: String,
-    #[schema(schema_with = super::schemas::cycle)]
+    #[schema(schema_with = super::openapi::schemas::cycle)]
     pub cycle: String,
     pub amount_in_cents: i64,
     pub currency: String,
@@ -148,7 +148,7 @@ pub struct CheckoutSessionOut {
 #[schema(examples(json!({"id": "cs_0193a1f4b5c67d7e8f9a0b1c2d3e4f5a", "status": "complete", "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a"})))]
 pub struct CheckoutSessionStatusOut {
     pub id: String,
-    #[schema(schema_with = super::schemas::session_status)]
+    #[schema(schema_with = super::openapi::schemas::session_status)]
     pub status: String,
     pub subscription_id: Option<String>,
 }
@@ -158,7 +158,7 @@ pub struct CheckoutSessionStatusOut {
 #[into_params(parameter_in = Query)]
 pub struct CheckoutSessionListQuery {
     /// open, complete or expired.
-    #[param(schema_with = super::schemas::session_status)]
+    #[param(schema_with = super::openapi::schemas::session_status)]
     pub status: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,

@@ -10,11 +10,11 @@
 //! as `DELETE /admin/plans/{id}`.
 
 use super::admin::plan_deletion;
-use super::auth::is_admin_token;
-use super::auth_failures::ClientAddr;
-use super::error::ApiError;
-use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::is_admin_token;
+use crate::http::auth_failures::ClientAddr;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use crate::secrets::{constant_time_eq, random_token, sha256_hex};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

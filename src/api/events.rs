@@ -1,12 +1,12 @@
 //! The events history (the outbox), and the test clock of sandbox accounts (CONTRACT §10).
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
-use super::list::{ListOut, page_request};
-use super::schemas;
-use super::state::AppState;
+use super::openapi::schemas;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::list::{ListOut, page_request};
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -213,7 +213,7 @@ pub struct ClockOut {
 pub struct AdvanceIn {
     /// Seconds to move forward, > 0.
     #[schema(minimum = 1, maximum = 316_224_000)]
-    #[serde(deserialize_with = "super::extract::whole")]
+    #[serde(deserialize_with = "crate::http::extract::whole")]
     pub seconds: i64,
 }
 

@@ -9,10 +9,10 @@
 //! 500 so that the processor retries; a charge whose subscription is moving between nodes, 503
 //! with `Retry-After`.
 
-use super::error::{ApiError, ApiResult};
-use super::state::AppState;
 use crate::actors::ActionError;
 use crate::charges::mismatch;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::processor::client::Transaction;
 use crate::processor::outcome::ProcessorOutcome;
@@ -74,10 +74,10 @@ pub struct IngressOut {
         "timestamp": 1795944600,
         "sent_at": "2026-11-29T09:30:00.000Z"
     })),
-    responses((status = 200, body = IngressOut), (status = 400, body = super::error::ErrorBody),
-        (status = 401, body = super::error::ErrorBody), (status = 413, body = super::error::ErrorBody),
-        (status = 500, body = super::error::ErrorBody),
-        (status = 503, response = inline(super::error_responses::ShardMoving))))]
+    responses((status = 200, body = IngressOut), (status = 400, body = crate::http::error::ErrorBody),
+        (status = 401, body = crate::http::error::ErrorBody), (status = 413, body = crate::http::error::ErrorBody),
+        (status = 500, body = crate::http::error::ErrorBody),
+        (status = 503, response = inline(super::openapi::error_responses::ShardMoving))))]
 async fn receive_processor_event(
     State(state): State<AppState>,
     Path(developer_id): Path<String>,

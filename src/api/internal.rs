@@ -8,9 +8,9 @@
 //! (and always on SQLite, where there is no cluster) the answer is the one an unknown path
 //! gets, byte for byte, whatever the method and body (CONTRACT §3).
 
-use super::error::ApiError;
-use super::state::AppState;
-use crate::cluster::forward::{Broadcast, EPOCH_HEADER, Message, SECRET_HEADER};
+use crate::actors::forward::{Broadcast, EPOCH_HEADER, Message, SECRET_HEADER};
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;

@@ -5,39 +5,28 @@
 
 pub mod accounts;
 pub mod admin;
-pub mod auth;
-pub mod auth_failures;
 pub mod balance;
 pub mod catalog;
 pub mod charges;
 pub mod checkout_sessions;
 pub mod dashboard;
-pub mod error;
-pub mod error_responses;
 pub mod events;
-pub mod extract;
-pub mod idempotency;
 pub mod ingress;
 pub mod internal;
-pub mod list;
+pub mod openapi;
 pub mod payment_methods;
-pub mod payment_source;
 pub mod probes;
-pub mod rate_limit;
-pub mod request_id;
-pub mod schemas;
-pub mod state;
 pub mod subscriptions;
 pub mod webhook_endpoints;
 
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
-use error::ApiError;
-use error_responses::Layer;
-use state::AppState;
+use openapi::error_responses::Layer;
 use std::sync::Arc;
 use std::time::Instant;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -93,7 +82,7 @@ pub fn app(state: AppState) -> Router {
                 .router()
                 .layer(middleware::from_fn_with_state(
                     state.clone(),
-                    auth::limit_sandbox_admin,
+                    crate::http::auth::limit_sandbox_admin,
                 ))
                 .with_state(()),
         )
@@ -119,10 +108,10 @@ pub fn app(state: AppState) -> Router {
         // 503) is DEBUG, beside its lines about every request.
         .layer(
             TraceLayer::new_for_http()
-                .make_span_with(request_id::span_for::<axum::body::Body>)
+                .make_span_with(crate::http::request_id::span_for::<axum::body::Body>)
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
-        .layer(middleware::from_fn(request_id::assign))
+        .layer(middleware::from_fn(crate::http::request_id::assign))
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]))
@@ -142,17 +131,17 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(webhook_endpoints::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            idempotency::idempotent_posts,
+            crate::http::idempotency::idempotent_posts,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            rate_limit::limit_api,
+            crate::http::rate_limit::limit_api,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_api_key,
+            crate::http::auth::require_api_key,
         ));
-    error_responses::document(
+    openapi::error_responses::document(
         v1.get_openapi_mut(),
         &[Layer::Bearer, Layer::RateLimit, Layer::Idempotency],
     );
@@ -161,9 +150,9 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(admin::admin_router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_admin,
+            crate::http::auth::require_admin,
         ));
-    error_responses::document(admin.get_openapi_mut(), &[Layer::Bearer]);
+    openapi::error_responses::document(admin.get_openapi_mut(), &[Layer::Bearer]);
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(v1)
         .merge(admin)
@@ -183,12 +172,12 @@ pub fn openapi_document(state: &AppState) -> utoipa::openapi::OpenApi {
 /// credential asked where none is read, list items and enumerations referred to by name, and
 /// examples on every list and error response.
 fn finish(openapi: &mut utoipa::openapi::OpenApi) {
-    error_responses::describe(openapi);
-    error_responses::lift_empty_security(openapi);
-    list::refer_to_items(openapi);
-    schemas::add_enumerations(openapi);
-    error_responses::exemplify(openapi);
-    list::exemplify(openapi);
+    openapi::error_responses::describe(openapi);
+    openapi::error_responses::lift_empty_security(openapi);
+    crate::http::list::refer_to_items(openapi);
+    openapi::schemas::add_enumerations(openapi);
+    openapi::error_responses::exemplify(openapi);
+    crate::http::list::exemplify(openapi);
 }
 
 async fn unknown_path(request: Request) -> ApiError {

@@ -2,16 +2,17 @@
 //! card token or an approved Nequi token with both of the customer's acceptances, or adopted
 //! by id. Only the type, brand and last 4 digits are kept; no card data or phone is stored.
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
-use super::list::{ListOut, ListQuery};
-use super::payment_source::{SourceFields, SourceRequest};
-use super::schemas::{blank, constrain, not_blank, null, one_of_values};
-use super::state::AppState;
+use super::openapi::schemas::{blank, constrain, not_blank, null, one_of_values};
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::processor_error;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery};
+use crate::http::list::{ListOut, ListQuery};
+use crate::http::payment_source::{SourceFields, SourceRequest};
+use crate::http::state::AppState;
 use crate::ids::PaymentMethodId;
-use crate::processor::client::{ProcessorError, SourceKind};
+use crate::processor::client::SourceKind;
 use crate::store::charges::PaymentMethod;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -91,7 +92,7 @@ pub struct PaymentMethodIn {
     /// accepted by the customer.
     pub accept_personal_auth: Option<String>,
     /// Adopt a payment source made elsewhere (a migration): no token then.
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub processor_payment_source_id: Option<i64>,
 }
 
@@ -158,16 +159,6 @@ fn source_of(body: PaymentMethodIn) -> ApiResult<Source> {
         .param("processor_payment_source_id"));
     }
     Ok(Source::Existing(id))
-}
-
-pub fn processor_error(err: ProcessorError) -> ApiError {
-    match err {
-        ProcessorError::Rejected { message, .. } => ApiError::Processor(message),
-        ProcessorError::EnvironmentMismatch => ApiError::Processor(err.to_string()),
-        other => ApiError::Processor(format!(
-            "The payment processor could not be reached: {other}"
-        )),
-    }
 }
 
 /// Attach a payment method to a customer.

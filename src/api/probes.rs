@@ -1,6 +1,6 @@
 //! Probes for orchestrators and Prometheus.
 
-use super::state::AppState;
+use crate::http::state::AppState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};

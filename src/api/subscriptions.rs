@@ -1,15 +1,15 @@
 //! Subscriptions: direct creation, reads, and the actions, each sent to the subscription's
 //! actor (the handler never changes a subscription itself).
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::error_responses::ShardMoving;
-use super::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
-use super::list::{ListOut, page_request};
-use super::state::AppState;
+use super::openapi::error_responses::ShardMoving;
 use crate::actors::{ActionError, ActionOutcome, Command};
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use crate::http::list::{ListOut, page_request};
+use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::catalog::{CatalogItem, CatalogKind};
 use crate::store::charges::ChargeAttempt;
@@ -60,9 +60,9 @@ pub struct SubscriptionOut {
     pub id: String,
     pub customer_id: String,
     pub plan_id: String,
-    #[schema(schema_with = super::schemas::subscription_status)]
+    #[schema(schema_with = super::openapi::schemas::subscription_status)]
     pub status: String,
-    #[schema(schema_with = super::schemas::cycle)]
+    #[schema(schema_with = super::openapi::schemas::cycle)]
     pub cycle: String,
     #[schema(format = DateTime)]
     pub current_period_start: String,
@@ -117,11 +117,11 @@ pub struct SubscriptionIn {
     pub customer_id: String,
     pub plan_id: String,
     /// monthly or annual.
-    #[schema(schema_with = super::schemas::cycle)]
+    #[schema(schema_with = super::openapi::schemas::cycle)]
     pub cycle: String,
     pub payment_method_id: String,
     #[schema(minimum = 0, maximum = 730)]
-    #[serde(default, deserialize_with = "super::extract::optional_whole")]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
     pub trial_days: Option<i64>,
     /// RFC 3339; in the future for a customer who has paid until then.
     #[schema(format = DateTime)]
@@ -134,7 +134,7 @@ pub struct SubscriptionIn {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct SubscriptionListQuery {
-    #[param(schema_with = super::schemas::subscription_status)]
+    #[param(schema_with = super::openapi::schemas::subscription_status)]
     pub status: Option<String>,
     pub customer_id: Option<String>,
     pub plan_id: Option<String>,
@@ -386,7 +386,7 @@ async fn resume_subscription(
 #[schema(examples(json!({"plan_id": "plan_0193a1f3b1c27d3e8f0a1b2c3d4e5f6a", "cycle": "annual", "prorate": true})))]
 pub struct ChangePlanIn {
     pub plan_id: String,
-    #[schema(schema_with = super::schemas::optional_cycle)]
+    #[schema(schema_with = super::openapi::schemas::optional_cycle)]
     pub cycle: Option<String>,
     /// Default true.
     pub prorate: Option<bool>,
@@ -470,7 +470,7 @@ pub struct ChargeOut {
     pub subscription_id: Option<String>,
     pub amount_in_cents: i64,
     /// pending, approved, declined, error, voided.
-    #[schema(schema_with = super::schemas::charge_status)]
+    #[schema(schema_with = super::openapi::schemas::charge_status)]
     pub status: String,
     pub processor_status: Option<String>,
     pub processor_transaction_id: Option<String>,

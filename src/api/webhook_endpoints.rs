@@ -6,12 +6,12 @@
 //! more; deliveries it had pending wait and resume if it is enabled again. A deleted endpoint
 //! goes with its deliveries and attempts.
 
-use super::auth::Caller;
-use super::error::{ApiError, ApiResult, ErrorBody};
-use super::extract::ApiJson;
-use super::list::{ListOut, ListQuery};
-use super::state::AppState;
 use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiJson;
+use crate::http::list::{ListOut, ListQuery};
+use crate::http::state::AppState;
 use crate::ids::WebhookEndpointId;
 use crate::store::webhooks::{
     EndpointPatch, InsertEndpointError, WebhookAttempt, WebhookDelivery, WebhookEndpoint,
@@ -43,10 +43,10 @@ pub fn router() -> OpenApiRouter<AppState> {
 })))]
 pub struct EndpointIn {
     /// An http(s) URL.
-    #[schema(schema_with = super::schemas::web_url)]
+    #[schema(schema_with = super::openapi::schemas::web_url)]
     pub url: String,
     /// Event types to receive (at least one); `*` receives every type.
-    #[schema(schema_with = super::schemas::event_types)]
+    #[schema(schema_with = super::openapi::schemas::event_types)]
     pub events: Vec<String>,
 }
 
@@ -54,9 +54,9 @@ pub struct EndpointIn {
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"events": ["*"], "active": true})))]
 pub struct EndpointPatchIn {
-    #[schema(schema_with = super::schemas::optional_web_url)]
+    #[schema(schema_with = super::openapi::schemas::optional_web_url)]
     pub url: Option<String>,
-    #[schema(schema_with = super::schemas::optional_event_types)]
+    #[schema(schema_with = super::openapi::schemas::optional_event_types)]
     pub events: Option<Vec<String>>,
     pub active: Option<bool>,
 }
@@ -131,7 +131,7 @@ pub struct DeliveryOut {
     pub id: String,
     pub endpoint_id: String,
     pub event_id: String,
-    #[schema(schema_with = super::schemas::delivery_status)]
+    #[schema(schema_with = super::openapi::schemas::delivery_status)]
     pub status: String,
     pub attempt_count: i32,
     /// When the next attempt is due (account clock); null once delivered or failed.
@@ -250,7 +250,7 @@ async fn create_endpoint(
 async fn list_endpoints(
     State(state): State<AppState>,
     caller: Caller,
-    super::extract::ApiQuery(query): super::extract::ApiQuery<ListQuery>,
+    crate::http::extract::ApiQuery(query): crate::http::extract::ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<EndpointOut>>> {
     let page = state
         .store
@@ -342,7 +342,7 @@ async fn list_deliveries(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-    super::extract::ApiQuery(query): super::extract::ApiQuery<ListQuery>,
+    crate::http::extract::ApiQuery(query): crate::http::extract::ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<DeliveryOut>>> {
     find(&state, &caller, &id).await?;
     let page = state

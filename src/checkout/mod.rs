@@ -13,8 +13,8 @@ pub mod i18n;
 mod page;
 mod payment;
 
-use crate::api::state::AppState;
 use crate::domain::checkout::SessionStatus;
+use crate::http::state::AppState;
 use crate::store::checkout::CheckoutSession;
 use crate::store::{Store, StoreResult};
 use utoipa_axum::router::OpenApiRouter;

@@ -5,8 +5,8 @@
 
 use super::i18n::{Locale, Text};
 use crate::accounts::processor_base_url;
-use crate::api::state::AppState;
 use crate::domain::checkout::SessionStatus;
+use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::catalog::CatalogKind;
 use askama::Template;

@@ -11,15 +11,15 @@
 //! `processor_error`, the session stays open and nothing is created.
 
 use crate::accounts::fee_schedule;
-use crate::api::error::{ApiError, ApiResult, ErrorBody};
-use crate::api::extract::ApiJson;
-use crate::api::payment_methods::processor_error;
-use crate::api::payment_source::SourceFields;
-use crate::api::state::AppState;
 use crate::checkout_settlement::CHECKOUT_PURPOSE;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
+use crate::http::error::processor_error;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiJson;
+use crate::http::payment_source::SourceFields;
+use crate::http::state::AppState;
 use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;

@@ -9,8 +9,8 @@
 //! take it, whatever the two clocks say. A node paused longer than that (SIGSTOP, a long GC-like
 //! stall) finds its leases untrusted when it resumes, and its first write is fenced anyway.
 
-use super::{Held, Ownership, SHARDS};
 use crate::store::Store;
+use crate::store::ownership::{Held, Ownership, SHARDS};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

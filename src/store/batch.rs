@@ -931,7 +931,7 @@ mod tests {
         let (before, _) = available(&shop).await;
         let resuming = |sub: &Subscription, fee: i64| {
             let mut begin = begin(sub, fee);
-            begin.events = vec![crate::actors::subscription_event(
+            begin.events = vec![crate::events::subscription_event(
                 sub,
                 "subscription.resumed",
                 None,
@@ -974,7 +974,7 @@ mod tests {
         settled.finalized_at = Some(NOW);
         let event_type = format!("charge.{status}");
         PeriodChargeSettle {
-            events: vec![crate::actors::subscription_event(
+            events: vec![crate::events::subscription_event(
                 sub,
                 &event_type,
                 Some((&settled, "X")),

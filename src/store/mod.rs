@@ -18,6 +18,7 @@ pub mod entities;
 mod group;
 pub mod idempotency;
 mod nodelay;
+pub mod ownership;
 pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
@@ -112,7 +113,7 @@ pub struct Store {
     coordination: Option<DatabaseConnection>,
     /// What this node holds: every write of a subscription or a delivery is fenced with it.
     /// A single node (SQLite, and stores made outside `run`) holds everything.
-    ownership: std::sync::Arc<crate::cluster::Ownership>,
+    ownership: std::sync::Arc<crate::store::ownership::Ownership>,
     /// Renewals' writes waiting for their step's next batch (`batch`).
     batches: batch::Batches,
     /// On PostgreSQL, the thread and the connections that write those batches.
@@ -154,7 +155,7 @@ impl Store {
         };
         Ok(Self {
             coordination,
-            ownership: std::sync::Arc::new(crate::cluster::Ownership::single_node()),
+            ownership: std::sync::Arc::new(crate::store::ownership::Ownership::single_node()),
             group: is_sqlite.then(|| group::GroupCommit::new(writer.clone())),
             lane: if is_sqlite {
                 Some(group::WriteLane::start().map_err(|err| DbErr::Custom(err.to_string()))?)
@@ -170,13 +171,16 @@ impl Store {
     }
 
     /// This store with its writes fenced by `ownership` (a node of a cluster).
-    pub fn with_ownership(mut self, ownership: std::sync::Arc<crate::cluster::Ownership>) -> Self {
+    pub fn with_ownership(
+        mut self,
+        ownership: std::sync::Arc<crate::store::ownership::Ownership>,
+    ) -> Self {
         self.ownership = ownership;
         self
     }
 
     /// What this node holds.
-    pub fn ownership(&self) -> &std::sync::Arc<crate::cluster::Ownership> {
+    pub fn ownership(&self) -> &std::sync::Arc<crate::store::ownership::Ownership> {
         &self.ownership
     }
 

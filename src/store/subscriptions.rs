@@ -36,7 +36,7 @@ pub struct StoreTxn {
     /// Endpoints given deliveries in this transaction, announced after it commits.
     touched: std::sync::Mutex<Vec<String>>,
     started: std::time::Instant,
-    ownership: std::sync::Arc<crate::cluster::Ownership>,
+    ownership: std::sync::Arc<crate::store::ownership::Ownership>,
     /// The shards whose fence lock this transaction holds (`store::cluster`).
     fenced: std::sync::Mutex<Vec<u16>>,
 }
@@ -408,7 +408,7 @@ impl Store {
 
 impl StoreTxn {
     /// What this node holds (new subscriptions are placed in its shards).
-    pub fn ownership(&self) -> &crate::cluster::Ownership {
+    pub fn ownership(&self) -> &crate::store::ownership::Ownership {
         &self.ownership
     }
 
@@ -435,7 +435,7 @@ impl StoreTxn {
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
         let read_at = row.version;
         let id = row.id.clone();
-        let shard = crate::cluster::shard_of(&id);
+        let shard = crate::store::ownership::shard_of(&id);
         let fence = self.fence(shard).await?;
         let mut written = row;
         written.version = read_at + 1;
@@ -472,7 +472,7 @@ impl StoreTxn {
             return Ok(true);
         }
         let mut held: Vec<(u16, i64)> = Vec::new();
-        for shard in ids.map(crate::cluster::shard_of) {
+        for shard in ids.map(crate::store::ownership::shard_of) {
             if held.iter().any(|(s, _)| *s == shard) {
                 continue;
             }

@@ -367,7 +367,7 @@ impl Store {
         let txn = self.begin().await?;
         // Fenced like a subscription's write: a node that lost the endpoint's shard records
         // nothing (its attempt shows in the receiver's log only).
-        let shard = crate::cluster::shard_of(&delivery.endpoint_id);
+        let shard = crate::store::ownership::shard_of(&delivery.endpoint_id);
         let fence = txn.fence(shard).await?;
         let mut update = webhook_delivery::Entity::update_many()
             .col_expr(

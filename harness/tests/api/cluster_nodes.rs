@@ -6,15 +6,15 @@
 use crate::common::{
     ADMIN_TOKEN, Backend, TestApp, card_token, database_url, eventually, read, spawn_on_with,
 };
-use billing::cluster::{SHARDS, shard_of};
 use billing::processor::sandbox::{AdminAuth, SandboxConfig, serve_standalone};
+use billing::store::ownership::{SHARDS, shard_of};
 use reqwest::Method;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-fn held(epoch: i64) -> billing::cluster::Held {
-    billing::cluster::Held {
+fn held(epoch: i64) -> billing::store::ownership::Held {
+    billing::store::ownership::Held {
         epoch,
         until: std::time::Instant::now() + Duration::from_secs(60),
     }
@@ -227,7 +227,7 @@ async fn two_nodes_split_the_shards_answer_for_each_other_and_hand_over_on_shutd
 /// already under way is refused by the database once another node took the shard.
 #[tokio::test]
 async fn a_node_that_lost_its_shard_writes_nothing_to_it() {
-    use billing::cluster::Ownership;
+    use billing::store::ownership::Ownership;
     use billing::store::{Store, StoreError};
     use std::sync::Arc;
 
@@ -487,7 +487,7 @@ async fn the_internal_routes_answer_only_the_clusters_secret() {
     let app = spawn_on_with(url.clone(), short_leases).await;
     let store = billing::store::Store::connect(&url).await.expect("store");
     let secret = store
-        .setting(billing::cluster::forward::SECRET_SETTING)
+        .setting(billing::actors::forward::SECRET_SETTING)
         .await
         .expect("read")
         .expect("the first node made one");
@@ -497,7 +497,7 @@ async fn the_internal_routes_answer_only_the_clusters_secret() {
             .post(app.url("/internal/v1/broadcast"))
             .json(&json!({"type": "released"}));
         if let Some(secret) = secret {
-            request = request.header(billing::cluster::forward::SECRET_HEADER, secret);
+            request = request.header(billing::actors::forward::SECRET_HEADER, secret);
         }
         async move { request.send().await.expect("send").status().as_u16() }
     };
@@ -507,8 +507,8 @@ async fn the_internal_routes_answer_only_the_clusters_secret() {
     let message = app
         .client
         .post(app.url("/internal/v1/actors/sub_x/messages"))
-        .header(billing::cluster::forward::SECRET_HEADER, "cls_wrong")
-        .header(billing::cluster::forward::EPOCH_HEADER, "1")
+        .header(billing::actors::forward::SECRET_HEADER, "cls_wrong")
+        .header(billing::actors::forward::EPOCH_HEADER, "1")
         .json(&json!({"type": "due"}))
         .send()
         .await

@@ -197,14 +197,14 @@ async fn the_internal_routes_look_like_an_unknown_path_to_strangers(app: TestApp
                         let mut request = app
                             .client
                             .request(method.clone(), app.url(to))
-                            .header(billing::cluster::forward::EPOCH_HEADER, "1")
+                            .header(billing::actors::forward::EPOCH_HEADER, "1")
                             .body(body.to_string());
                         if let Some(content_type) = content_type {
                             request = request.header("content-type", *content_type);
                         }
                         if let Some(secret) = secret {
                             request =
-                                request.header(billing::cluster::forward::SECRET_HEADER, secret);
+                                request.header(billing::actors::forward::SECRET_HEADER, secret);
                         }
                         async move { seen(request.send().await.expect("send")).await }
                     };

@@ -442,7 +442,11 @@ async fn across_nodes_a_final_event_naming_another_transaction_than_the_noted_on
         "payment_method_id": shop.method, "trial_days": 1});
     let sub = shop.call(&a, Method::POST, "/v1/subscriptions", body).await;
     let id = sub["id"].as_str().expect("id").to_owned();
-    assert!(owned(&a).await.contains(&billing::cluster::shard_of(&id)));
+    assert!(
+        owned(&a)
+            .await
+            .contains(&billing::store::ownership::shard_of(&id))
+    );
     let advance = reqwest::Client::new()
         .post(a.url("/v1/test-helpers/clock/advance"))
         .bearer_auth(&shop.key)

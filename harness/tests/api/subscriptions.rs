@@ -900,8 +900,8 @@ async fn a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_ac
 /// the shards its node holds (an id's shard is its last byte, which the query reads from the
 /// index), and between them every row is loaded.
 async fn two_schedulers_never_load_the_same_due_row(app: TestApp) {
-    use billing::cluster::{SHARDS, shard_of};
     use billing::store::Store;
+    use billing::store::ownership::{SHARDS, shard_of};
     use std::collections::BTreeSet;
 
     let (shop, method) = shop(&app, "4242424242424242").await;

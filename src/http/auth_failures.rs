@@ -247,7 +247,7 @@ impl AuthFailures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::rate_limit::WINDOW;
+    use crate::http::rate_limit::WINDOW;
     use axum::http::HeaderValue;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -14,8 +14,8 @@
 //! (the instant is taken before the statement runs), so a failure is never refused from memory
 //! while the window has room.
 
-use crate::api::error::ApiError;
-use crate::api::rate_limit::{WINDOW_MS, whole_seconds};
+use crate::http::error::ApiError;
+use crate::http::rate_limit::{WINDOW_MS, whole_seconds};
 use crate::store::Store;
 use crate::store::rate_windows::{Take, Window};
 use dashmap::DashMap;

@@ -22,6 +22,7 @@
 
 use super::auth::Caller;
 use super::error::ApiError;
+use super::error::NothingCommitted;
 use super::state::AppState;
 use crate::ids::AccountId;
 use crate::secrets::sha256_hex;
@@ -131,11 +132,6 @@ impl RequestTasks {
         ended
     }
 }
-
-/// A response extension saying that its request committed nothing: a 5xx that carries it
-/// releases its Idempotency-Key instead of being kept. `ApiError::Uncommitted` sets it.
-#[derive(Clone, Copy, Debug)]
-pub struct NothingCommitted;
 
 pub async fn idempotent_posts(
     State(state): State<AppState>,

@@ -1,7 +1,6 @@
 //! `ApiError`: the only error that becomes an HTTP response, always in the contract's shape
 //! `{"error": {"type", "message", "param"}}`.
 
-use super::idempotency::NothingCommitted;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -272,3 +271,22 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A processor's refusal or failure as the API answers it: 422 `processor_error` with the
+/// processor's message, or saying that it could not be reached.
+pub fn processor_error(err: crate::processor::client::ProcessorError) -> ApiError {
+    use crate::processor::client::ProcessorError;
+    match err {
+        ProcessorError::Rejected { message, .. } => ApiError::Processor(message),
+        ProcessorError::EnvironmentMismatch => ApiError::Processor(err.to_string()),
+        other => ApiError::Processor(format!(
+            "The payment processor could not be reached: {other}"
+        )),
+    }
+}
+
+/// A response extension saying that its request committed nothing: a 5xx that carries it
+/// releases its Idempotency-Key instead of being kept (`http::idempotency`).
+/// `ApiError::Uncommitted` sets it.
+#[derive(Clone, Copy, Debug)]
+pub struct NothingCommitted;

@@ -6,7 +6,7 @@
 //! description. Every error response gets examples here too (`exemplify`): one body per error
 //! type it can carry, as the server sends it.
 
-use super::error::{ApiError, ErrorType};
+use crate::http::error::{ApiError, ErrorType};
 use axum::http::StatusCode;
 use utoipa::openapi::example::ExampleBuilder;
 use utoipa::openapi::header::HeaderBuilder;
@@ -275,7 +275,7 @@ fn idempotency_key() -> utoipa::openapi::path::Parameter {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .min_length(Some(1))
-                .max_length(Some(super::idempotency::MAX_KEY_LEN))
+                .max_length(Some(crate::http::idempotency::MAX_KEY_LEN))
                 .pattern(Some("^[!-~]([ -~]*[!-~])?$")),
         ))
         .build()

@@ -144,7 +144,7 @@ impl<T> ListOut<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::extract::parse_query;
+    use crate::http::extract::parse_query;
     use proptest::prelude::*;
 
     #[test]
