@@ -23,10 +23,10 @@ use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
 use crate::store::batch::TransactionNote;
 use crate::store::catalog::Customer;
+use crate::store::charges::conflicts::Report;
 use crate::store::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, Settled,
 };
-use crate::store::conflicts::Report;
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;

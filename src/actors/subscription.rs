@@ -558,8 +558,8 @@ mod tests {
     /// fee is captured once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() {
+        use crate::processor::client::Transaction;
         use crate::processor::outcome::ProcessorOutcome;
-        use crate::processor::transactions::Transaction;
         use crate::store::charges::ProcessorEvent;
 
         let (shop, runtime, now, charge_id) = renewal_out().await;
@@ -630,8 +630,8 @@ mod tests {
     /// a final event naming another transaction is still caught as a mismatch.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
+        use crate::processor::client::Transaction;
         use crate::processor::outcome::ProcessorOutcome;
-        use crate::processor::transactions::Transaction;
 
         let (shop, runtime, _, charge_id) = renewal_out().await;
         let out = runtime.charge_out(&charge_id).expect("out");

@@ -13,7 +13,7 @@ use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
 use crate::store::admin::PlanDeletion;
-use crate::store::conflicts::ChargeConflict;
+use crate::store::charges::conflicts::ChargeConflict;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;

@@ -32,7 +32,7 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(get_checkout_session_status))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::http::rate_limit::limit_status_route,
+            crate::http::layers::limit_status_route,
         ));
     let mut router = OpenApiRouter::new()
         .routes(routes!(create_checkout_session, list_checkout_sessions))

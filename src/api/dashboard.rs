@@ -11,9 +11,9 @@
 
 use super::admin::plan_deletion;
 use crate::domain::time::{from_millis, rfc3339};
-use crate::http::auth::is_admin_token;
 use crate::http::auth_failures::ClientAddr;
 use crate::http::error::ApiError;
+use crate::http::layers::is_admin_token;
 use crate::http::state::AppState;
 use crate::secrets::{constant_time_eq, random_token, sha256_hex};
 use axum::extract::{Path, Query, State};

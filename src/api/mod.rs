@@ -82,7 +82,7 @@ pub fn app(state: AppState) -> Router {
                 .router()
                 .layer(middleware::from_fn_with_state(
                     state.clone(),
-                    crate::http::auth::limit_sandbox_admin,
+                    crate::http::layers::limit_sandbox_admin,
                 ))
                 .with_state(()),
         )
@@ -131,15 +131,15 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(webhook_endpoints::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::http::idempotency::idempotent_posts,
+            crate::http::layers::idempotent_posts,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::http::rate_limit::limit_api,
+            crate::http::layers::limit_api,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::http::auth::require_api_key,
+            crate::http::layers::require_api_key,
         ));
     openapi::error_responses::document(
         v1.get_openapi_mut(),
@@ -150,7 +150,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(admin::admin_router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::http::auth::require_admin,
+            crate::http::layers::require_admin,
         ));
     openapi::error_responses::document(admin.get_openapi_mut(), &[Layer::Bearer]);
     OpenApiRouter::with_openapi(ApiDoc::openapi())

@@ -30,11 +30,9 @@ mod shared;
 
 use super::error::ApiError;
 use super::rate_limit::LocalWindows;
-use super::state::AppState;
 use crate::config::TrustedProxies;
 use crate::store::Store;
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::request::Parts;
+use axum::extract::ConnectInfo;
 use axum::http::{Extensions, HeaderMap};
 use std::future::Future;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -82,21 +80,6 @@ impl ClientAddr {
             Self::Ip(ip) => ip.to_string(),
             Self::Unknown => "unknown".to_owned(),
         }
-    }
-}
-
-impl FromRequestParts<AppState> for ClientAddr {
-    type Rejection = std::convert::Infallible;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(Self::of(
-            &parts.extensions,
-            &parts.headers,
-            &state.config.trusted_proxies,
-        ))
     }
 }
 

@@ -20,18 +20,13 @@
 //! pool, so that a request whose client hung up still ends and keeps its response, instead of
 //! stopping between two of its units with its key left `running`.
 
-use super::auth::Caller;
 use super::error::ApiError;
 use super::error::NothingCommitted;
-use super::state::AppState;
 use crate::ids::AccountId;
-use crate::secrets::sha256_hex;
 use crate::store::Store;
 use crate::store::idempotency::Claim;
 use axum::body::{Body, to_bytes};
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::future::Future;
 use std::sync::Arc;
@@ -40,7 +35,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 pub const HEADER: &str = "idempotency-key";
-const MAX_BODY: usize = 1024 * 1024;
+pub(super) const MAX_BODY: usize = 1024 * 1024;
 /// Tries at storing a finished request's response (or releasing its key) before giving up.
 const KEEP_ATTEMPTS: u32 = 5;
 /// Keys deleted per statement by the purge: small enough that SQLite's one writer is never
@@ -133,65 +128,17 @@ impl RequestTasks {
     }
 }
 
-pub async fn idempotent_posts(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    if request.method() != Method::POST {
-        return Ok(next.run(request).await);
-    }
-    let Some(raw) = request.headers().get(HEADER) else {
-        return Ok(next.run(request).await);
-    };
-    let key = parse_key(raw.as_bytes())
-        .map_err(|err| ApiError::bad_request(format!("{err}.")).param("Idempotency-Key"))?
-        .to_owned();
-    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
-        return Ok(next.run(request).await);
-    };
-    let (parts, body) = request.into_parts();
-    let bytes = to_bytes(body, MAX_BODY)
-        .await
-        .map_err(|_| ApiError::invalid(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large."))?;
-    let fingerprint = {
-        let mut material = format!("{} {}\n", parts.method, parts.uri.path()).into_bytes();
-        material.extend_from_slice(&bytes);
-        sha256_hex(material)
-    };
-    let held = HeldKey {
-        store: state.store.clone(),
-        account: caller.account_id(),
-        key,
-    };
-    let work = next.run(Request::from_parts(parts, Body::from(bytes)));
-    // The claim too runs in the request's own task: a client that hangs up while the claim is
-    // being written would drop this future after the claim committed and before `run` took
-    // over, leaving the key `running` (409 to every retry for a day) with nothing under it.
-    let task = async move {
-        if let Some(kept) = held.claim(&fingerprint).await? {
-            return Ok(kept);
-        }
-        Ok(held.run(work).await)
-    };
-    state
-        .requests
-        .spawn(task.in_current_span())
-        .await
-        .unwrap_or_else(|_| Err(ApiError::Internal("request task failed".into())))
-}
-
 /// A key this request holds once `claim` succeeded.
-struct HeldKey {
-    store: Store,
-    account: AccountId,
-    key: String,
+pub(super) struct HeldKey {
+    pub(super) store: Store,
+    pub(super) account: AccountId,
+    pub(super) key: String,
 }
 
 impl HeldKey {
     /// Takes the key for this request (`None`), or answers in its place: the kept response,
     /// 400 for another request under the key, 409 while the first still runs.
-    async fn claim(&self, fingerprint: &str) -> Result<Option<Response>, ApiError> {
+    pub(super) async fn claim(&self, fingerprint: &str) -> Result<Option<Response>, ApiError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         match self
             .store
@@ -216,7 +163,10 @@ impl HeldKey {
 
     /// Runs `work` to its end in a task of its own, keeps its response for the key, and
     /// answers it. Dropping the returned future (the client hung up) does not stop the task.
-    async fn run(self, work: impl Future<Output = Response> + Send + 'static) -> Response {
+    pub(super) async fn run(
+        self,
+        work: impl Future<Output = Response> + Send + 'static,
+    ) -> Response {
         let task = async move {
             // The handler in a task of its own, so that a panic in it still ends here (and
             // is kept, as a 500 whose effects are unknown) instead of unwinding past `keep`.

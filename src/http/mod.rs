@@ -7,6 +7,7 @@ pub mod auth_failures;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
+pub mod layers;
 pub mod list;
 pub mod payment_source;
 pub mod rate_limit;

@@ -12,14 +12,9 @@
 //! minute, at 300 ms resolution above), so the limits hold however requests are spread over
 //! the nodes.
 
-use super::auth::Caller;
 use super::error::ApiError;
-use super::state::AppState;
 use crate::store::Store;
 use crate::store::rate_windows::{Take, Window};
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
 use dashmap::DashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -151,35 +146,6 @@ fn retry_after(window: &VecDeque<Instant>, now: Instant) -> u64 {
     let oldest = window.front().copied().unwrap_or(now);
     let wait = WINDOW.saturating_sub(now.saturating_duration_since(oldest));
     wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
-}
-
-/// The global limit over the whole `/v1` API.
-pub async fn limit_api(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    if let Some(caller) = request.extensions().get::<Caller>() {
-        let limit = u64::try_from(caller.0.rate_limit_per_minute).unwrap_or(0);
-        state.limiter.take(&caller.0.id, limit).await?;
-    }
-    Ok(next.run(request).await)
-}
-
-/// The extra limit of the checkout status route.
-pub async fn limit_status_route(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    if let Some(caller) = request.extensions().get::<Caller>() {
-        let limit = u64::try_from(caller.0.status_rate_limit_per_minute).unwrap_or(0);
-        state
-            .limiter
-            .take(&format!("{}:status", caller.0.id), limit)
-            .await?;
-    }
-    Ok(next.run(request).await)
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 // Transactions live in `transactions`; their types are named from here too.
-pub use super::transactions::{NewTransaction, Transaction};
 
 /// The processor environment, told by the key prefixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +193,42 @@ pub struct PaymentSource {
     pub brand: Option<String>,
     /// The last four digits of the card, or of the Nequi phone number.
     pub last_four: Option<String>,
+}
+
+/// A transaction to post (`ProcessorClient::create_transaction`).
+#[derive(Clone, Debug)]
+pub struct NewTransaction {
+    pub amount_in_cents: i64,
+    pub currency: String,
+    pub reference: String,
+    pub payment_source_id: i64,
+    /// A card is charged in one installment (`payment_method`); a Nequi source needs none.
+    pub source_kind: SourceKind,
+    pub customer_email: String,
+    /// Credential-on-file: true for the subscription's fixed periodic amount charged on its
+    /// schedule, false for one-off amounts (see `domain::charge_purpose`).
+    pub recurrent: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Transaction {
+    pub id: String,
+    /// PENDING, APPROVED, DECLINED, VOIDED or ERROR.
+    pub status: String,
+    pub reference: String,
+    pub amount_in_cents: i64,
+    /// Wompi always sends it; an event without it is taken as COP (the amount is what the
+    /// event's checksum signs).
+    #[serde(default)]
+    pub currency: Option<String>,
+    #[serde(default)]
+    pub status_message: Option<String>,
+}
+
+impl Transaction {
+    pub fn is_final(&self) -> bool {
+        self.status != "PENDING"
+    }
 }
 
 /// One HTTP client for every account's calls (cheap to clone).

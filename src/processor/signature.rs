@@ -1,7 +1,7 @@
 //! Wompi's two hashes: the integrity signature we send with a transaction, and the checksum
 //! the processor puts on each event it sends us (CONTRACT §7).
 
-use super::transactions::Transaction;
+use super::client::Transaction;
 use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};

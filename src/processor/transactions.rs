@@ -7,46 +7,13 @@
 //! there), and what is still unknown is left to the caller, who asks again later with backoff
 //! (`charges`, the reconciler). It never retries a post on its own.
 
-use super::client::{ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, decode};
+use super::client::{
+    NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
+    decode,
+};
 use super::outcome::ProcessorOutcome;
 use super::signature::integrity_signature;
-use serde::Deserialize;
 use serde_json::json;
-
-#[derive(Clone, Debug)]
-pub struct NewTransaction {
-    pub amount_in_cents: i64,
-    pub currency: String,
-    pub reference: String,
-    pub payment_source_id: i64,
-    /// A card is charged in one installment (`payment_method`); a Nequi source needs none.
-    pub source_kind: SourceKind,
-    pub customer_email: String,
-    /// Credential-on-file: true for the subscription's fixed periodic amount charged on its
-    /// schedule, false for one-off amounts (see `domain::charge_purpose`).
-    pub recurrent: bool,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct Transaction {
-    pub id: String,
-    /// PENDING, APPROVED, DECLINED, VOIDED or ERROR.
-    pub status: String,
-    pub reference: String,
-    pub amount_in_cents: i64,
-    /// Wompi always sends it; an event without it is taken as COP (the amount is what the
-    /// event's checksum signs).
-    #[serde(default)]
-    pub currency: Option<String>,
-    #[serde(default)]
-    pub status_message: Option<String>,
-}
-
-impl Transaction {
-    pub fn is_final(&self) -> bool {
-        self.status != "PENDING"
-    }
-}
 
 impl ProcessorClient {
     /// Posts the transaction for `tx.reference` once and says what came of it. "Reference

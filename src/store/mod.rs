@@ -12,7 +12,6 @@ pub mod catalog;
 pub mod charges;
 pub mod checkout;
 pub mod cluster;
-pub mod conflicts;
 mod dashboard_sessions;
 pub mod entities;
 mod group;

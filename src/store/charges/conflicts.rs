@@ -6,9 +6,9 @@
 //! for a charge recorded declined or error, DECLINED or VOIDED for one recorded approved), and
 //! `mismatch`, an event whose amount, currency or transaction id are not its charge's.
 
-use super::charges::{ChargeAttempt, ProcessorEvent, record_processor_event_in};
-use super::entities::charge_conflict;
-use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use super::super::entities::charge_conflict;
+use super::super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use super::{ChargeAttempt, ProcessorEvent, record_processor_event_in};
 use crate::ids::ChargeConflictId;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, PaginatorTrait};
 

@@ -13,10 +13,12 @@
 //!    the reservation goes back to `available`. Any later report of the same outcome finds the
 //!    attempt already final and changes nothing.
 
-use super::conflicts::{Report, contradicts, insert_conflict_in};
+pub mod conflicts;
+
 use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, ChargeAttemptId};
+use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     sea_query::{Expr, ExprTrait},
