@@ -13,10 +13,7 @@ use std::path::{Path, PathBuf};
 const MAX_LINES: usize = 600;
 
 /// Files over [`MAX_LINES`] today, each with the most lines it may have until it is split.
-const LONG_FILES: [(&str, usize); 8] = [
-    ("src/actors/charging.rs", 604),
-    ("src/actors/mod.rs", 987),
-    ("src/actors/subscription.rs", 722),
+const LONG_FILES: [(&str, usize); 5] = [
     ("src/actors/tree.rs", 608),
     ("src/api/subscriptions.rs", 765),
     ("harness/src/chaos/cluster/run.rs", 602),
@@ -25,7 +22,7 @@ const LONG_FILES: [(&str, usize); 8] = [
 ];
 
 /// Outside `src/store/`, sea_orm is named only by one test module of the subscription actor.
-const SEA_ORM_ELSEWHERE: [&str; 1] = ["src/actors/subscription.rs"];
+const SEA_ORM_ELSEWHERE: [&str; 1] = ["src/actors/subscription/tests.rs"];
 
 /// Outside `src/api/` and `src/checkout/`, axum is named by `run` (which serves the router) and
 /// by the sandbox processor (a peer server speaking the processor's protocol, not our API).
@@ -190,9 +187,6 @@ fn the_crate_test_finds_what_it_looks_for() {
     assert!(!names_crate("(\"sea_orm\", Level::INFO)", "sea_orm"));
 }
 
-/// Sibling modules that still import each other, round a cycle; the list only shrinks.
-const CYCLES: [&str; 1] = ["actors::charging, actors::commands, actors::subscription"];
-
 /// A file's module path: `src/store/mod.rs` is `store`, `src/api/openapi/schemas.rs` is
 /// `api::openapi::schemas`.
 fn module_of(file: &str) -> Vec<String> {
@@ -273,7 +267,11 @@ fn no_module_imports_one_that_imports_it_back() {
     // refers to: `store::charges` naming `crate::cluster::lease` is `store` → `cluster`.
     let mut edges: std::collections::BTreeMap<Vec<String>, BTreeSet<Vec<String>>> =
         Default::default();
-    for (file, text) in &files {
+    // A test module's file (`tests.rs`) may reach anywhere.
+    for (file, text) in files
+        .iter()
+        .filter(|(file, _)| !file.ends_with("/tests.rs"))
+    {
         let from = module_of(file);
         for to in references(file, text, &modules) {
             let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
@@ -296,7 +294,7 @@ fn no_module_imports_one_that_imports_it_back() {
                 .join(", ")
         })
         .collect();
-    check_exceptions("modules importing each other", found, &CYCLES);
+    assert!(found.is_empty(), "modules importing each other: {found:?}");
 }
 
 /// Tarjan's strongly connected components of more than one module, each sorted.

@@ -12,7 +12,7 @@
 //! secret (a random value in `settings`, made by the first node) in `x-billing-cluster`,
 //! compared in constant time.
 
-use crate::actors::{ActionError, ActionOutcome, Command};
+use crate::actors::{ActionError, ActionOutcome, Command, Request};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -270,5 +270,80 @@ impl Forwarder {
         }
         sends.join_all().await;
         Ok(())
+    }
+}
+
+/// The runtime's side of forwarding: sending a message to the node holding its shard, and
+/// handling one another node sent here.
+impl super::Runtime {
+    /// Sends `message` for `id` to the node holding `shard`.
+    pub(super) async fn forward(
+        &self,
+        shard: u16,
+        id: &str,
+        message: Message,
+    ) -> Result<Reply, ActionError> {
+        let Some(forwarder) = &self.inner.forwarder else {
+            return Err(ActionError::Moving);
+        };
+        match forwarder.send(shard, id, &message).await? {
+            Reply::Failed(err) => Err(err.into()),
+            reply => Ok(reply),
+        }
+    }
+
+    /// Handles a message another node forwarded, if this node holds the id's shard under
+    /// `epoch` (the one the sender saw); `None` otherwise (the sender looks again).
+    pub async fn handle_forwarded(&self, id: &str, epoch: i64, message: Message) -> Option<Reply> {
+        if !self.owns(id)
+            || self
+                .inner
+                .ownership
+                .epoch(crate::store::ownership::shard_of(id))
+                != Some(epoch)
+        {
+            return None;
+        }
+        let reply = match message {
+            Message::Wake => {
+                self.wake_endpoint(id).await;
+                Ok(Reply::Done)
+            }
+            Message::Flush => {
+                self.flush_endpoint(id).await;
+                Ok(Reply::Done)
+            }
+            Message::Act { command } => self
+                .call(id, |reply| Request::Act(command.clone(), reply))
+                .await
+                .map(|outcome| Reply::Action(Box::new(outcome))),
+            Message::Preview { plan_id } => self
+                .call(id, |reply| Request::Preview {
+                    plan_id: plan_id.clone(),
+                    reply,
+                })
+                .await
+                .map(Reply::Amount),
+            Message::Due => self.call(id, Request::Due).await.map(|()| Reply::Done),
+            Message::Outcome {
+                charge_id,
+                raw_status,
+                message,
+                transaction_id,
+                event,
+            } => self
+                .call(id, |reply| Request::Outcome {
+                    charge_id: charge_id.clone(),
+                    raw_status: raw_status.clone(),
+                    message: message.clone(),
+                    transaction_id: transaction_id.clone(),
+                    event: event.clone(),
+                    charge: None,
+                    reply,
+                })
+                .await
+                .map(|()| Reply::Done),
+        };
+        Some(reply.unwrap_or_else(|err| Reply::Failed(err.into())))
     }
 }

@@ -6,147 +6,34 @@
 //! Handlers and the ingress never touch a subscription themselves: they send a message to its
 //! actor and await the reply, so every change of one subscription is serialised.
 
-mod charging;
-mod commands;
-mod decide;
 mod endpoint;
 pub mod forward;
 mod outcomes;
 mod scheduler;
-mod subscription;
+pub mod subscription;
 pub mod tree;
 
 use crate::actors::forward::{Message, Reply};
 use crate::charges::Charger;
 use crate::clock::Clock;
-use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 use tree::{ActorStats, KindRegistry, KindView, Tree};
 
 pub use endpoint::spawn_webhooks;
 pub use scheduler::CONCURRENCY as RENEWALS_AT_ONCE;
 pub use scheduler::{Arm, spawn_background};
-
-/// At most this many period charges (renewals, first charges, retries, charge-now) are out
-/// at the processor, posted and not yet settled. The scheduler's own bound (`CONCURRENCY`)
-/// covers only the posting; without this one a burst of a million posts far faster than
-/// outcomes come back, and the pending charges, the processor's events and the reconciler's
-/// polls of "stale" charges pile up. It also bounds the rate: at most `IN_FLIGHT` charges a
-/// processor latency, so 2,048 allow 20,000 renewals/s against the sandbox's 100 ms and
-/// still 1,000/s against a processor that takes two seconds to settle (512 held a burst at
-/// 512 / (100 ms + the event's round trip), about 3,500/s, on this code's own sandbox).
-const IN_FLIGHT: usize = 2048;
-/// A slot whose charge has had no outcome for this long is given back (the charge stays
-/// pending and the reconciler keeps asking about it), so a processor that never answers
-/// cannot stop renewals.
-const SLOT_TIMEOUT: Duration = Duration::from_secs(60);
+use subscription::SubscriptionActor;
+pub use subscription::in_flight::InFlight;
+pub use subscription::messages::{ActionError, ActionOutcome, Command, Request, SubscriptionMsg};
 
 /// How long a caller waits for an actor's reply.
 const CALL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A change requested through the API.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Command {
-    Cancel {
-        at_period_end: bool,
-    },
-    Pause,
-    Resume,
-    ChangePlan {
-        plan_id: String,
-        cycle: Option<Cycle>,
-        prorate: bool,
-    },
-    ChargeNow,
-    AttachAddon {
-        addon_id: String,
-        prorate: bool,
-    },
-    DetachAddon {
-        addon_id: String,
-    },
-    SetPaymentMethod {
-        payment_method_id: String,
-    },
-}
-
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct ActionOutcome {
-    pub subscription: Subscription,
-    pub charge: Option<ChargeAttempt>,
-}
-
-/// Business failures travel back through the reply; they never restart the actor.
-#[derive(Debug, thiserror::Error)]
-pub enum ActionError {
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("{0}")]
-    Invalid(String),
-    #[error("{0}")]
-    Unprocessable(String),
-    #[error("the balance does not cover the fee")]
-    InsufficientBalance,
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the subscription's actor did not answer")]
-    Unavailable,
-    /// The subscription's shard is between two nodes (`cluster`): nothing was done.
-    #[error("the subscription's shard is moving to another node")]
-    Moving,
-    /// The subscription's shard moved to another node after part of the command was committed
-    /// (a resume, then its charge's beginning): what was done stays done, and the rest is not
-    /// done here. Told apart from `Moving` by the database (`Runtime::apply_command`).
-    #[error("the subscription's shard moved to another node after part of the command was done")]
-    MovedMidway,
-    /// The owner node failed; its cause is in that node's log.
-    #[error("the owner node failed: {0}")]
-    Remote(String),
-}
-
-/// What a subscription actor receives.
-pub enum SubscriptionMsg {
-    /// A request, handled inside the span it was sent from: an API request's span carries
-    /// its `request_id` into the actor's log lines.
-    Request(Request, tracing::Span),
-    IdleCheck,
-}
-
-/// A request to a subscription actor, answered through its reply port.
-pub enum Request {
-    Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
-    Preview {
-        plan_id: String,
-        reply: RpcReplyPort<Result<i64, ActionError>>,
-    },
-    Due(RpcReplyPort<Result<(), ActionError>>),
-    /// A timer came due, with what its renewal reads prefetched for its batch.
-    DuePrefetched(
-        Arc<crate::store::prefetch::DueSnapshot>,
-        RpcReplyPort<Result<(), ActionError>>,
-    ),
-    Outcome {
-        charge_id: String,
-        raw_status: String,
-        message: Option<String>,
-        transaction_id: Option<String>,
-        /// The processor event that reported it, recorded in the same transaction.
-        event: Option<Box<ProcessorEvent>>,
-        /// The charge as the sender read it, when it did (`apply_outcome`'s `known`).
-        charge: Option<Box<ChargeAttempt>>,
-        reply: RpcReplyPort<Result<(), ActionError>>,
-    },
-}
 
 struct Inner {
     /// Timers set by actors, for the scheduler's in-memory window.
@@ -164,14 +51,8 @@ struct Inner {
     remote_wakes: dashmap::DashMap<String, bool>,
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
     endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
-    in_flight: Arc<tokio::sync::Semaphore>,
-    /// Each period charge out at the processor, by id (its reference), with its slot: released
-    /// when its outcome is applied. The ingress reads an outcome's charge here (`charge_out`).
-    in_flight_slots: dashmap::DashMap<String, OutCharge>,
-    /// Per subscription, the row its period charge left when it began, with that charge's id:
-    /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
-    /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
-    began: dashmap::DashMap<String, (String, Box<Subscription>)>,
+    /// The period charges out at the processor, their slots and the rows they began on.
+    in_flight: InFlight,
     /// The guarded HTTP clients of webhook deliveries, per account mode (15 s timeout, no
     /// redirects, addresses checked when connecting).
     webhook_clients: crate::webhooks::send::Clients,
@@ -200,189 +81,6 @@ pub struct Runtime {
     inner: Arc<Inner>,
 }
 
-struct SubscriptionActor {
-    runtime: Runtime,
-}
-
-struct ActorState {
-    id: String,
-    last_message: Instant,
-    stats: Arc<ActorStats>,
-}
-
-impl Actor for SubscriptionActor {
-    type Msg = SubscriptionMsg;
-    type State = ActorState;
-    type Arguments = (String, Arc<ActorStats>);
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<SubscriptionMsg>,
-        (id, stats): (String, Arc<ActorStats>),
-    ) -> Result<ActorState, ActorProcessingErr> {
-        // One idle check at a time, re-armed by the check itself (the timer task is detached:
-        // dropping its handle does not cancel it).
-        drop(myself.send_after(self.runtime.inner.idle, || SubscriptionMsg::IdleCheck));
-        Ok(ActorState {
-            id,
-            last_message: Instant::now(),
-            stats,
-        })
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<SubscriptionMsg>,
-        msg: SubscriptionMsg,
-        state: &mut ActorState,
-    ) -> Result<(), ActorProcessingErr> {
-        let (request, span) = match msg {
-            SubscriptionMsg::Request(request, span) => (request, span),
-            SubscriptionMsg::IdleCheck => {
-                self.check_idle(myself, state);
-                return Ok(());
-            }
-        };
-        if !self.runtime.owns(&state.id) {
-            // The shard moved to another node while this message waited: refused, and the
-            // actor stops (the sender finds the new owner).
-            refuse(request);
-            self.runtime.inner.began.remove(&state.id);
-            self.stop_now(&myself, state);
-            return Ok(());
-        }
-        state.stats.begin();
-        let settles = matches!(request, Request::Outcome { .. });
-        let result = self.handle_counted(request, state).instrument(span).await;
-        state.stats.end();
-        state.last_message = Instant::now();
-        if settles && state.stats.queued() == 0 {
-            // A charge's outcome ends a renewal's work: nothing is asked of this subscription
-            // again for a period, and all it holds is in the database (or the runtime's
-            // maps). Stopped now rather than when idle: a burst of renewals otherwise keeps
-            // the last `idle` seconds' actors live (a gigabyte at 100,000 due at once). A
-            // message that reached the mailbox meanwhile is refused unhandled, and its
-            // sender asks a fresh actor (`Runtime::call`).
-            self.stop_now(&myself, state);
-        }
-        result
-    }
-}
-
-impl SubscriptionActor {
-    /// Stops the actor when it has handled nothing for `idle`, else checks again when it
-    /// could have been.
-    fn check_idle(&self, myself: ActorRef<SubscriptionMsg>, state: &ActorState) {
-        let idle = state.last_message.elapsed();
-        if idle >= self.runtime.inner.idle {
-            self.stop_now(&myself, state);
-        } else {
-            let left = self.runtime.inner.idle - idle;
-            drop(myself.send_after(left, || SubscriptionMsg::IdleCheck));
-        }
-    }
-
-    /// Leaves the registry (the next message spawns a fresh actor) and stops after this
-    /// message.
-    fn stop_now(&self, myself: &ActorRef<SubscriptionMsg>, state: &ActorState) {
-        self.runtime
-            .inner
-            .subscriptions
-            .forget(&state.id, myself.get_id(), false);
-        myself.stop(None);
-    }
-}
-
-/// A period charge out at the processor (`Inner::in_flight_slots`).
-struct OutCharge {
-    _slot: tokio::sync::OwnedSemaphorePermit,
-    since: Instant,
-    /// The charge as it began, while nothing but its beginning wrote it: dropped (`None`)
-    /// when a pending answer about it is noted (its transaction id), so the ingress reads it.
-    charge: Option<Box<ChargeAttempt>>,
-    /// The epoch of its subscription's shard when it began: after a shard moved away (and
-    /// perhaps back) another node may have written the charge.
-    epoch: Option<i64>,
-}
-
-/// Answers `request` with `ActionError::Moving` without handling it.
-fn refuse(request: Request) {
-    match request {
-        Request::Act(_, reply) => drop(reply.send(Err(ActionError::Moving))),
-        Request::Preview { reply, .. } => drop(reply.send(Err(ActionError::Moving))),
-        Request::Due(reply) | Request::DuePrefetched(_, reply) | Request::Outcome { reply, .. } => {
-            drop(reply.send(Err(ActionError::Moving)))
-        }
-    }
-}
-
-impl SubscriptionActor {
-    async fn handle_counted(
-        &self,
-        request: Request,
-        state: &mut ActorState,
-    ) -> Result<(), ActorProcessingErr> {
-        let runtime = &self.runtime;
-        match request {
-            Request::Act(command, reply) => {
-                tracing::info!(subscription = %state.id, ?command, "applying a command");
-                // A command may change the row: its charge's outcome reads it again.
-                runtime.inner.began.remove(&state.id);
-                let _ = reply.send(Box::pin(runtime.apply_command(&state.id, command)).await);
-            }
-            Request::Preview { plan_id, reply } => {
-                let result = async {
-                    let sub = runtime
-                        .store()
-                        .subscription_by_id(&state.id)
-                        .await?
-                        .ok_or_else(|| ActionError::NotFound("subscription".into()))?;
-                    let now = runtime
-                        .clock()
-                        .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
-                        .await?;
-                    runtime.prorated_change(&sub, &plan_id, None, now).await
-                };
-                let _ = reply.send(Box::pin(result).await);
-            }
-            // Each step's future is boxed: several kilobytes of state that would otherwise be
-            // part of this handler's future, which ractor moves for every message.
-            Request::Due(reply) => {
-                let _ = reply.send(Box::pin(runtime.apply_due(&state.id)).await);
-            }
-            Request::DuePrefetched(snapshot, reply) => {
-                let _ =
-                    reply.send(Box::pin(runtime.apply_due_prefetched(&state.id, &snapshot)).await);
-            }
-            Request::Outcome {
-                charge_id,
-                raw_status,
-                message,
-                transaction_id,
-                event,
-                charge,
-                reply,
-            } => {
-                let _ = reply.send(
-                    Box::pin(runtime.apply_outcome(
-                        Some(&state.id),
-                        &charge_id,
-                        charging::Reported {
-                            raw_status: &raw_status,
-                            message: message.as_deref(),
-                            transaction_id: transaction_id.as_deref(),
-                        },
-                        event.map(|e| *e),
-                        charge.as_deref(),
-                    ))
-                    .await,
-                );
-            }
-        }
-        Ok(())
-    }
-}
-
 impl Runtime {
     /// Starts the supervisor; the receiver goes to `spawn_background`.
     pub async fn start(
@@ -409,9 +107,7 @@ impl Runtime {
             endpoints,
             endpoint_wakes: dashmap::DashMap::new(),
             remote_wakes: dashmap::DashMap::new(),
-            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
-            in_flight_slots: dashmap::DashMap::new(),
-            began: dashmap::DashMap::new(),
+            in_flight: InFlight::new(Arc::clone(store_ownership)),
             webhook_clients,
             accounts: dashmap::DashMap::new(),
             idle,
@@ -533,88 +229,19 @@ impl Runtime {
             .unwrap_or_default()
     }
 
-    /// Waits for room among the charges out at the processor (see `IN_FLIGHT`).
-    async fn in_flight_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        loop {
-            let slot = Arc::clone(&self.inner.in_flight).acquire_owned();
-            match tokio::time::timeout(SLOT_TIMEOUT, slot).await {
-                Ok(slot) => return slot.ok(),
-                Err(_) => self
-                    .inner
-                    .in_flight_slots
-                    .retain(|_, out| out.since.elapsed() < SLOT_TIMEOUT),
-            }
-        }
+    /// How long a subscription actor that handles nothing lives (`Config::actor_idle_secs`).
+    fn idle(&self) -> Duration {
+        self.inner.idle
     }
 
-    /// Keeps `slot` taken, and `charge` as it began, until the charge's outcome is applied.
-    fn hold_until_settled(
-        &self,
-        charge: &ChargeAttempt,
-        slot: Option<tokio::sync::OwnedSemaphorePermit>,
-    ) {
-        if let Some(slot) = slot {
-            let epoch = charge.subscription_id.as_deref().and_then(|id| {
-                self.inner
-                    .ownership
-                    .epoch(crate::store::ownership::shard_of(id))
-            });
-            self.inner.in_flight_slots.insert(
-                charge.id.clone(),
-                OutCharge {
-                    _slot: slot,
-                    since: Instant::now(),
-                    charge: Some(Box::new(charge.clone())),
-                    epoch,
-                },
-            );
-        }
+    /// The registry of subscription actors, by subscription id.
+    fn subscriptions(&self) -> &KindRegistry<SubscriptionMsg> {
+        &self.inner.subscriptions
     }
 
-    /// The period charge out at the processor under `reference`, as it began (pending), while
-    /// its outcome is not applied, no pending answer about it was noted here and its shard
-    /// stayed with this node: what the ingress would read for an event about it. The copy may
-    /// lag the row (the post's answer, or another node, noted its transaction since), so
-    /// nothing is decided on it alone: its settlement stays conditional in the database, on
-    /// the status and on the stored transaction id (`store::charges::settle_charge_in`), so a
-    /// charge another writer settled meanwhile (a race with a recheck) is still applied once,
-    /// and a report naming another transaction than the stored one moves no money.
-    pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
-        let out = self.inner.in_flight_slots.get(reference)?;
-        let charge = out.charge.as_deref()?;
-        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_deref()?);
-        (charge.reference == reference
-            && out.epoch.is_some()
-            && self.inner.ownership.epoch(shard) == out.epoch)
-            .then(|| charge.clone())
-    }
-
-    /// A pending answer about `charge_id` is being noted (its transaction id): from now on
-    /// the ingress reads the charge.
-    fn charge_touched(&self, charge_id: &str) {
-        if let Some(mut out) = self.inner.in_flight_slots.get_mut(charge_id) {
-            out.charge = None;
-        }
-    }
-
-    fn release_slot(&self, charge_id: &str) {
-        self.inner.in_flight_slots.remove(charge_id);
-    }
-
-    /// Keeps `row`, as the beginning of its period charge `charge_id` saved it, for the
-    /// charge's outcome.
-    fn keep_began(&self, charge_id: &str, row: &Subscription) {
-        self.inner.began.insert(
-            row.id.clone(),
-            (charge_id.to_owned(), Box::new(row.clone())),
-        );
-    }
-
-    /// The row kept when `charge_id` began, if it is the subscription's last kept one (taken:
-    /// an outcome uses it once).
-    fn take_began(&self, subscription_id: &str, charge_id: &str) -> Option<Subscription> {
-        let (_, (charge, row)) = self.inner.began.remove(subscription_id)?;
-        (charge == charge_id).then_some(*row)
+    /// The period charges out at the processor (`subscription::in_flight`).
+    pub fn in_flight(&self) -> &InFlight {
+        &self.inner.in_flight
     }
 
     pub fn store(&self) -> &Store {
@@ -811,71 +438,6 @@ impl Runtime {
     /// one is handing it over): its messages are forwarded.
     fn elsewhere(&self, id: &str) -> Option<u16> {
         (!self.owns(id)).then(|| crate::store::ownership::shard_of(id))
-    }
-
-    async fn forward(&self, shard: u16, id: &str, message: Message) -> Result<Reply, ActionError> {
-        let Some(forwarder) = &self.inner.forwarder else {
-            return Err(ActionError::Moving);
-        };
-        match forwarder.send(shard, id, &message).await? {
-            Reply::Failed(err) => Err(err.into()),
-            reply => Ok(reply),
-        }
-    }
-
-    /// Handles a message another node forwarded, if this node holds the id's shard under
-    /// `epoch` (the one the sender saw); `None` otherwise (the sender looks again).
-    pub async fn handle_forwarded(&self, id: &str, epoch: i64, message: Message) -> Option<Reply> {
-        if !self.owns(id)
-            || self
-                .inner
-                .ownership
-                .epoch(crate::store::ownership::shard_of(id))
-                != Some(epoch)
-        {
-            return None;
-        }
-        let reply = match message {
-            Message::Wake => {
-                self.wake_endpoint(id).await;
-                Ok(Reply::Done)
-            }
-            Message::Flush => {
-                self.flush_endpoint(id).await;
-                Ok(Reply::Done)
-            }
-            Message::Act { command } => self
-                .call(id, |reply| Request::Act(command.clone(), reply))
-                .await
-                .map(|outcome| Reply::Action(Box::new(outcome))),
-            Message::Preview { plan_id } => self
-                .call(id, |reply| Request::Preview {
-                    plan_id: plan_id.clone(),
-                    reply,
-                })
-                .await
-                .map(Reply::Amount),
-            Message::Due => self.call(id, Request::Due).await.map(|()| Reply::Done),
-            Message::Outcome {
-                charge_id,
-                raw_status,
-                message,
-                transaction_id,
-                event,
-            } => self
-                .call(id, |reply| Request::Outcome {
-                    charge_id: charge_id.clone(),
-                    raw_status: raw_status.clone(),
-                    message: message.clone(),
-                    transaction_id: transaction_id.clone(),
-                    event: event.clone(),
-                    charge: None,
-                    reply,
-                })
-                .await
-                .map(|()| Reply::Done),
-        };
-        Some(reply.unwrap_or_else(|err| Reply::Failed(err.into())))
     }
 
     /// Moves an account's test clock (from the database's offset: `Clock::advance`) and

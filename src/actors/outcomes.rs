@@ -29,7 +29,7 @@ impl Runtime {
     ) -> Result<bool, ActionError> {
         if outcome.settlement().is_none() {
             // Noted below (a pending transaction's id): the charge as it began is stale.
-            self.charge_touched(&charge.id);
+            self.in_flight().charge_touched(&charge.id);
         }
         let settled = match (charge.subscription_id.as_deref(), outcome.settlement()) {
             (Some(subscription), Some(settlement)) => {
@@ -70,7 +70,7 @@ impl Runtime {
     ) -> Result<ProcessorOutcome, ActionError> {
         // A recheck may note the transaction's id or flag a mismatch: the ingress reads the
         // charge from then on.
-        self.charge_touched(&charge.id);
+        self.in_flight().charge_touched(&charge.id);
         let outcome = self.charger().recheck(account, charge).await;
         if outcome.settlement().is_some() {
             self.apply_processor_outcome(charge, &outcome, None).await?;

@@ -113,7 +113,7 @@ async fn receive_processor_event(
     let out = transaction
         .as_ref()
         .filter(|tx| tx.is_final() && event_type == "transaction.updated")
-        .and_then(|tx| state.runtime.charge_out(&tx.reference))
+        .and_then(|tx| state.runtime.in_flight().charge_out(&tx.reference))
         .filter(|charge| charge.account_id == account.id);
     let (seen, charge) = match (&transaction, event_type.as_str()) {
         // A final outcome of a period charge this node has out at the processor: its outcome

@@ -3,21 +3,20 @@
 //! are posted, and settle once in the transaction that applies their effect
 //! (`decide::settle` for a period, the carried `PendingChange` for an action).
 
-use super::commands::{apply_addon, apply_plan_change};
+use super::changes::{apply_addon, apply_plan_change};
 use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
-use super::subscription::{ChargeInfo, emit};
+use super::new_charge;
 use super::{ActionError, Runtime};
-use crate::accounts::fee_schedule;
+use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
-use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::catalog::Customer;
 use crate::store::charges::{
-    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, final_status,
+    BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, final_status,
 };
 use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::{Event, PeriodCharges, StoreTxn, Subscription};
@@ -201,7 +200,7 @@ impl Runtime {
             }
         };
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
-        let slot = self.in_flight_slot().await;
+        let slot = self.in_flight().slot().await;
         let new = new_charge(sub, account, amount, purpose, Some(period_start), None, now);
         let mut row = sub.clone();
         row.due_at = None;
@@ -261,8 +260,8 @@ impl Runtime {
             Err(BeginChargeError::Store(err)) => return Err(err.into()),
         };
         self.arm(sub, now);
-        self.hold_until_settled(&charge, slot);
-        self.keep_began(&charge.id, sub);
+        self.in_flight().hold_until_settled(&charge, slot);
+        self.in_flight().keep_began(&charge.id, sub);
         let payer = snapshot.and_then(|s| s.payer.as_ref());
         self.submit_with(account, &charge, payer).await?;
         // As it began: a caller that shows it reads it again (a renewal does not).
@@ -358,7 +357,7 @@ impl Runtime {
                 // answered as it stands, pending: the command is not "nothing done", and its
                 // caller reads from the database what became of the charge.
                 tracing::info!(charge = %charge.id, "the charge's shard moved before its outcome was applied; sent to the new owner");
-                self.release_slot(&charge.id);
+                self.in_flight().release(&charge.id);
                 self.outcome_elsewhere(charge, &settlement);
                 Ok(())
             }
@@ -431,6 +430,7 @@ impl Runtime {
         // this actor kept it (the batch's conditional save refuses a row changed since). Taken
         // by every outcome, so that none leaves it behind.
         let kept = self
+            .in_flight()
             .take_began(&sub_id, charge_id)
             .filter(|_| known.is_some());
         let was_kept = kept.is_some();
@@ -446,7 +446,7 @@ impl Runtime {
         if let Some(settle) = batched
             && let Some(saved) = self.store().settle_period_charge(settle).await?
         {
-            self.release_slot(charge_id);
+            self.in_flight().release(charge_id);
             self.arm(&saved, now);
             return Ok(());
         }
@@ -507,16 +507,16 @@ impl Runtime {
             .await?;
         match applied {
             Applied::NotFinal => {}
-            Applied::Already => self.release_slot(charge_id),
+            Applied::Already => self.in_flight().release(charge_id),
             Applied::Settled(None) => {
                 // A timer skipped while this charge was pending runs now.
-                self.release_slot(charge_id);
+                self.in_flight().release(charge_id);
                 if let Some(due) = due_at {
                     self.arm_at(&sub_id, due, now);
                 }
             }
             Applied::Settled(Some(sub)) => {
-                self.release_slot(charge_id);
+                self.in_flight().release(charge_id);
                 self.arm(&sub, now);
             }
         }
@@ -577,28 +577,4 @@ fn settle_in_batch(
         drop_detached_addons: effect.drop_detached_addons,
         row: sub,
     })
-}
-
-/// A charge of `amount` on the subscription's card, with the account's fee reserved for it.
-pub(super) fn new_charge(
-    sub: &Subscription,
-    account: &Account,
-    amount: i64,
-    purpose: &'static str,
-    period_start: Option<i64>,
-    pending_change: Option<String>,
-    now: i64,
-) -> NewCharge {
-    NewCharge {
-        account: AccountId::from_stored(sub.account_id.clone()),
-        subscription_id: Some(sub.id.clone()),
-        customer_id: sub.customer_id.clone(),
-        payment_method_id: sub.default_payment_method_id.clone(),
-        amount_cents: amount,
-        fee_cents: fee_schedule(account).fee_for(amount),
-        purpose,
-        period_start,
-        pending_change,
-        now_ms: now,
-    }
 }

@@ -3,49 +3,18 @@
 //! recorded as a charge that carries the change and applies it when approved
 //! (`charging.rs`). A refused command writes nothing.
 
+use super::changes::{apply_addon, apply_plan_change};
 use super::decide::{PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due};
-use super::subscription::{emit, price};
-use super::{ActionError, ActionOutcome, Command, Runtime};
+use super::messages::{ActionOutcome, Command};
+use super::{ActionError, Runtime};
+use super::{emit, price};
 use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::catalog::CatalogKind;
-use crate::store::subscriptions::{StoreTxn, Subscription, SubscriptionAddon};
-
-/// Applies a change-plan (now, or when its proration is approved) with its event.
-pub(super) async fn apply_plan_change(
-    txn: &StoreTxn,
-    sub: &mut Subscription,
-    plan_id: String,
-    cycle: Option<Cycle>,
-    now: i64,
-) -> Result<(), StoreError> {
-    sub.plan_id = plan_id;
-    if let Some(cycle) = cycle {
-        // The current period keeps its end and its cycle; the new cycle starts at its end.
-        reschedule(sub, |schedule| schedule.change_cycle(cycle));
-    }
-    emit(txn, sub, "subscription.plan_changed", None, now).await
-}
-
-/// Attaches an add-on (now, or when its proration is approved), unless it already is.
-pub(super) async fn apply_addon(
-    txn: &StoreTxn,
-    sub: &Subscription,
-    addon_id: String,
-    now: i64,
-) -> Result<(), StoreError> {
-    txn.attach_addon(SubscriptionAddon {
-        subscription_id: sub.id.clone(),
-        addon_id,
-        account_id: sub.account_id.clone(),
-        attached_at: now,
-        detach_at_period_end: false,
-    })
-    .await
-}
+use crate::store::subscriptions::Subscription;
 
 impl Runtime {
     /// Applies `command` to subscription `id`. A command may commit in several units (a

@@ -1,0 +1,41 @@
+//! The changes a command makes that a charge may carry instead (an upgrade's plan, a prorated
+//! add-on): applied at once by the command, or by the charge's outcome when it is approved.
+
+use super::decide::reschedule;
+use super::emit;
+use crate::domain::time::Cycle;
+use crate::store::StoreError;
+use crate::store::subscriptions::{StoreTxn, Subscription, SubscriptionAddon};
+
+/// Applies a change-plan (now, or when its proration is approved) with its event.
+pub(super) async fn apply_plan_change(
+    txn: &StoreTxn,
+    sub: &mut Subscription,
+    plan_id: String,
+    cycle: Option<Cycle>,
+    now: i64,
+) -> Result<(), StoreError> {
+    sub.plan_id = plan_id;
+    if let Some(cycle) = cycle {
+        // The current period keeps its end and its cycle; the new cycle starts at its end.
+        reschedule(sub, |schedule| schedule.change_cycle(cycle));
+    }
+    emit(txn, sub, "subscription.plan_changed", None, now).await
+}
+
+/// Attaches an add-on (now, or when its proration is approved), unless it already is.
+pub(super) async fn apply_addon(
+    txn: &StoreTxn,
+    sub: &Subscription,
+    addon_id: String,
+    now: i64,
+) -> Result<(), StoreError> {
+    txn.attach_addon(SubscriptionAddon {
+        subscription_id: sub.id.clone(),
+        addon_id,
+        account_id: sub.account_id.clone(),
+        attached_at: now,
+        detach_at_period_end: false,
+    })
+    .await
+}

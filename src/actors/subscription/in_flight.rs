@@ -1,0 +1,157 @@
+//! The period charges out at the processor: at most `IN_FLIGHT` at once (each holds a slot
+//! until its outcome is applied), each kept as it began so that the ingress can judge an event
+//! about it without reading it, and per subscription the row its charge began on, which the
+//! outcome settles on without reading it again.
+
+use crate::store::charges::ChargeAttempt;
+use crate::store::ownership::Ownership;
+use crate::store::subscriptions::Subscription;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// At most this many period charges (renewals, first charges, retries, charge-now) are out
+/// at the processor, posted and not yet settled. The scheduler's own bound (`CONCURRENCY`)
+/// covers only the posting; without this one a burst of a million posts far faster than
+/// outcomes come back, and the pending charges, the processor's events and the reconciler's
+/// polls of "stale" charges pile up. It also bounds the rate: at most `IN_FLIGHT` charges a
+/// processor latency, so 2,048 allow 20,000 renewals/s against the sandbox's 100 ms and
+/// still 1,000/s against a processor that takes two seconds to settle (512 held a burst at
+/// 512 / (100 ms + the event's round trip), about 3,500/s, on this code's own sandbox).
+const IN_FLIGHT: usize = 2048;
+/// A slot whose charge has had no outcome for this long is given back (the charge stays
+/// pending and the reconciler keeps asking about it), so a processor that never answers
+/// cannot stop renewals.
+const SLOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The charges out at the processor (one per node, in the runtime).
+pub struct InFlight {
+    room: Arc<tokio::sync::Semaphore>,
+    /// Each period charge out at the processor, by id (its reference), with its slot: released
+    /// when its outcome is applied. The ingress reads an outcome's charge here (`charge_out`).
+    out: dashmap::DashMap<String, OutCharge>,
+    /// Per subscription, the row its period charge left when it began, with that charge's id:
+    /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
+    /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
+    began: dashmap::DashMap<String, (String, Box<Subscription>)>,
+    /// What this node holds: a charge's copy is trusted only while its shard stays here.
+    ownership: Arc<Ownership>,
+}
+
+/// A period charge out at the processor (`InFlight::out`).
+struct OutCharge {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    since: Instant,
+    /// The charge as it began, while nothing but its beginning wrote it: dropped (`None`)
+    /// when a pending answer about it is noted (its transaction id), so the ingress reads it.
+    charge: Option<Box<ChargeAttempt>>,
+    /// The epoch of its subscription's shard when it began: after a shard moved away (and
+    /// perhaps back) another node may have written the charge.
+    epoch: Option<i64>,
+}
+
+impl InFlight {
+    pub fn new(ownership: Arc<Ownership>) -> Self {
+        Self {
+            room: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+            out: dashmap::DashMap::new(),
+            began: dashmap::DashMap::new(),
+            ownership,
+        }
+    }
+
+    /// Waits for room among the charges out at the processor (see `IN_FLIGHT`).
+    pub async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        loop {
+            let slot = Arc::clone(&self.room).acquire_owned();
+            match tokio::time::timeout(SLOT_TIMEOUT, slot).await {
+                Ok(slot) => return slot.ok(),
+                Err(_) => self.out.retain(|_, out| out.since.elapsed() < SLOT_TIMEOUT),
+            }
+        }
+    }
+
+    /// Keeps `slot` taken, and `charge` as it began, until the charge's outcome is applied.
+    pub fn hold_until_settled(
+        &self,
+        charge: &ChargeAttempt,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) {
+        if let Some(slot) = slot {
+            let epoch = charge
+                .subscription_id
+                .as_deref()
+                .and_then(|id| self.ownership.epoch(crate::store::ownership::shard_of(id)));
+            self.out.insert(
+                charge.id.clone(),
+                OutCharge {
+                    _slot: slot,
+                    since: Instant::now(),
+                    charge: Some(Box::new(charge.clone())),
+                    epoch,
+                },
+            );
+        }
+    }
+
+    /// The period charge out at the processor under `reference`, as it began (pending), while
+    /// its outcome is not applied, no pending answer about it was noted here and its shard
+    /// stayed with this node: what the ingress would read for an event about it. The copy may
+    /// lag the row (the post's answer, or another node, noted its transaction since), so
+    /// nothing is decided on it alone: its settlement stays conditional in the database, on
+    /// the status and on the stored transaction id (`store::charges::settle_charge_in`), so a
+    /// charge another writer settled meanwhile (a race with a recheck) is still applied once,
+    /// and a report naming another transaction than the stored one moves no money.
+    pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
+        let out = self.out.get(reference)?;
+        let charge = out.charge.as_deref()?;
+        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_deref()?);
+        (charge.reference == reference
+            && out.epoch.is_some()
+            && self.ownership.epoch(shard) == out.epoch)
+            .then(|| charge.clone())
+    }
+
+    /// A pending answer about `charge_id` is being noted (its transaction id): from now on
+    /// the ingress reads the charge.
+    pub fn charge_touched(&self, charge_id: &str) {
+        if let Some(mut out) = self.out.get_mut(charge_id) {
+            out.charge = None;
+        }
+    }
+
+    pub fn release(&self, charge_id: &str) {
+        self.out.remove(charge_id);
+    }
+
+    /// Keeps `row`, as the beginning of its period charge `charge_id` saved it, for the
+    /// charge's outcome.
+    pub fn keep_began(&self, charge_id: &str, row: &Subscription) {
+        self.began.insert(
+            row.id.clone(),
+            (charge_id.to_owned(), Box::new(row.clone())),
+        );
+    }
+
+    /// The row kept when `charge_id` began, if it is the subscription's last kept one (taken:
+    /// an outcome uses it once).
+    pub fn take_began(&self, subscription_id: &str, charge_id: &str) -> Option<Subscription> {
+        let (_, (charge, row)) = self.began.remove(subscription_id)?;
+        (charge == charge_id).then_some(*row)
+    }
+
+    /// Forgets the row kept for `subscription_id`'s charge (a command may change the row, or
+    /// the shard moved away).
+    pub fn forget_began(&self, subscription_id: &str) {
+        self.began.remove(subscription_id);
+    }
+
+    /// Whether a row is kept for `subscription_id`.
+    pub fn has_began(&self, subscription_id: &str) -> bool {
+        self.began.contains_key(subscription_id)
+    }
+
+    /// The charge whose row is kept for `subscription_id`, if any.
+    pub fn began_charge(&self, subscription_id: &str) -> Option<String> {
+        self.began.get(subscription_id).map(|kept| kept.0.clone())
+    }
+}

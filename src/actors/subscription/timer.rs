@@ -1,0 +1,176 @@
+//! A subscription's timer: when it comes due (one at a time, or prefetched with its batch),
+//! what is due is done: a renewal's charge, a retry, a trial's end, a scheduled cancellation or
+//! plan change, a paused subscription's resumption once its fee is covered.
+
+use super::charging::Resuming;
+use super::decide::{self, reschedule, status_of};
+use super::{ActionError, Runtime};
+use crate::domain::charge_purpose;
+use crate::domain::schedule::Schedule;
+use crate::domain::subscription::Status;
+use crate::events::subscription_event;
+use crate::store::StoreError;
+use crate::store::accounts::Account;
+use crate::store::charges::ChargeAttempt;
+use crate::store::prefetch::DueSnapshot;
+use crate::store::subscriptions::{PeriodCharges, Subscription};
+
+impl Runtime {
+    /// A timer of the subscription came due.
+    pub(super) async fn apply_due(&self, id: &str) -> Result<(), ActionError> {
+        let (mut sub, account, now) = self.load(id).await?;
+        if sub.due_at.is_none_or(|due| due > now) {
+            return Ok(());
+        }
+        metrics::counter!("renewals_due_total").increment(1);
+        let result = self.run_due(&mut sub, &account, now).await;
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("renewals_processed_total", "result" => outcome).increment(1);
+        result.map(|_| ())
+    }
+
+    /// `apply_due` with the reads prefetched for the timer's batch. A snapshot that turns out
+    /// stale (the subscription changed since it was read) ends in a refused conditional save
+    /// with nothing written; the timer then runs again on fresh reads.
+    pub(super) async fn apply_due_prefetched(
+        &self,
+        id: &str,
+        snapshot: &DueSnapshot,
+    ) -> Result<(), ActionError> {
+        let mut sub = snapshot.sub.clone();
+        let (account, now) = self.account_and_now(&sub).await?;
+        // Not due when read: an early or stale timer, as in `apply_due` (whatever made the row
+        // due since then armed its timer again).
+        if sub.due_at.is_none_or(|due| due > now) {
+            return Ok(());
+        }
+        metrics::counter!("renewals_due_total").increment(1);
+        let result = match self
+            .run_due_with(&mut sub, &account, now, Some(snapshot))
+            .await
+        {
+            Err(ActionError::Store(StoreError::Conflict(_))) => {
+                metrics::counter!("renewal_snapshots_stale_total").increment(1);
+                let (mut sub, account, now) = self.load(id).await?;
+                if sub.due_at.is_none_or(|due| due > now) {
+                    return Ok(());
+                }
+                self.run_due(&mut sub, &account, now).await
+            }
+            other => other,
+        };
+        let outcome = if result.is_ok() { "ok" } else { "error" };
+        metrics::counter!("renewals_processed_total", "result" => outcome).increment(1);
+        result.map(|_| ())
+    }
+
+    pub(super) async fn run_due(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        self.run_due_with(sub, account, now, None).await
+    }
+
+    /// The timer's work on `sub` (read at `now`), reading what it needs unless `snapshot`
+    /// holds it.
+    pub(super) async fn run_due_with(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+        snapshot: Option<&DueSnapshot>,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let status = status_of(sub);
+        // Whatever happened in between (a pause, a balance too short), a subscription set to
+        // cancel at its period's end is canceled at that end.
+        if status != Status::Canceled && sub.cancel_at_period_end && now >= sub.current_period_end {
+            self.cancel_at_end(sub, now).await?;
+            return Ok(None);
+        }
+        // One read for the pending check and both periods' payment (the trial's end moves the
+        // period forward, never back, so `since` covers every period asked about below).
+        let charges = match snapshot {
+            Some(snapshot) => snapshot.charges.clone(),
+            None => {
+                self.store()
+                    .period_charges(&sub.id, sub.current_period_start)
+                    .await?
+            }
+        };
+        if charges.pending {
+            return Ok(None);
+        }
+        self.charge_due(sub, account, &charges, now, snapshot, None)
+            .await
+    }
+
+    /// Begins the charge that is due on `sub` (read at `now`, its period's charges in
+    /// `charges`) as its status says; with `resuming`, in the unit that resumes it.
+    pub(super) async fn charge_due(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        charges: &PeriodCharges,
+        now: i64,
+        snapshot: Option<&DueSnapshot>,
+        resuming: Option<Resuming>,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let status = status_of(sub);
+        let in_pre_period = status == Status::Trialing || sub.period_index < 0;
+        let purpose = match status {
+            Status::Trialing | Status::Active if in_pre_period => {
+                // The trial (or the prepaid time before start_date) ends: the first period
+                // starts, in the subscription's cycle (a change made meanwhile included).
+                sub.status = Status::Active.as_str().to_owned();
+                reschedule(sub, Schedule::advance);
+                sub.next_charge_date = sub.current_period_start;
+                charge_purpose::FIRST
+            }
+            Status::Active => charge_purpose::RENEWAL,
+            Status::PastDue => charge_purpose::RETRY,
+            // Paused for want of balance and woken by a top-up (its timer): resumed and
+            // charged what is due if the balance covers the projected fee, else left paused
+            // with no timer (the next top-up wakes it again) and no event.
+            Status::PausedInsufficientBalance if resuming.is_none() => {
+                return self
+                    .resume_into_charge(sub, account, charges, now, snapshot)
+                    .await;
+            }
+            _ => return Ok(None),
+        };
+        self.charge_period(sub, account, charges, now, purpose, snapshot, resuming)
+            .await
+    }
+
+    /// Resumes a paused `sub` (read at `now`, with the charges of its period since the current
+    /// one began in `charges`) with its `subscription.resumed` event. When the resume makes a
+    /// charge due (the renewal date passed during the pause, or the charge that paused it for
+    /// balance), the resumption, its event and the charge's beginning (the fee's reservation,
+    /// a conditional update that never takes the balance below zero) are one unit: all of it
+    /// commits or none of it. A balance short of the fee leaves the row as read, paused for
+    /// balance, with no event. A charge still pending (its outcome not yet applied) begins
+    /// nothing: the resumption commits alone, as when nothing is due.
+    pub(super) async fn resume_into_charge(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        charges: &PeriodCharges,
+        now: i64,
+        snapshot: Option<&DueSnapshot>,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let paused = sub.clone();
+        decide::resume(sub, now);
+        let event = subscription_event(sub, "subscription.resumed", None, now);
+        if charges.pending || sub.due_at.is_none_or(|due| due > now) {
+            let txn = self.store().begin().await?;
+            txn.insert_event(event).await?;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+            return Ok(None);
+        }
+        let resuming = Resuming { paused, event };
+        Box::pin(self.charge_due(sub, account, charges, now, snapshot, Some(resuming))).await
+    }
+}
