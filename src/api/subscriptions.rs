@@ -556,16 +556,36 @@ async fn settled_charge(
     charge: ChargeAttempt,
 ) -> ApiResult<ChargeAttempt> {
     let deadline = tokio::time::Instant::now() + CHARGE_WAIT;
+    let in_flight = state.runtime.in_flight();
     let mut charge = charge;
     while charge.status == "pending" && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        let settled = in_flight.settlement(&charge.id);
         charge = state
             .store
             .charge(account, &charge.id)
             .await?
             .unwrap_or(charge);
+        if charge.status != "pending" {
+            break;
+        }
+        wait_for(settled, deadline).await;
     }
+    in_flight.stop_waiting(&charge.id);
     Ok(charge)
+}
+
+/// How often a request waiting for a charge reads it even if this node applied no outcome:
+/// the outcome may be applied on another node.
+const CHARGE_READ_EVERY: Duration = Duration::from_millis(250);
+
+/// Waits for `settled` (the charge's outcome applied on this node), for at most
+/// `CHARGE_READ_EVERY`, and never past `deadline`.
+async fn wait_for(
+    settled: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
+    deadline: tokio::time::Instant,
+) {
+    let until = deadline.min(tokio::time::Instant::now() + CHARGE_READ_EVERY);
+    let _ = tokio::time::timeout_at(until, settled).await;
 }
 
 /// The answer of an action that may have made a charge it takes effect with: the subscription
@@ -741,10 +761,17 @@ async fn charge_first_period(
         return current(state, account, sub).await;
     }
     let deadline = tokio::time::Instant::now() + FIRST_CHARGE_WAIT;
+    let in_flight = state.runtime.in_flight();
+    let mut waited = None;
     loop {
         match state.store.pending_charge_of(&sub.id).await {
-            Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(25)).await;
+            Ok(Some(charge)) if tokio::time::Instant::now() < deadline => {
+                // Registered, then read again: an outcome applied in between is not missed.
+                let settled = in_flight.settlement(&charge.id);
+                if matches!(state.store.pending_charge_of(&sub.id).await, Ok(Some(_))) {
+                    wait_for(settled, deadline).await;
+                }
+                waited = Some(charge.id);
             }
             Ok(_) => break,
             Err(err) => {
@@ -752,6 +779,9 @@ async fn charge_first_period(
                 break;
             }
         }
+    }
+    if let Some(charge_id) = waited {
+        in_flight.stop_waiting(&charge_id);
     }
     current(state, account, sub).await
 }

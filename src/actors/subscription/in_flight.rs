@@ -35,6 +35,8 @@ pub struct InFlight {
     began: dashmap::DashMap<String, (String, Box<Subscription>)>,
     /// What this node holds: a charge's copy is trusted only while its shard stays here.
     ownership: Arc<Ownership>,
+    /// Requests waiting for a charge's outcome (`settlement`), woken when it is applied here.
+    waiting: dashmap::DashMap<String, Arc<tokio::sync::Notify>>,
 }
 
 /// A period charge out at the processor (`InFlight::out`).
@@ -56,6 +58,7 @@ impl InFlight {
             out: dashmap::DashMap::new(),
             began: dashmap::DashMap::new(),
             ownership,
+            waiting: dashmap::DashMap::new(),
         }
     }
 
@@ -119,8 +122,37 @@ impl InFlight {
         }
     }
 
+    /// The charge's outcome was applied here (or it left this node): its slot is free, and
+    /// the requests waiting for it read it now.
     pub fn release(&self, charge_id: &str) {
         self.out.remove(charge_id);
+        if let Some((_, waiting)) = self.waiting.remove(charge_id) {
+            waiting.notify_waiters();
+        }
+    }
+
+    /// A wake-up for when `charge_id`'s outcome is applied on this node, registered before the
+    /// caller reads the charge so that an outcome applied in between is not missed. The
+    /// caller reads the charge after it fires, and also now and then without it: the outcome
+    /// may be applied on another node (the shard moved, or it is another node's).
+    pub fn settlement(
+        &self,
+        charge_id: &str,
+    ) -> std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>> {
+        let waiting = self
+            .waiting
+            .entry(charge_id.to_owned())
+            .or_insert_with(|| Arc::new(tokio::sync::Notify::new()))
+            .clone();
+        let mut settled = Box::pin(waiting.notified_owned());
+        settled.as_mut().enable();
+        settled
+    }
+
+    /// Forgets the wake-up of `charge_id` once no request waits for it.
+    pub fn stop_waiting(&self, charge_id: &str) {
+        self.waiting
+            .remove_if(charge_id, |_, waiting| Arc::strong_count(waiting) == 1);
     }
 
     /// Keeps `row`, as the beginning of its period charge `charge_id` saved it, for the
@@ -153,5 +185,30 @@ impl InFlight {
     /// The charge whose row is kept for `subscription_id`, if any.
     pub fn began_charge(&self, subscription_id: &str) -> Option<String> {
         self.began.get(subscription_id).map(|kept| kept.0.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_waiter_registered_before_the_outcome_wakes_when_it_is_applied() {
+        let in_flight = InFlight::new(Arc::new(Ownership::single_node()));
+        let settled = in_flight.settlement("ch_1");
+        let other = in_flight.settlement("ch_2");
+        // Applied between the registration and the wait: the wake-up is kept.
+        in_flight.release("ch_1");
+        tokio::time::timeout(Duration::from_secs(5), settled)
+            .await
+            .expect("woken by the release");
+        // Another charge's waiter is not woken by it.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), other)
+                .await
+                .is_err()
+        );
+        in_flight.stop_waiting("ch_2");
+        assert!(in_flight.waiting.is_empty(), "no wake-up is left behind");
     }
 }

@@ -250,7 +250,10 @@ mod tests {
         let html = render(&page);
         assert!(!html.contains("<b>") && !html.contains("<img"), "{html}");
         assert!(html.contains("&#60;b&#62;Shop&#60;/b&#62;"), "{html}");
-        assert!(html.contains("value=\"csrf_&#34;&#62;&#60;b&#62;\""), "{html}");
+        assert!(
+            html.contains("value=\"csrf_&#34;&#62;&#60;b&#62;\""),
+            "{html}"
+        );
         assert!(html.contains("<td>-1.50</td>"), "{html}");
         assert!(html.contains("No subscriptions."), "{html}");
     }
