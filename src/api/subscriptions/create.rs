@@ -1,0 +1,185 @@
+//! `POST /v1/subscriptions`: a direct create, checked, committed with its first timer, and
+//! its first period charged at once unless it starts later (a trial or a start date).
+
+use super::actions::wait_for;
+use super::{SubscriptionIn, SubscriptionOut, active_plan, parse_cycle};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, metadata_text};
+use crate::http::state::AppState;
+use crate::ids::AccountId;
+use crate::store::subscriptions::Subscription;
+use crate::subscribe::{self, NewSubscription, Start};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use std::time::Duration;
+
+/// Create a subscription directly (the customer already has a payment method).
+#[utoipa::path(post, path = "/v1/subscriptions", tag = "subscriptions", request_body = SubscriptionIn,
+    responses((status = 201, body = SubscriptionOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(super) async fn create_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<SubscriptionIn>,
+) -> ApiResult<(StatusCode, Json<SubscriptionOut>)> {
+    // Until the row commits a failure leaves nothing behind, so its Idempotency-Key is freed.
+    let (sub, start, now) = new_subscription(&state, &caller, body)
+        .await
+        .map_err(ApiError::before_any_write)?;
+    let txn = state
+        .store
+        .begin()
+        .await
+        .map_err(|err| ApiError::from(err).before_any_write())?;
+    subscribe::insert(&txn, &sub, now)
+        .await
+        .map_err(|err| ApiError::from(err).before_any_write())?;
+    // Not marked: a commit that failed on a lost connection may still have committed.
+    txn.commit().await?;
+    state.runtime.arm(&sub, now);
+    // From here on the subscription exists: the answer is 201 with it as it stands, never an
+    // error that would invite the client to create it again.
+    let sub = if start == Start::ChargeNow {
+        charge_first_period(&state, &caller.account_id(), sub).await
+    } else {
+        sub
+    };
+    Ok((StatusCode::CREATED, Json(sub.into())))
+}
+
+/// How long a direct create waits for its first charge's outcome (charge-now waits as long).
+const FIRST_CHARGE_WAIT: Duration = Duration::from_secs(10);
+
+/// Checks a direct create and builds its row, its start and the account's `now`; writes
+/// nothing.
+pub(super) async fn new_subscription(
+    state: &AppState,
+    caller: &Caller,
+    body: SubscriptionIn,
+) -> ApiResult<(Subscription, Start, i64)> {
+    let account = caller.account_id();
+    let cycle = parse_cycle(&body.cycle)?;
+    let metadata = metadata_text(body.metadata)?;
+    state
+        .store
+        .customer(&account, &body.customer_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
+                .param("customer_id")
+        })?;
+    let plan = active_plan(state, &account, &body.plan_id).await?;
+    let method = state
+        .store
+        .payment_method(&account, &body.payment_method_id)
+        .await?;
+    if method.is_none_or(|m| m.customer_id != body.customer_id) {
+        return Err(
+            ApiError::not_found("No payment method with that id for this customer.")
+                .param("payment_method_id"),
+        );
+    }
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let trial_days = body.trial_days.unwrap_or(0);
+    if !(0..=730).contains(&trial_days) {
+        return Err(
+            ApiError::bad_request("trial_days must be between 0 and 730.").param("trial_days"),
+        );
+    }
+    let start = match &body.start_date {
+        None => None,
+        Some(raw) => {
+            let parsed = chrono::DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| {
+                    ApiError::bad_request("start_date must be an RFC 3339 datetime.")
+                        .param("start_date")
+                })?
+                .timestamp_millis();
+            if parsed < now {
+                return Err(ApiError::bad_request("start_date must not be in the past.")
+                    .param("start_date"));
+            }
+            Some(parsed)
+        }
+    };
+    if trial_days > 0 && start.is_some() {
+        return Err(
+            ApiError::bad_request("Send trial_days or start_date, not both.").param("start_date"),
+        );
+    }
+    let start = match (trial_days, start) {
+        (days, _) if days > 0 => Start::Trial { days },
+        (_, Some(start)) if start > now => Start::At(start),
+        _ => Start::ChargeNow,
+    };
+    let sub = subscribe::build(
+        NewSubscription {
+            id: state.store.ownership().local_subscription_id(),
+            account_id: caller.0.id.clone(),
+            customer_id: body.customer_id,
+            plan_id: plan.id,
+            cycle,
+            payment_method_id: body.payment_method_id,
+            metadata,
+            start,
+        },
+        now,
+    );
+    Ok((sub, start, now))
+}
+
+/// Charges the first period of `sub`, just committed, and answers the subscription as it
+/// stands once the charge's outcome is applied (approved: `next_charge_date` is the period's
+/// end; declined: `past_due`; short of balance: `paused_insufficient_balance`), as `GET`
+/// shows it. The outcome comes later, through the ingress, so it is waited for up to
+/// `FIRST_CHARGE_WAIT`; still pending then, the answer is the subscription with its first
+/// charge in flight (`active`, `next_charge_date` = the charge's instant), and `GET` shows
+/// the outcome once it arrives.
+pub(super) async fn charge_first_period(
+    state: &AppState,
+    account: &AccountId,
+    sub: Subscription,
+) -> Subscription {
+    if let Err(err) = state.runtime.due(&sub.id).await {
+        // The row and its timer are committed: the scheduler charges the period.
+        tracing::warn!(subscription = %sub.id, error = %err, "the first charge is left to the timer");
+        return current(state, account, sub).await;
+    }
+    let deadline = tokio::time::Instant::now() + FIRST_CHARGE_WAIT;
+    let in_flight = state.runtime.in_flight();
+    let mut waited = None;
+    loop {
+        match state.store.pending_charge_of(&sub.id).await {
+            Ok(Some(charge)) if tokio::time::Instant::now() < deadline => {
+                // Registered, then read again: an outcome applied in between is not missed.
+                let settled = in_flight.settlement(&charge.id);
+                if matches!(state.store.pending_charge_of(&sub.id).await, Ok(Some(_))) {
+                    wait_for(settled, deadline).await;
+                }
+                waited = Some(charge.id);
+            }
+            Ok(_) => break,
+            Err(err) => {
+                tracing::warn!(subscription = %sub.id, error = %err, "could not follow the first charge");
+                break;
+            }
+        }
+    }
+    if let Some(charge_id) = waited {
+        in_flight.stop_waiting(&charge_id);
+    }
+    current(state, account, sub).await
+}
+
+/// The subscription as stored, or `sub` when it cannot be read (it is committed either way).
+pub(super) async fn current(
+    state: &AppState,
+    account: &AccountId,
+    sub: Subscription,
+) -> Subscription {
+    match state.store.subscription(account, &sub.id).await {
+        Ok(Some(stored)) => stored,
+        _ => sub,
+    }
+}

@@ -1,0 +1,287 @@
+//! Subscriptions: direct creation, reads, and the actions, each sent to the subscription's
+//! actor (the handler never changes a subscription itself).
+
+use super::openapi::error_responses::ShardMoving;
+use crate::actors::{ActionError, ActionOutcome, Command};
+use crate::domain::subscription::Status;
+use crate::domain::time::{Cycle, from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
+use crate::http::list::{ListOut, page_request};
+use crate::http::state::AppState;
+use crate::ids::AccountId;
+use crate::store::catalog::{CatalogItem, CatalogKind};
+use crate::store::subscriptions::{Subscription, SubscriptionFilter};
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+mod actions;
+mod create;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create::create_subscription, list_subscriptions))
+        .routes(routes!(get_subscription, update_subscription))
+        .routes(routes!(actions::cancel_subscription))
+        .routes(routes!(actions::pause_subscription))
+        .routes(routes!(actions::resume_subscription))
+        .routes(routes!(actions::change_plan))
+        .routes(routes!(actions::preview_change_plan))
+        .routes(routes!(actions::charge_now))
+        .routes(routes!(actions::attach_addon, actions::list_addons))
+        .routes(routes!(actions::detach_addon))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "status": "active",
+    "cycle": "monthly",
+    "current_period_start": "2026-11-02T14:30:00Z",
+    "current_period_end": "2026-12-02T14:30:00Z",
+    "next_charge_date": "2026-12-02T14:30:00Z",
+    "default_payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
+    "trial_end": null,
+    "cancel_at_period_end": false,
+    "failed_attempts": 0,
+    "created_at": "2026-11-02T14:30:00Z",
+    "metadata": {"order": "A-1042"}
+})))]
+pub struct SubscriptionOut {
+    pub id: String,
+    pub customer_id: String,
+    pub plan_id: String,
+    #[schema(schema_with = super::openapi::schemas::subscription_status)]
+    pub status: String,
+    #[schema(schema_with = super::openapi::schemas::cycle)]
+    pub cycle: String,
+    #[schema(format = DateTime)]
+    pub current_period_start: String,
+    #[schema(format = DateTime)]
+    pub current_period_end: String,
+    #[schema(format = DateTime)]
+    pub next_charge_date: String,
+    pub default_payment_method_id: String,
+    #[schema(format = DateTime)]
+    pub trial_end: Option<String>,
+    pub cancel_at_period_end: bool,
+    pub failed_attempts: i32,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+}
+
+impl From<Subscription> for SubscriptionOut {
+    fn from(sub: Subscription) -> Self {
+        let at = |ms: i64| rfc3339(from_millis(ms));
+        Self {
+            current_period_start: at(sub.current_period_start),
+            current_period_end: at(sub.current_period_end),
+            next_charge_date: at(sub.next_charge_date),
+            trial_end: sub.trial_end.map(at),
+            created_at: at(sub.created_at),
+            metadata: metadata_value(sub.metadata.as_deref()),
+            id: sub.id,
+            customer_id: sub.customer_id,
+            plan_id: sub.plan_id,
+            status: sub.status,
+            cycle: sub.cycle,
+            default_payment_method_id: sub.default_payment_method_id,
+            cancel_at_period_end: sub.cancel_at_period_end,
+            failed_attempts: sub.failed_attempts,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
+    "cycle": "monthly",
+    "payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
+    "trial_days": 14,
+    "metadata": {"order": "A-1042"}
+})))]
+pub struct SubscriptionIn {
+    pub customer_id: String,
+    pub plan_id: String,
+    /// monthly or annual.
+    #[schema(schema_with = super::openapi::schemas::cycle)]
+    pub cycle: String,
+    pub payment_method_id: String,
+    #[schema(minimum = 0, maximum = 730)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub trial_days: Option<i64>,
+    /// RFC 3339; in the future for a customer who has paid until then.
+    #[schema(format = DateTime)]
+    pub start_date: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SubscriptionListQuery {
+    #[param(schema_with = super::openapi::schemas::subscription_status)]
+    pub status: Option<String>,
+    pub customer_id: Option<String>,
+    pub plan_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// The plan `plan_id` of the caller, which must exist (404) and be active (400).
+pub async fn active_plan(
+    state: &AppState,
+    account: &AccountId,
+    plan_id: &str,
+) -> ApiResult<CatalogItem> {
+    let plan = state
+        .store
+        .catalog_item(account, CatalogKind::Plan, plan_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
+        })?;
+    if !plan.active {
+        return Err(
+            ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
+        );
+    }
+    Ok(plan)
+}
+
+pub fn parse_cycle(raw: &str) -> ApiResult<Cycle> {
+    Cycle::parse(raw)
+        .ok_or_else(|| ApiError::bad_request("cycle must be monthly or annual.").param("cycle"))
+}
+
+/// Maps an actor's business failure to the contract's errors.
+fn action_error(err: ActionError) -> ApiError {
+    match err {
+        ActionError::NotFound(message) => ApiError::not_found(message),
+        ActionError::Conflict(message) => ApiError::conflict(message),
+        ActionError::Invalid(message) => ApiError::bad_request(message),
+        ActionError::Unprocessable(message) => ApiError::unprocessable(message),
+        ActionError::InsufficientBalance => ApiError::InsufficientBalance(
+            "The prepaid balance does not cover the fee of this charge.".into(),
+        ),
+        ActionError::Store(err) => err.into(),
+        ActionError::Unavailable => ApiError::Internal("subscription actor unavailable".into()),
+        ActionError::Moving => ApiError::Unavailable {
+            retry_after_secs: 1,
+        },
+        ActionError::MovedMidway => ApiError::MovedMidway,
+        ActionError::Remote(message) => ApiError::Internal(message.into()),
+    }
+}
+
+async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
+    state
+        .store
+        .subscription(&caller.account_id(), id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
+}
+
+async fn act(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    command: Command,
+) -> ApiResult<ActionOutcome> {
+    scoped(state, caller, id).await?;
+    state.runtime.act(id, command).await.map_err(action_error)
+}
+
+/// List subscriptions, newest first.
+#[utoipa::path(get, path = "/v1/subscriptions", tag = "subscriptions", params(SubscriptionListQuery),
+    responses((status = 200, body = ListOut<SubscriptionOut>), (status = 400, body = ErrorBody)))]
+async fn list_subscriptions(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<SubscriptionListQuery>,
+) -> ApiResult<Json<ListOut<SubscriptionOut>>> {
+    if let Some(status) = &query.status
+        && Status::parse(status).is_none()
+    {
+        return Err(ApiError::bad_request(format!("Unknown status `{status}`.")).param("status"));
+    }
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let filter = SubscriptionFilter {
+        status: query.status,
+        customer_id: query.customer_id,
+        plan_id: query.plan_id,
+    };
+    let page = state
+        .store
+        .list_subscriptions(&caller.account_id(), &filter, &page)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |s| s.id.clone(),
+        SubscriptionOut::from,
+    )))
+}
+
+/// Get a subscription.
+#[utoipa::path(get, path = "/v1/subscriptions/{id}", tag = "subscriptions",
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody)))]
+async fn get_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    Ok(Json(scoped(&state, &caller, &id).await?.into()))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"default_payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f"})))]
+pub struct SubscriptionPatch {
+    /// A payment method of the same customer; used from the next charge.
+    pub default_payment_method_id: String,
+}
+
+/// Change the card used from the next charge.
+#[utoipa::path(patch, path = "/v1/subscriptions/{id}", tag = "subscriptions", request_body = SubscriptionPatch,
+    responses((status = 200, body = SubscriptionOut), (status = 404, body = ErrorBody), (status = 503, response = inline(ShardMoving))))]
+async fn update_subscription(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<SubscriptionPatch>,
+) -> ApiResult<Json<SubscriptionOut>> {
+    let sub = scoped(&state, &caller, &id).await?;
+    let method = state
+        .store
+        .payment_method(&caller.account_id(), &body.default_payment_method_id)
+        .await?;
+    if method.is_none_or(|m| m.customer_id != sub.customer_id) {
+        return Err(
+            ApiError::not_found("No payment method with that id for this customer.")
+                .param("default_payment_method_id"),
+        );
+    }
+    let outcome = act(
+        &state,
+        &caller,
+        &id,
+        Command::SetPaymentMethod {
+            payment_method_id: body.default_payment_method_id,
+        },
+    )
+    .await?;
+    Ok(Json(outcome.subscription.into()))
+}

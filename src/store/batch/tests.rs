@@ -1,0 +1,369 @@
+//! Batches against a real database: all or nothing, each pending charge settled once with its
+//! money and events, a refused row written alone.
+
+use super::{PeriodChargeBegin, PeriodChargeSettle};
+use crate::ids::SubscriptionId;
+use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
+use crate::store::prefetch::fixture::{Shop, shop};
+use crate::store::subscriptions::Subscription;
+use crate::store::webhooks::WebhookEndpoint;
+
+const NOW: i64 = 1_700_000_000_000;
+
+/// `n` more subscriptions like the shop's, each due.
+async fn subscriptions(shop: &Shop, n: usize) -> Vec<Subscription> {
+    let txn = shop.store.begin().await.expect("begin");
+    let mut rows = Vec::new();
+    for _ in 0..n {
+        let mut row = shop.sub.clone();
+        row.id = SubscriptionId::generate().into_string();
+        txn.insert_subscription(row.clone()).await.expect("insert");
+        rows.push(row);
+    }
+    txn.commit().await.expect("commit");
+    rows
+}
+
+/// The begin of `sub`'s next period with a fee of `fee`, its row with the timer taken.
+fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
+    let mut row = sub.clone();
+    row.due_at = None;
+    PeriodChargeBegin {
+        charge: NewCharge {
+            account: crate::ids::AccountId::from_stored(sub.account_id.clone()),
+            subscription_id: Some(sub.id.clone()),
+            customer_id: sub.customer_id.clone(),
+            payment_method_id: sub.default_payment_method_id.clone(),
+            amount_cents: fee * 10,
+            fee_cents: fee,
+            purpose: "renewal",
+            period_start: Some(sub.current_period_end),
+            pending_change: None,
+            now_ms: NOW,
+        },
+        row,
+        events: Vec::new(),
+    }
+}
+
+async fn available(shop: &Shop) -> (i64, i64) {
+    let balance = shop
+        .store
+        .balance(&shop.account)
+        .await
+        .expect("balance")
+        .expect("account");
+    (balance.available_cents, balance.reserved_cents)
+}
+
+#[tokio::test]
+async fn a_batch_writes_every_row_in_one_unit_or_nothing_at_all() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 3).await;
+    let (before, _) = available(&shop).await;
+
+    // A row changed since it was read: nothing of the batch is written.
+    let mut stale: Vec<_> = subs.iter().map(|s| begin(s, 100)).collect();
+    stale[1].row.version += 7;
+    assert!(
+        shop.store
+            .begin_many(&stale)
+            .await
+            .expect("batch")
+            .is_none()
+    );
+    // A balance short of the batch's fees: nothing either.
+    let short: Vec<_> = subs.iter().map(|s| begin(s, before / 2)).collect();
+    assert!(
+        shop.store
+            .begin_many(&short)
+            .await
+            .expect("batch")
+            .is_none()
+    );
+    // A period that already has a live charge: nothing either.
+    let taken = shop
+        .store
+        .begin_charge(begin(&subs[2], 100).charge)
+        .await
+        .expect("a live charge of the period");
+    let with_taken: Vec<_> = subs.iter().map(|s| begin(s, 100)).collect();
+    assert!(
+        shop.store
+            .begin_many(&with_taken)
+            .await
+            .expect("batch")
+            .is_none()
+    );
+    assert_eq!(available(&shop).await, (before - 100, 100));
+    for sub in &subs {
+        let row = shop.store.subscription_by_id(&sub.id).await.expect("read");
+        assert_eq!(
+            row.as_ref(),
+            Some(sub),
+            "a refused batch changed {}",
+            sub.id
+        );
+    }
+
+    // Refused nothing: every row, one reservation of the sum.
+    let whole: Vec<_> = subs[..2].iter().map(|s| begin(s, 100)).collect();
+    let began = shop
+        .store
+        .begin_many(&whole)
+        .await
+        .expect("batch")
+        .expect("written");
+    assert_eq!(available(&shop).await, (before - 300, 300));
+    for ((charge, row), sub) in began.iter().zip(&subs) {
+        let stored = shop.store.charge_by_id(&charge.id).await.expect("read");
+        assert_eq!(stored.as_ref(), Some(charge));
+        assert_eq!(charge.subscription_id.as_deref(), Some(sub.id.as_str()));
+        assert_eq!(charge.status, "pending");
+        assert_eq!(row.version, sub.version + 1);
+        assert_eq!(row.due_at, None);
+        let stored = shop.store.subscription_by_id(&sub.id).await.expect("read");
+        assert_eq!(stored.as_ref(), Some(row));
+    }
+    assert_ne!(taken.id, began[0].0.id);
+    shop.remove();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_beginning_at_once_are_refused_one_by_one_as_alone() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 40).await;
+    let (before, _) = available(&shop).await;
+    // The balance covers 25 of the 40 fees.
+    let fee = before / 25;
+    let mut tasks = tokio::task::JoinSet::new();
+    for sub in &subs {
+        let (store, begin) = (shop.store.clone(), begin(sub, fee));
+        tasks.spawn(async move { store.begin_period_charge(begin).await });
+    }
+    let (mut began, mut short) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        match done.expect("task").expect("store") {
+            Ok((charge, row)) => {
+                began += 1;
+                assert_eq!(row.version, 1);
+                assert_eq!(charge.fee_cents, fee);
+            }
+            Err(BeginChargeError::InsufficientBalance) => short += 1,
+            Err(other) => panic!("unexpected refusal: {other}"),
+        }
+    }
+    assert_eq!((began, short), (25, 15));
+    assert_eq!(
+        available(&shop).await,
+        (before - 25 * fee, 25 * fee),
+        "the reserved fees are exactly those of the charges begun"
+    );
+    shop.remove();
+}
+
+/// Events carried by begins (a resumption's) exist only with their charges: a refused
+/// batch writes none, a batch written whole writes each with its deliveries.
+#[tokio::test]
+async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 3).await;
+    let endpoint = WebhookEndpoint {
+        id: "we_resumed".into(),
+        account_id: shop.account.as_str().to_owned(),
+        url: "https://example.com/hook".into(),
+        secret: crate::store::Secret::from("whsec_x".to_owned()),
+        events: r#"["subscription.resumed"]"#.into(),
+        active: true,
+        created_at: 0,
+        updated_at: 0,
+    };
+    shop.store
+        .insert_webhook_endpoint(endpoint, 10)
+        .await
+        .expect("endpoint");
+    let (before, _) = available(&shop).await;
+    let resuming = |sub: &Subscription, fee: i64| {
+        let mut begin = begin(sub, fee);
+        begin.events = vec![crate::events::subscription_event(
+            sub,
+            "subscription.resumed",
+            None,
+            NOW,
+        )];
+        begin
+    };
+    let short: Vec<_> = subs.iter().map(|s| resuming(s, before / 2)).collect();
+    assert!(
+        shop.store
+            .begin_many(&short)
+            .await
+            .expect("batch")
+            .is_none()
+    );
+    assert_eq!(count(&shop, "events", "1 = 1").await, 0);
+    assert_eq!(count(&shop, "webhook_deliveries", "1 = 1").await, 0);
+
+    let whole: Vec<_> = subs.iter().map(|s| resuming(s, 100)).collect();
+    shop.store
+        .begin_many(&whole)
+        .await
+        .expect("batch")
+        .expect("written");
+    assert_eq!(available(&shop).await, (before - 300, 300));
+    let resumed = "type = 'subscription.resumed'";
+    assert_eq!(count(&shop, "events", resumed).await, 3);
+    let deliveries = "endpoint_id = 'we_resumed'";
+    assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 3);
+    shop.remove();
+}
+
+/// The settle of `charge` (pending) with `status`, the subscription's row saved as read.
+fn settle(sub: &Subscription, charge: &ChargeAttempt, status: &str) -> PeriodChargeSettle {
+    let mut settled = charge.clone();
+    settled.status = status.to_owned();
+    settled.processor_status = Some(status.to_uppercase());
+    settled.processor_transaction_id = Some(format!("tx-{}", charge.id));
+    settled.updated_at = NOW;
+    settled.finalized_at = Some(NOW);
+    let event_type = format!("charge.{status}");
+    PeriodChargeSettle {
+        events: vec![crate::events::subscription_event(
+            sub,
+            &event_type,
+            Some((&settled, "X")),
+            NOW,
+        )],
+        event: Some(ProcessorEvent {
+            checksum: format!("sum-{}", charge.id),
+            account_id: sub.account_id.clone(),
+            event_type: "transaction.updated".into(),
+            transaction_id: settled.processor_transaction_id.clone(),
+            reference: Some(charge.reference.clone()),
+            status: settled.processor_status.clone(),
+            body: "{}".into(),
+            received_at: NOW,
+            processed_at: None,
+        }),
+        charge: settled,
+        drop_detached_addons: false,
+        row: sub.clone(),
+    }
+}
+
+/// The number of rows of `table` where `condition` holds.
+async fn count(shop: &Shop, table: &str, condition: &str) -> i64 {
+    use sea_orm::ConnectionTrait;
+    let conn = shop.store.conn();
+    let sql = format!("SELECT COUNT(*) AS n FROM {table} WHERE {condition}");
+    let row = conn
+        .query_one_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            sql,
+        ))
+        .await
+        .expect("count")
+        .expect("a row");
+    row.try_get::<i64>("", "n").expect("n")
+}
+
+#[tokio::test]
+async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and_events() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 4).await;
+    let endpoint = WebhookEndpoint {
+        id: "we_batch".into(),
+        account_id: shop.account.as_str().to_owned(),
+        url: "https://example.com/hook".into(),
+        secret: crate::store::Secret::from("whsec_x".to_owned()),
+        events: r#"["charge.approved"]"#.into(),
+        active: true,
+        created_at: 0,
+        updated_at: 0,
+    };
+    shop.store
+        .insert_webhook_endpoint(endpoint, 10)
+        .await
+        .expect("endpoint");
+    let mut charges = Vec::new();
+    for (i, sub) in subs.iter().enumerate() {
+        let charge = shop
+            .store
+            .begin_charge(begin(sub, 100 * (i as i64 + 1)).charge)
+            .await
+            .expect("charge");
+        charges.push(charge);
+    }
+    let (before, reserved) = available(&shop).await;
+    assert_eq!(reserved, 100 + 200 + 300 + 400);
+
+    // A row changed since it was read: nothing of the batch is written.
+    let mut stale: Vec<_> = (0..3)
+        .map(|i| settle(&subs[i], &charges[i], "approved"))
+        .collect();
+    stale[2].row.version += 1;
+    assert!(
+        shop.store
+            .settle_many(&stale)
+            .await
+            .expect("batch")
+            .is_none()
+    );
+    assert_eq!(available(&shop).await, (before, reserved));
+    let pending = "status = 'pending'";
+    assert_eq!(count(&shop, "charge_attempts", pending).await, 4);
+
+    // The fourth charge is settled alone first: a batch holding it is refused whole, and
+    // writes nothing (its outcomes are then applied alone, each as its own unit).
+    shop.store
+        .settle_charge(&charges[3].id, "DECLINED", None, None, NOW)
+        .await
+        .expect("settle alone");
+    let (before, _) = available(&shop).await;
+    let mut batch = vec![
+        settle(&subs[0], &charges[0], "approved"),
+        settle(&subs[1], &charges[1], "declined"),
+        settle(&subs[2], &charges[2], "approved"),
+        settle(&subs[3], &charges[3], "approved"),
+    ];
+    let refused = shop.store.settle_many(&batch).await.expect("batch");
+    assert!(
+        refused.is_none(),
+        "a charge settled before is not settled again"
+    );
+    assert_eq!(count(&shop, "charge_attempts", pending).await, 3);
+    assert_eq!(available(&shop).await, (before, 100 + 200 + 300));
+    assert_eq!(count(&shop, "events", "1 = 1").await, 0);
+    assert_eq!(count(&shop, "processor_events", "1 = 1").await, 0);
+
+    // The three still pending, together.
+    batch.pop();
+    let saved = shop
+        .store
+        .settle_many(&batch)
+        .await
+        .expect("batch")
+        .expect("written");
+    assert_eq!(saved.len(), 3);
+    for i in 0..3 {
+        let row = &saved[i];
+        assert_eq!(row.version, subs[i].version + 1);
+        let stored = shop.store.charge_by_id(&charges[i].id).await.expect("read");
+        assert_eq!(stored.as_ref(), Some(&batch[i].charge));
+    }
+    let stored = shop.store.charge_by_id(&charges[3].id).await.expect("read");
+    assert_eq!(stored.map(|c| c.status), Some("declined".to_owned()));
+    // Fees: 100 and 300 captured, 200 given back; the fourth's went back before.
+    assert_eq!(available(&shop).await, (before + 200, 0));
+    assert_eq!(
+        count(&shop, "balance_transactions", "kind = 'fee'").await,
+        2
+    );
+    assert_eq!(count(&shop, "events", "1 = 1").await, 3);
+    // One delivery per event the endpoint subscribes to.
+    let deliveries = "endpoint_id = 'we_batch'";
+    assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 2);
+    assert_eq!(count(&shop, "processor_events", "1 = 1").await, 3);
+    assert_eq!(count(&shop, "charge_attempts", pending).await, 0);
+    shop.remove();
+}
