@@ -12,7 +12,7 @@ use crate::store::accounts::Account;
 use crate::store::catalog::Customer;
 use crate::store::charges::{ChargeAttempt, PaymentMethod, ProcessorEvent, Settled};
 use crate::store::checkout::CheckoutSession;
-use crate::store::subscriptions::StoreTxn;
+use crate::store::txn::StoreTxn;
 use crate::store::{Store, StoreResult};
 use crate::subscribe::{self, NewSubscription, Start};
 

@@ -8,7 +8,8 @@ use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
 use crate::ids::SubscriptionId;
 use crate::store::StoreResult;
-use crate::store::subscriptions::{StoreTxn, Subscription};
+use crate::store::subscriptions::Subscription;
+use crate::store::txn::StoreTxn;
 
 /// How the first period begins.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -124,7 +124,7 @@ impl Store {
     }
 }
 
-impl super::subscriptions::StoreTxn {
+impl super::txn::StoreTxn {
     /// The account, read inside this transaction: a unit that needs it never waits for a
     /// second connection of the pool while holding its own (a small pool's units would all
     /// wait for each other).

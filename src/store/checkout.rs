@@ -6,7 +6,7 @@
 //! keeps a double submission from charging twice.
 
 use super::entities::{charge_attempt, checkout_session, customer, payment_method};
-use super::subscriptions::StoreTxn;
+use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
 use crate::ids::AccountId;

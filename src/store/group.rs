@@ -268,7 +268,7 @@ pub(crate) mod tests {
     use crate::ids::{AccountId, EventId};
     use crate::store::accounts::NewAccount;
     use crate::store::subscriptions::Event;
-    use crate::store::subscriptions::StoreTxn;
+    use crate::store::txn::StoreTxn;
     use crate::store::{PageRequest, Store};
 
     pub(crate) fn account(id: &AccountId) -> NewAccount {

@@ -25,6 +25,7 @@ pub mod refunds;
 mod secret;
 mod sqlite_lock;
 pub mod subscriptions;
+pub mod txn;
 pub mod webhooks;
 
 use migration::{Migrator, MigratorTrait};

@@ -22,7 +22,7 @@
 //! a write on the read pool would meet `SQLITE_BUSY` beside the writer under a burst.
 
 use super::entities::{charge_attempt, refund};
-use super::subscriptions::StoreTxn;
+use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, RefundId};
 use sea_orm::sea_query::{Expr, ExprTrait};

@@ -104,3 +104,21 @@ pub async fn drop_postgres_schema(url: &str, schema: &str) -> StoreResult<()> {
     db.close().await?;
     Ok(())
 }
+
+/// Terminates every backend whose `application_name` is `name`; how many.
+pub async fn terminate_backends(postgres: &str, name: &str) -> anyhow::Result<u64> {
+    use sea_orm::{ConnectionTrait, Database, Statement, Value};
+    let db = Database::connect(postgres).await?;
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1) t",
+            [Value::from(name.to_owned())],
+        ))
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("no answer to pg_terminate_backend"))?;
+    let count: i64 = row.try_get_by_index(0)?;
+    db.close().await?;
+    Ok(count as u64)
+}

@@ -5,7 +5,8 @@ use super::decide::reschedule;
 use super::emit;
 use crate::domain::time::Cycle;
 use crate::store::StoreError;
-use crate::store::subscriptions::{StoreTxn, Subscription, SubscriptionAddon};
+use crate::store::subscriptions::{Subscription, SubscriptionAddon};
+use crate::store::txn::StoreTxn;
 
 /// Applies a change-plan (now, or when its proration is approved) with its event.
 pub(super) async fn apply_plan_change(

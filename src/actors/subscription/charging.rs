@@ -19,7 +19,8 @@ use crate::store::charges::{
     BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, final_status,
 };
 use crate::store::prefetch::DueSnapshot;
-use crate::store::subscriptions::{Event, PeriodCharges, StoreTxn, Subscription};
+use crate::store::subscriptions::{Event, PeriodCharges, Subscription};
+use crate::store::txn::StoreTxn;
 
 /// What applying a charge's outcome did, for the actor to finish after the commit.
 enum Applied {

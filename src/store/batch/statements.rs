@@ -5,7 +5,8 @@
 use super::super::StoreResult;
 use super::super::charges::ChargeAttempt;
 use super::super::entities::{charge_attempt, subscription};
-use super::super::subscriptions::{Event, StoreTxn, Subscription};
+use super::super::subscriptions::{Event, Subscription};
+use super::super::txn::StoreTxn;
 use super::super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{

@@ -532,7 +532,8 @@ async fn inject(
             let (i, shards) = cluster.victim(rng).await;
             let name = cluster.nodes[i].application_name();
             let at = Instant::now();
-            let terminated = terminate_backends(&options.postgres, &name).await?;
+            let terminated =
+                crate::chaos::fixtures::terminate_backends(&options.postgres, &name).await?;
             interruptions.push((at, at + ON_THE_WIRE));
             Ok((
                 format!(
@@ -581,22 +582,4 @@ async fn inject(
             ))
         }
     }
-}
-
-/// Terminates every backend whose `application_name` is `name`; how many.
-async fn terminate_backends(postgres: &str, name: &str) -> anyhow::Result<u64> {
-    use sea_orm::{ConnectionTrait, Database, Statement, Value};
-    let db = Database::connect(postgres).await?;
-    let row = db
-        .query_one_raw(Statement::from_sql_and_values(
-            db.get_database_backend(),
-            "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE application_name = $1) t",
-            [Value::from(name.to_owned())],
-        ))
-        .await?
-        .context("no answer to pg_terminate_backend")?;
-    let count: i64 = row.try_get_by_index(0)?;
-    db.close().await?;
-    Ok(count as u64)
 }
