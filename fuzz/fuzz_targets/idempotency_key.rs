@@ -1,10 +1,10 @@
-//! The `Idempotency-Key` header's validation (`billing::api::idempotency::parse_key`).
+//! The `Idempotency-Key` header's validation (`billing::http::idempotency::parse_key`).
 //!
 //! Properties: no panic on any bytes; a key is accepted exactly when it is 1 to 255 printable
 //! ASCII characters, and then unchanged.
 #![no_main]
 
-use billing::api::idempotency::{MAX_KEY_LEN, parse_key};
+use billing::http::idempotency::{MAX_KEY_LEN, parse_key};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|raw: &[u8]| {

@@ -1,14 +1,14 @@
-//! List queries: the query string as `ApiQuery` parses it (`billing::api::extract::parse_query`)
+//! List queries: the query string as `ApiQuery` parses it (`billing::http::extract::parse_query`)
 //! into each list's query type, then `limit` and `cursor` as the store receives them.
 //!
 //! Properties: no panic on any query string; an accepted page has 1 ≤ limit ≤ 100 and no empty
 //! cursor.
 #![no_main]
 
-use billing::api::error::ApiError;
+use billing::http::error::ApiError;
 use billing::api::events::EventListQuery;
-use billing::api::extract::parse_query;
-use billing::api::list::{ListQuery, MAX_LIMIT, page_request};
+use billing::http::extract::parse_query;
+use billing::http::list::{ListQuery, MAX_LIMIT, page_request};
 use billing::api::subscriptions::SubscriptionListQuery;
 use billing::store::PageRequest;
 use libfuzzer_sys::fuzz_target;

@@ -8,6 +8,7 @@
 
 mod endpoint;
 pub mod forward;
+mod ingress;
 mod outcomes;
 mod scheduler;
 pub mod subscription;

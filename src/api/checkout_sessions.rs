@@ -283,10 +283,7 @@ async fn create_checkout_session(
         }
     };
     let plan = active_plan(&state, &account, &body.plan_id).await?;
-    let amount_cents = match cycle {
-        Cycle::Monthly => plan.monthly_amount_cents,
-        Cycle::Annual => plan.annual_amount_cents,
-    };
+    let amount_cents = plan.price(cycle);
     let now = state.runtime.clock().now_ms(&account).await?;
     let session = CheckoutSession {
         id: CheckoutSessionId::generate().into_string(),

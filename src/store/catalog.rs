@@ -2,11 +2,22 @@
 
 use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
 pub use catalog_item::Model as CatalogItem;
 pub use customer::Model as Customer;
+
+impl CatalogItem {
+    /// The price rule: a plan's or an add-on's amount for one period of `cycle`.
+    pub fn price(&self, cycle: Cycle) -> i64 {
+        match cycle {
+            Cycle::Monthly => self.monthly_amount_cents,
+            Cycle::Annual => self.annual_amount_cents,
+        }
+    }
+}
 
 /// Which catalog an item belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

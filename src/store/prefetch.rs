@@ -41,11 +41,15 @@ impl DueSnapshot {
     /// missing (the caller reads and reports it).
     pub fn recurring_amount(&self, plan_id: &str, cycle: Cycle) -> Option<i64> {
         let plan = self.plan.as_ref().filter(|p| p.id == plan_id)?;
-        let price = |item: &CatalogItem| match cycle {
-            Cycle::Monthly => item.monthly_amount_cents,
-            Cycle::Annual => item.annual_amount_cents,
-        };
-        Some(price(plan) + self.addons.iter().flatten().map(price).sum::<i64>())
+        Some(
+            plan.price(cycle)
+                + self
+                    .addons
+                    .iter()
+                    .flatten()
+                    .map(|a| a.price(cycle))
+                    .sum::<i64>(),
+        )
     }
 }
 

@@ -5,9 +5,9 @@
 
 use super::changes::{apply_addon, apply_plan_change};
 use super::decide::{PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due};
+use super::emit;
 use super::messages::{ActionOutcome, Command};
 use super::{ActionError, Runtime};
-use super::{emit, price};
 use crate::domain::charge_purpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
@@ -238,7 +238,7 @@ impl Runtime {
                 // The rest of the current period, at the cycle the period was billed at.
                 let amount = prorate(
                     0,
-                    price(&addon, period_cycle_of(&sub)),
+                    addon.price(period_cycle_of(&sub)),
                     sub.current_period_start,
                     sub.current_period_end,
                     now,
@@ -349,10 +349,10 @@ impl Runtime {
             .store()
             .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
             .await?
-            .map_or(0, |p| price(&p, billed));
+            .map_or(0, |p| p.price(billed));
         Ok(prorate(
             old,
-            price(&plan, billed),
+            plan.price(billed),
             sub.current_period_start,
             sub.current_period_end,
             now,

@@ -261,7 +261,7 @@ impl Runtime {
             .catalog_item(&account, CatalogKind::Plan, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
-        let mut total = price(&plan, cycle);
+        let mut total = plan.price(cycle);
         // A detached add-on is billed for no further period (it leaves at the period's end).
         for attached in self
             .store()
@@ -275,7 +275,7 @@ impl Runtime {
                 .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
                 .await?
             {
-                total += price(&addon, cycle);
+                total += addon.price(cycle);
             }
         }
         Ok(total)
@@ -332,13 +332,6 @@ pub(super) fn new_charge(
         period_start,
         pending_change,
         now_ms: now,
-    }
-}
-
-pub(super) fn price(item: &crate::store::catalog::CatalogItem, cycle: Cycle) -> i64 {
-    match cycle {
-        Cycle::Monthly => item.monthly_amount_cents,
-        Cycle::Annual => item.annual_amount_cents,
     }
 }
 
