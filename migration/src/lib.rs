@@ -24,6 +24,7 @@ mod m20261124_000012_cluster;
 mod m20261124_000013_shared_state;
 mod m20261124_000014_refunds_and_nequi;
 mod m20261126_000015_refund_posting;
+pub mod m20261126_000016_closed_vocabularies;
 
 pub struct Migrator;
 
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000013_shared_state::Migration),
             Box::new(m20261124_000014_refunds_and_nequi::Migration),
             Box::new(m20261126_000015_refund_posting::Migration),
+            Box::new(m20261126_000016_closed_vocabularies::Migration),
         ]
     }
 }

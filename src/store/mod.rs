@@ -383,3 +383,62 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod vocabularies {
+    //! The values the database admits (migration 000016) are exactly those the service writes.
+    use crate::domain::charge_purpose as purpose;
+    use crate::domain::subscription::Status;
+    use crate::domain::time::Cycle;
+    use migration::m20261126_000016_closed_vocabularies::VOCABULARIES;
+
+    fn closed(table: &str, column: &str) -> Vec<&'static str> {
+        VOCABULARIES
+            .iter()
+            .find(|(t, c, _)| *t == table && *c == column)
+            .map(|(_, _, values)| values.to_vec())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_database_admits_exactly_the_services_values() {
+        let statuses = [
+            Status::Trialing,
+            Status::Active,
+            Status::PastDue,
+            Status::Paused,
+            Status::PausedInsufficientBalance,
+            Status::Canceled,
+        ];
+        assert_eq!(
+            closed("subscriptions", "status"),
+            statuses.map(Status::as_str).to_vec()
+        );
+        let cycles = [Cycle::Monthly, Cycle::Annual].map(Cycle::as_str).to_vec();
+        assert_eq!(closed("subscriptions", "cycle"), cycles);
+        assert_eq!(closed("subscriptions", "period_cycle"), cycles);
+        let mut charge = vec!["pending"];
+        charge.extend(
+            ["APPROVED", "DECLINED", "VOIDED", "ERROR"]
+                .into_iter()
+                .filter_map(super::charges::final_status),
+        );
+        assert_eq!(closed("charge_attempts", "status"), charge);
+        assert_eq!(
+            closed("charge_attempts", "purpose"),
+            [
+                purpose::FIRST,
+                purpose::RENEWAL,
+                purpose::RETRY,
+                purpose::MANUAL,
+                purpose::PRORATION,
+                purpose::ADDON_PRORATION,
+                purpose::CHECKOUT,
+            ]
+        );
+        assert_eq!(
+            closed("refunds", "status"),
+            ["pending", "approved", "declined"]
+        );
+    }
+}

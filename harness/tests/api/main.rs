@@ -42,6 +42,7 @@ mod sandbox_admin;
 mod secrets_in_logs;
 mod store_contention;
 mod subscriptions;
+mod vocabularies;
 mod webhook_limit;
 mod webhook_targets;
 mod webhooks;

@@ -1,6 +1,6 @@
 //! The subscription's decisions, without I/O: how a settled charge, a resume or a pause moves
 //! a subscription row, which events that emits, and when its timer is due. The actor
-//! (`subscription.rs`) reads the row, asks here, and persists the answer with its events in one
+//! (`mod.rs`, `timer.rs`, `commands.rs`, `charging.rs`) reads the row, asks here, and persists the answer with its events in one
 //! transaction; so every rule of the lifecycle is a plain function, tested alone below.
 
 use crate::domain::schedule::Schedule;
@@ -8,17 +8,31 @@ use crate::domain::subscription::{Status, retry_at};
 use crate::domain::time::Cycle;
 use crate::store::subscriptions::Subscription;
 
+/// The row's status. The database admits no value outside `Status` (migration 000016); were
+/// one there, it is logged as the broken invariant it is and read as `canceled`, which charges
+/// nothing.
 pub(super) fn status_of(sub: &Subscription) -> Status {
-    Status::parse(&sub.status).unwrap_or(Status::Canceled)
+    Status::parse(&sub.status).unwrap_or_else(|| {
+        tracing::error!(subscription = %sub.id, status = %sub.status, "a status outside the vocabulary the database enforces");
+        Status::Canceled
+    })
 }
 
+/// The row's cycle (closed in the database as the status is).
 pub(super) fn cycle_of(sub: &Subscription) -> Cycle {
-    Cycle::parse(&sub.cycle).unwrap_or(Cycle::Monthly)
+    cycle_in(sub, &sub.cycle)
 }
 
 /// The cycle the current period was billed at (its length and its prices).
 pub(super) fn period_cycle_of(sub: &Subscription) -> Cycle {
-    Cycle::parse(&sub.period_cycle).unwrap_or_else(|| cycle_of(sub))
+    cycle_in(sub, &sub.period_cycle)
+}
+
+fn cycle_in(sub: &Subscription, raw: &str) -> Cycle {
+    Cycle::parse(raw).unwrap_or_else(|| {
+        tracing::error!(subscription = %sub.id, cycle = %raw, "a cycle outside the vocabulary the database enforces");
+        Cycle::Monthly
+    })
 }
 
 /// The subscription's period arithmetic (`domain::schedule`), read from its row.
