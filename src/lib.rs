@@ -1,17 +1,19 @@
-//! `billing`: a recurring-billing engine. Crate map, in reading order:
+//! `billing`: a recurring-billing engine. Crate map, in layers: each module imports only those
+//! above it in this list (`tests/tidy.rs` fails on a cycle).
 //!
-//! - [`domain`]: pure rules (money, fees, periods); no I/O.
+//! - [`domain`], [`ids`], [`secrets`], [`config`], [`logging`]: pure rules (money, fees,
+//!   periods), identifiers, credentials, configuration, the log's format and filter.
 //! - [`store`]: the database, tenant-scoped; the only module naming sea_orm.
-//! - [`accounts`], [`bootstrap`]: creating accounts and the first start.
-//! - [`processor`], [`charges`]: the processor's protocol (client, sandbox, signatures) and
-//!   charging with fee reservations.
-//! - [`subscribe`]: starting a subscription (direct creation and checkout share it).
-//! - [`api`]: the HTTP API, its shared layers and its OpenAPI document.
-//! - [`webhooks`]: signing, retry schedule and sending of outgoing webhooks.
-//! - [`egress`]: the guarded HTTP client for every URL a tenant gives us.
-//! - [`checkout`]: the hosted checkout page and the payment flow behind it.
-//! - [`config`], [`ids`], [`secrets`]: configuration, identifiers, credentials.
-//! - [`logging`]: log format and filter, and the request id a request's span carries.
+//! - [`clock`], [`events`]: real time plus each account's test offset; every event's payload.
+//! - [`processor`], [`egress`], [`webhooks`]: the processor's protocol (client, sandbox,
+//!   signatures), the guarded client for every URL a tenant gives us, outgoing webhooks.
+//! - [`accounts`], [`bootstrap`], [`charges`], [`refunds`], [`subscribe`],
+//!   [`checkout_settlement`]: the use cases.
+//! - [`actors`], [`cluster`]: the runtime (one actor per subscription and per webhook
+//!   endpoint, the scheduler, forwarding) and the lease loop of several nodes.
+//! - [`http`]: what every HTTP surface shares (state, errors, extractors, authentication,
+//!   rate limits, idempotency).
+//! - [`api`], [`checkout`]: the REST API and its OpenAPI document; the hosted checkout.
 //!
 //! [`run`] is the entry point: tests call it with a listener on port 0. The `billing` command,
 //! the benchmark, the fault-injection harness and the end-to-end suite are the workspace's
