@@ -1,12 +1,13 @@
-//! `billing`: a recurring-billing engine. Crate map, in layers: each module imports only those
-//! above it in this list (`tests/tidy.rs` fails on a cycle).
+//! `billing`: a recurring-billing engine. Crate map, in layers: a module imports only from its
+//! own line and the lines above it (`tests/tidy.rs` fails on any cycle).
 //!
-//! - [`domain`], [`ids`], [`secrets`], [`config`], [`logging`]: pure rules (money, fees,
-//!   periods), identifiers, credentials, configuration, the log's format and filter.
+//! - [`domain`], [`ids`], [`secrets`], [`logging`]: pure rules (money, fees, periods),
+//!   identifiers, credentials, the log's format and filter.
+//! - [`egress`], [`processor`], [`config`]: the guarded client for every URL a tenant gives
+//!   us; the processor's protocol (client, sandbox, signatures); configuration.
 //! - [`store`]: the database, tenant-scoped; the only module naming sea_orm.
-//! - [`clock`], [`events`]: real time plus each account's test offset; every event's payload.
-//! - [`processor`], [`egress`], [`webhooks`]: the processor's protocol (client, sandbox,
-//!   signatures), the guarded client for every URL a tenant gives us, outgoing webhooks.
+//! - [`clock`], [`events`], [`webhooks`]: real time plus each account's test offset; every
+//!   event's payload; outgoing webhooks.
 //! - [`accounts`], [`bootstrap`], [`charges`], [`refunds`], [`subscribe`],
 //!   [`checkout_settlement`]: the use cases.
 //! - [`actors`], [`cluster`]: the runtime (one actor per subscription and per webhook
