@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod payment_methods;
 pub mod probes;
 pub mod subscriptions;
+pub mod test_clock;
 pub mod webhook_endpoints;
 
 use crate::http::error::ApiError;
@@ -128,6 +129,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(subscriptions::router())
         .merge(checkout_sessions::router(state))
         .merge(events::router())
+        .merge(test_clock::router())
         .merge(webhook_endpoints::router())
         .layer(middleware::from_fn_with_state(
             state.clone(),

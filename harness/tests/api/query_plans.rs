@@ -25,7 +25,7 @@ async fn unanalysed_charges(status: &str) -> Option<(Store, PgConnection)> {
            payment_method_id, amount_cents, fee_cents, reference, status, purpose, \
            period_start, created_at, updated_at, refunded_cents, refunding_cents) \
          SELECT 'ch_' || n, 'acct_burst', 'sub_' || n, 'cus_1', 'pm_1', 5000, 100, 'ch_' || n, \
-           '{status}', 'subscription', n, n, n, 0, 0 FROM generate_series(1, 20000) AS n"
+           '{status}', 'renewal', n, n, n, 0, 0 FROM generate_series(1, 20000) AS n"
     ))))
     .await
     .expect("seed");

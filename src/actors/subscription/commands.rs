@@ -13,8 +13,20 @@ use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::StoreError;
+use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
+use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::Subscription;
+use std::sync::Arc;
+
+/// What a command works on: the row as read, its account, the account's instant and the
+/// row's status.
+struct Target<'a> {
+    sub: &'a mut Subscription,
+    account: &'a Arc<Account>,
+    now: i64,
+    status: Status,
+}
 
 impl Runtime {
     /// Applies `command` to subscription `id`. A command may commit in several units (a
@@ -52,244 +64,329 @@ impl Runtime {
         }
     }
 
+    /// Runs one command on the row as read: one function per command, over the `Target`, each
+    /// answering the charge it made, if any.
     async fn run_command(
         &self,
         id: &str,
         mut sub: Subscription,
-        account: std::sync::Arc<crate::store::accounts::Account>,
+        account: Arc<Account>,
         now: i64,
         command: Command,
     ) -> Result<ActionOutcome, ActionError> {
-        let status = status_of(&sub);
-        let mut charge = None;
-        match command {
-            Command::Cancel { at_period_end } => {
-                if status == Status::Canceled
-                    || (at_period_end && !status.can_cancel_at_period_end())
-                {
-                    return Err(ActionError::Conflict(format!(
-                        "A {} subscription cannot be canceled{}.",
-                        sub.status,
-                        if at_period_end { " at period end" } else { "" }
-                    )));
-                }
-                let txn = self.store().begin().await?;
-                if at_period_end {
-                    sub.cancel_at_period_end = true;
-                    sub.due_at = Some(sub.current_period_end);
-                } else {
-                    sub.status = Status::Canceled.as_str().to_owned();
-                    sub.due_at = None;
-                    emit(&txn, &sub, "subscription.canceled", None, now).await?;
-                }
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
-            }
-            Command::Pause => {
-                if !status.can_pause() {
-                    return Err(ActionError::Conflict(format!(
-                        "A {} subscription cannot be paused.",
-                        sub.status
-                    )));
-                }
-                let txn = self.store().begin().await?;
-                sub.status = Status::Paused.as_str().to_owned();
-                // No charge and no renewal while paused; a cancellation at the period's end
-                // still happens at that end (CONTRACT §5).
-                sub.due_at = stopped_due(&sub);
-                emit(&txn, &sub, "subscription.paused", None, now).await?;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
-            }
-            Command::Resume => {
-                if status != Status::Paused {
-                    return Err(ActionError::Conflict(format!(
-                        "Only a paused subscription can be resumed; this one is {}.",
-                        sub.status
-                    )));
-                }
-                if sub.cancel_at_period_end && now >= sub.current_period_end {
-                    // Its cancellation fell due while paused and its timer has not run yet:
-                    // it is canceled, as it would have been at that instant.
-                    self.cancel_at_end(&mut sub, now).await?;
-                    return Err(ActionError::Conflict(
-                        "The subscription was canceled at the end of its period.".into(),
-                    ));
-                }
-                // The resume and the charge it makes due (a new period when the renewal date
-                // passed during the pause) are one unit: a refusal of either (a fence, the
-                // balance) leaves no resumption behind (`resume_into_charge`).
-                let charges = self
-                    .store()
-                    .period_charges(&sub.id, sub.current_period_start)
-                    .await?;
-                charge = self
-                    .resume_into_charge(&mut sub, &account, &charges, now, None)
-                    .await?;
-            }
-            Command::ChargeNow => {
-                if !status.can_charge_now() {
-                    return Err(ActionError::Conflict(format!(
-                        "A {} subscription cannot be charged now.",
-                        sub.status
-                    )));
-                }
-                if self.store().pending_charge_of(&sub.id).await?.is_some() {
-                    return Err(ActionError::Conflict(
-                        "A charge of this subscription is already pending.".into(),
-                    ));
-                }
-                if status != Status::PastDue {
-                    // The period restarts now (a pending cycle change takes effect with it).
-                    sub.status = Status::Active.as_str().to_owned();
-                    reschedule(&mut sub, |schedule| schedule.restart(now));
-                    sub.next_charge_date = now;
-                }
-                sub.due_at = Some(now);
-                let charges = self
-                    .store()
-                    .period_charges(&sub.id, sub.current_period_start)
-                    .await?;
-                let started = self
-                    .charge_period(
-                        &mut sub,
-                        &account,
-                        &charges,
-                        now,
-                        charge_purpose::MANUAL,
-                        None,
-                        None,
-                    )
-                    .await?
-                    .ok_or(ActionError::InsufficientBalance)?;
-                // Re-read: the processor may have answered at once.
-                charge = Some(
-                    self.store()
-                        .charge_by_id(&started.id)
-                        .await?
-                        .unwrap_or(started),
-                );
-            }
+        let target = Target {
+            status: status_of(&sub),
+            sub: &mut sub,
+            account: &account,
+            now,
+        };
+        let charge = match command {
+            Command::Cancel { at_period_end } => self.cancel(target, at_period_end).await?,
+            Command::Pause => self.pause(target).await?,
+            Command::Resume => self.resume(target).await?,
+            Command::ChargeNow => self.charge_now(target).await?,
             Command::ChangePlan {
                 plan_id,
                 cycle,
-                prorate: with_proration,
-            } => {
-                let preview = self.prorated_change(&sub, &plan_id, cycle, now).await?;
-                self.refuse_while_change_pending(&sub).await?;
-                // Only a real change of cycle is recorded as one.
-                let cycle = cycle.filter(|c| *c != cycle_of(&sub));
-                if with_proration && preview > 0 {
-                    // An upgrade takes effect when its prorated charge is approved: the
-                    // charge carries the change, and nothing else is written now.
-                    let change = PendingChange::Plan { plan_id, cycle };
-                    charge = Some(
-                        self.one_off_charge(
-                            &sub,
-                            &account,
-                            preview,
-                            charge_purpose::PRORATION,
-                            change,
-                            now,
-                        )
-                        .await?,
-                    );
-                } else {
-                    let txn = self.store().begin().await?;
-                    apply_plan_change(&txn, &mut sub, plan_id, cycle, now).await?;
-                    self.save(&txn, &mut sub, now).await?;
-                    txn.commit().await?;
-                }
+                prorate,
+            } => self.change_plan(target, plan_id, cycle, prorate).await?,
+            Command::AttachAddon { addon_id, prorate } => {
+                self.attach_addon(target, addon_id, prorate).await?
             }
-            Command::AttachAddon {
-                addon_id,
-                prorate: with_proration,
-            } => {
-                if status == Status::Canceled {
-                    return Err(ActionError::Conflict(
-                        "A canceled subscription accepts no add-ons.".into(),
-                    ));
-                }
-                let account_id = AccountId::from_stored(sub.account_id.clone());
-                let addon = self
-                    .store()
-                    .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
-                    .await?
-                    .ok_or_else(|| {
-                        ActionError::NotFound(format!("No add-on with id `{addon_id}`."))
-                    })?;
-                if !addon.active {
-                    return Err(ActionError::Unprocessable(format!(
-                        "Add-on `{addon_id}` is deactivated."
-                    )));
-                }
-                if self
-                    .store()
-                    .subscription_addons(&sub.id)
-                    .await?
-                    .iter()
-                    .any(|a| a.addon_id == addon_id)
-                {
-                    return Err(ActionError::Conflict(format!(
-                        "Add-on `{addon_id}` is already attached."
-                    )));
-                }
-                self.refuse_while_change_pending(&sub).await?;
-                // The rest of the current period, at the cycle the period was billed at.
-                let amount = prorate(
-                    0,
-                    addon.price(period_cycle_of(&sub)),
-                    sub.current_period_start,
-                    sub.current_period_end,
-                    now,
-                );
-                if with_proration && status == Status::Active && amount > 0 {
-                    let change = PendingChange::Addon { addon_id };
-                    charge = Some(
-                        self.one_off_charge(
-                            &sub,
-                            &account,
-                            amount,
-                            charge_purpose::ADDON_PRORATION,
-                            change,
-                            now,
-                        )
-                        .await?,
-                    );
-                } else {
-                    let txn = self.store().begin().await?;
-                    apply_addon(&txn, &sub, addon_id, now).await?;
-                    self.save(&txn, &mut sub, now).await?;
-                    txn.commit().await?;
-                }
-            }
-            Command::DetachAddon { addon_id } => {
-                let attached = self.store().subscription_addons(&sub.id).await?;
-                if !attached
-                    .iter()
-                    .any(|a| a.addon_id == addon_id && !a.detach_at_period_end)
-                {
-                    return Err(ActionError::NotFound(format!(
-                        "Add-on `{addon_id}` is not attached to this subscription."
-                    )));
-                }
-                let txn = self.store().begin().await?;
-                txn.mark_addon_detached(&sub.id, &addon_id).await?;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
-            }
+            Command::DetachAddon { addon_id } => self.detach_addon(target, addon_id).await?,
             Command::SetPaymentMethod { payment_method_id } => {
-                let txn = self.store().begin().await?;
-                sub.default_payment_method_id = payment_method_id;
-                self.save(&txn, &mut sub, now).await?;
-                txn.commit().await?;
+                self.set_payment_method(target, payment_method_id).await?
             }
-        }
+        };
         let subscription = self.store().subscription_by_id(id).await?.unwrap_or(sub);
         Ok(ActionOutcome {
             subscription,
             charge,
         })
+    }
+
+    /// Cancels now, or at the period's end.
+    async fn cancel(
+        &self,
+        target: Target<'_>,
+        at_period_end: bool,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub, now, status, ..
+        } = target;
+        if status == Status::Canceled || (at_period_end && !status.can_cancel_at_period_end()) {
+            return Err(ActionError::Conflict(format!(
+                "A {} subscription cannot be canceled{}.",
+                sub.status,
+                if at_period_end { " at period end" } else { "" }
+            )));
+        }
+        let txn = self.store().begin().await?;
+        if at_period_end {
+            sub.cancel_at_period_end = true;
+            sub.due_at = Some(sub.current_period_end);
+        } else {
+            sub.status = Status::Canceled.as_str().to_owned();
+            sub.due_at = None;
+            emit(&txn, sub, "subscription.canceled", None, now).await?;
+        }
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        Ok(None)
+    }
+
+    /// Pauses: no charge and no renewal until resumed.
+    async fn pause(&self, target: Target<'_>) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub, now, status, ..
+        } = target;
+        if !status.can_pause() {
+            return Err(ActionError::Conflict(format!(
+                "A {} subscription cannot be paused.",
+                sub.status
+            )));
+        }
+        let txn = self.store().begin().await?;
+        sub.status = Status::Paused.as_str().to_owned();
+        // No charge and no renewal while paused; a cancellation at the period's end
+        // still happens at that end (CONTRACT §5).
+        sub.due_at = stopped_due(sub);
+        emit(&txn, sub, "subscription.paused", None, now).await?;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        Ok(None)
+    }
+
+    /// Resumes a paused subscription, with the charge a passed renewal date makes due.
+    async fn resume(&self, target: Target<'_>) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub,
+            account,
+            now,
+            status,
+        } = target;
+        if status != Status::Paused {
+            return Err(ActionError::Conflict(format!(
+                "Only a paused subscription can be resumed; this one is {}.",
+                sub.status
+            )));
+        }
+        if sub.cancel_at_period_end && now >= sub.current_period_end {
+            // Its cancellation fell due while paused and its timer has not run yet:
+            // it is canceled, as it would have been at that instant.
+            self.cancel_at_end(sub, now).await?;
+            return Err(ActionError::Conflict(
+                "The subscription was canceled at the end of its period.".into(),
+            ));
+        }
+        // The resume and the charge it makes due (a new period when the renewal date
+        // passed during the pause) are one unit: a refusal of either (a fence, the
+        // balance) leaves no resumption behind (`resume_into_charge`).
+        let charges = self
+            .store()
+            .period_charges(&sub.id, sub.current_period_start)
+            .await?;
+        self.resume_into_charge(sub, account, &charges, now, None)
+            .await
+    }
+
+    /// Charges the period now (a past-due one, or a new period from now).
+    async fn charge_now(&self, target: Target<'_>) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub,
+            account,
+            now,
+            status,
+        } = target;
+        if !status.can_charge_now() {
+            return Err(ActionError::Conflict(format!(
+                "A {} subscription cannot be charged now.",
+                sub.status
+            )));
+        }
+        if self.store().pending_charge_of(&sub.id).await?.is_some() {
+            return Err(ActionError::Conflict(
+                "A charge of this subscription is already pending.".into(),
+            ));
+        }
+        if status != Status::PastDue {
+            // The period restarts now (a pending cycle change takes effect with it).
+            sub.status = Status::Active.as_str().to_owned();
+            reschedule(sub, |schedule| schedule.restart(now));
+            sub.next_charge_date = now;
+        }
+        sub.due_at = Some(now);
+        let charges = self
+            .store()
+            .period_charges(&sub.id, sub.current_period_start)
+            .await?;
+        let started = self
+            .charge_period(
+                sub,
+                account,
+                &charges,
+                now,
+                charge_purpose::MANUAL,
+                None,
+                None,
+            )
+            .await?
+            .ok_or(ActionError::InsufficientBalance)?;
+        // Re-read: the processor may have answered at once.
+        Ok(Some(
+            self.store()
+                .charge_by_id(&started.id)
+                .await?
+                .unwrap_or(started),
+        ))
+    }
+
+    /// Changes the plan (and perhaps the cycle), at once or, for a prorated upgrade, when its
+    /// charge is approved.
+    async fn change_plan(
+        &self,
+        target: Target<'_>,
+        plan_id: String,
+        cycle: Option<Cycle>,
+        with_proration: bool,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub, account, now, ..
+        } = target;
+        let preview = self.prorated_change(sub, &plan_id, cycle, now).await?;
+        self.refuse_while_change_pending(sub).await?;
+        // Only a real change of cycle is recorded as one.
+        let cycle = cycle.filter(|c| *c != cycle_of(sub));
+        if with_proration && preview > 0 {
+            // An upgrade takes effect when its prorated charge is approved: the
+            // charge carries the change, and nothing else is written now.
+            let change = PendingChange::Plan { plan_id, cycle };
+            return Ok(Some(
+                self.one_off_charge(
+                    sub,
+                    account,
+                    preview,
+                    charge_purpose::PRORATION,
+                    change,
+                    now,
+                )
+                .await?,
+            ));
+        } else {
+            let txn = self.store().begin().await?;
+            apply_plan_change(&txn, sub, plan_id, cycle, now).await?;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+        }
+        Ok(None)
+    }
+
+    /// Attaches an add-on, at once or, prorated, when its charge is approved.
+    async fn attach_addon(
+        &self,
+        target: Target<'_>,
+        addon_id: String,
+        with_proration: bool,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target {
+            sub,
+            account,
+            now,
+            status,
+        } = target;
+        if status == Status::Canceled {
+            return Err(ActionError::Conflict(
+                "A canceled subscription accepts no add-ons.".into(),
+            ));
+        }
+        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let addon = self
+            .store()
+            .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
+            .await?
+            .ok_or_else(|| ActionError::NotFound(format!("No add-on with id `{addon_id}`.")))?;
+        if !addon.active {
+            return Err(ActionError::Unprocessable(format!(
+                "Add-on `{addon_id}` is deactivated."
+            )));
+        }
+        if self
+            .store()
+            .subscription_addons(&sub.id)
+            .await?
+            .iter()
+            .any(|a| a.addon_id == addon_id)
+        {
+            return Err(ActionError::Conflict(format!(
+                "Add-on `{addon_id}` is already attached."
+            )));
+        }
+        self.refuse_while_change_pending(sub).await?;
+        // The rest of the current period, at the cycle the period was billed at.
+        let amount = prorate(
+            0,
+            addon.price(period_cycle_of(sub)),
+            sub.current_period_start,
+            sub.current_period_end,
+            now,
+        );
+        if with_proration && status == Status::Active && amount > 0 {
+            let change = PendingChange::Addon { addon_id };
+            return Ok(Some(
+                self.one_off_charge(
+                    sub,
+                    account,
+                    amount,
+                    charge_purpose::ADDON_PRORATION,
+                    change,
+                    now,
+                )
+                .await?,
+            ));
+        } else {
+            let txn = self.store().begin().await?;
+            apply_addon(&txn, sub, addon_id, now).await?;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+        }
+        Ok(None)
+    }
+
+    /// Detaches an add-on at the period's end.
+    async fn detach_addon(
+        &self,
+        target: Target<'_>,
+        addon_id: String,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target { sub, now, .. } = target;
+        let attached = self.store().subscription_addons(&sub.id).await?;
+        if !attached
+            .iter()
+            .any(|a| a.addon_id == addon_id && !a.detach_at_period_end)
+        {
+            return Err(ActionError::NotFound(format!(
+                "Add-on `{addon_id}` is not attached to this subscription."
+            )));
+        }
+        let txn = self.store().begin().await?;
+        txn.mark_addon_detached(&sub.id, &addon_id).await?;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        Ok(None)
+    }
+
+    /// Sets the card (or Nequi account) later periods are charged to.
+    async fn set_payment_method(
+        &self,
+        target: Target<'_>,
+        payment_method_id: String,
+    ) -> Result<Option<ChargeAttempt>, ActionError> {
+        let Target { sub, now, .. } = target;
+        let txn = self.store().begin().await?;
+        sub.default_payment_method_id = payment_method_id;
+        self.save(&txn, sub, now).await?;
+        txn.commit().await?;
+        Ok(None)
     }
 
     /// 409 while an action's charge is out (an upgrade or add-on waiting for approval): the
