@@ -5,6 +5,7 @@
 //! payment lock so the customer can try another card. `settle_charge`'s conditional update
 //! lets exactly one caller do this, however many times the outcome arrives.
 
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
 use crate::ids::AccountId;
@@ -58,7 +59,7 @@ pub async fn settle(
     if let (Some(session), Some(account)) = (session, account) {
         // The account's clock: real time plus its test offset, as `actors::clock` keeps it.
         let now = real_now + account.clock_offset_ms;
-        if settled.charge.status == "approved" {
+        if settled.charge.is(ChargeStatus::Approved) {
             finish(&txn, &account, &session, &settled.charge, raw_status, now).await?;
         } else {
             let reason = message.unwrap_or(raw_status);

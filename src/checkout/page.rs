@@ -6,6 +6,7 @@
 use super::i18n::{Locale, Text};
 use crate::accounts::processor_base_url;
 use crate::domain::checkout::SessionStatus;
+use crate::domain::time::Cycle;
 use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::catalog::CatalogKind;
@@ -177,7 +178,7 @@ async fn render(
             .render()
         }
         _ => {
-            let annual = session.cycle == "annual";
+            let annual = Cycle::parse(&session.cycle) == Some(Cycle::Annual);
             PayPage {
                 lang: locale.code(),
                 t,

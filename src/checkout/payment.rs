@@ -12,6 +12,7 @@
 
 use crate::accounts::fee_schedule;
 use crate::checkout_settlement::CHECKOUT_PURPOSE;
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
@@ -348,7 +349,7 @@ async fn outcome(
         let Some(charge) = state.store.charge_by_id(charge_id).await? else {
             return Err(ApiError::Internal("checkout charge vanished".into()));
         };
-        if charge.status != "pending" {
+        if !charge.is(ChargeStatus::Pending) {
             break charge;
         }
         let now = tokio::time::Instant::now();

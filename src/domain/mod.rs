@@ -3,6 +3,7 @@
 //! tests.
 
 pub mod charge_purpose;
+pub mod charge_status;
 pub mod checkout;
 pub mod money;
 pub mod recheck;

@@ -9,6 +9,7 @@
 
 use super::entities::{charge_attempt, charge_recheck};
 use super::{Store, StoreResult};
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::recheck::recheck_delay;
 use sea_orm::sea_query::{OnConflict, Query};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
@@ -112,7 +113,11 @@ impl Store {
                 .await?;
             let settled: Vec<&String> = due
                 .iter()
-                .filter(|id| !found.iter().any(|c| &&c.id == id && c.status == "pending"))
+                .filter(|id| {
+                    !found
+                        .iter()
+                        .any(|c| &&c.id == id && c.is(ChargeStatus::Pending))
+                })
                 .collect();
             if !settled.is_empty() {
                 charge_recheck::Entity::delete_many()
@@ -120,7 +125,7 @@ impl Store {
                     .exec(self.writer())
                     .await?;
             }
-            found.retain(|c| c.status == "pending");
+            found.retain(|c| c.is(ChargeStatus::Pending));
             // In the order they came due.
             found.sort_by_key(|c| due.iter().position(|id| id == &c.id));
             charges = found;

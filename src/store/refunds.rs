@@ -24,6 +24,7 @@
 use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::charge_status::ChargeStatus;
 use crate::ids::{AccountId, RefundId};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -96,7 +97,7 @@ impl Store {
             .await
             .map_err(StoreError::from)?
             .ok_or(BeginRefundError::NotFound)?;
-        if charge.status != "approved" {
+        if !charge.is(ChargeStatus::Approved) {
             return Err(BeginRefundError::NotApproved(charge.status));
         }
         if charge.refunding_cents > 0 {

@@ -9,6 +9,7 @@ use super::new_charge;
 use super::{ActionError, Runtime};
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose;
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
 use crate::store::StoreError;
@@ -44,7 +45,7 @@ pub(super) async fn transition(
     raw_status: &str,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let approved = charge.status == "approved";
+    let approved = charge.is(ChargeStatus::Approved);
     let info = || ChargeInfo { charge, raw_status };
     if let Some(change) = charge.pending_change.as_deref() {
         // An action that waited on its charge: all or nothing. Declined, nothing changes and
@@ -118,7 +119,7 @@ fn period_effect(
     period_start: i64,
     now: i64,
 ) -> PeriodEffect {
-    let approved = charge.status == "approved";
+    let approved = charge.is(ChargeStatus::Approved);
     let mut events = vec![subscription_event(
         sub,
         charge_event_type(approved),
@@ -545,7 +546,7 @@ fn settle_in_batch(
 ) -> Option<PeriodChargeSettle> {
     let status = final_status(reported.raw_status)?;
     let period_start = charge.period_start?;
-    if charge.status != "pending"
+    if !charge.is(ChargeStatus::Pending)
         || charge.pending_change.is_some()
         || charge.subscription_id.as_deref() != Some(sub.id.as_str())
     {

@@ -5,6 +5,7 @@
 use super::{SubscriptionOut, act, action_error, parse_cycle, scoped};
 use crate::actors::{ActionOutcome, Command};
 use crate::api::openapi::error_responses::ShardMoving;
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -207,9 +208,9 @@ pub(super) async fn charge_now(
         processor_transaction_id: charge.processor_transaction_id,
         reference: charge.reference,
     };
-    match charge.status.as_str() {
-        "approved" => Ok((StatusCode::OK, Json(out)).into_response()),
-        "pending" => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
+    match ChargeStatus::parse(&charge.status) {
+        Some(ChargeStatus::Approved) => Ok((StatusCode::OK, Json(out)).into_response()),
+        Some(ChargeStatus::Pending) => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
         _ => Err(ApiError::Processor(format!(
             "The payment processor rejected the charge ({}).",
             charge.processor_status.as_deref().unwrap_or("ERROR")
@@ -259,14 +260,14 @@ pub(super) async fn settled_charge(
     let deadline = tokio::time::Instant::now() + CHARGE_WAIT;
     let in_flight = state.runtime.in_flight();
     let mut charge = charge;
-    while charge.status == "pending" && tokio::time::Instant::now() < deadline {
+    while charge.is(ChargeStatus::Pending) && tokio::time::Instant::now() < deadline {
         let settled = in_flight.settlement(&charge.id);
         charge = state
             .store
             .charge(account, &charge.id)
             .await?
             .unwrap_or(charge);
-        if charge.status != "pending" {
+        if !charge.is(ChargeStatus::Pending) {
             break;
         }
         wait_for(settled, deadline).await;
@@ -303,9 +304,11 @@ pub(super) async fn action_after_charge(
     let account = caller.account_id();
     let charge = settled_charge(state, &account, charge).await?;
     let subscription = scoped(state, caller, &outcome.subscription.id).await?;
-    match charge.status.as_str() {
-        "approved" => Ok(Json(SubscriptionOut::from(subscription)).into_response()),
-        "pending" => Ok((
+    match ChargeStatus::parse(&charge.status) {
+        Some(ChargeStatus::Approved) => {
+            Ok(Json(SubscriptionOut::from(subscription)).into_response())
+        }
+        Some(ChargeStatus::Pending) => Ok((
             StatusCode::ACCEPTED,
             Json(SubscriptionOut::from(subscription)),
         )

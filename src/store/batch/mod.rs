@@ -30,6 +30,7 @@ use super::charges::{
 use super::entities::{account, subscription_addon};
 use super::subscriptions::{Event, Subscription};
 use super::{Store, StoreError, StoreResult};
+use crate::domain::charge_status::ChargeStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
 use std::collections::BTreeMap;
@@ -346,7 +347,7 @@ impl Store {
             let charge = &settle.charge;
             let (reserved, returned) = fees.entry(charge.account_id.as_str()).or_default();
             *reserved += charge.fee_cents;
-            if charge.status == "approved" {
+            if charge.is(ChargeStatus::Approved) {
                 ledger.push(fee_ledger_row(charge, charge.updated_at));
             } else {
                 *returned += charge.fee_cents;

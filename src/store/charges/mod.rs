@@ -17,6 +17,7 @@ pub mod conflicts;
 
 use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::charge_status::ChargeStatus;
 use crate::ids::{AccountId, ChargeAttemptId};
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
@@ -56,14 +57,15 @@ pub enum BeginChargeError {
     Store(#[from] StoreError),
 }
 
-/// The final statuses, from the processor's raw status.
+/// The final status a processor's raw status settles a charge to (`ChargeStatus::from_processor`).
 pub fn final_status(raw: &str) -> Option<&'static str> {
-    match raw {
-        "APPROVED" => Some("approved"),
-        "DECLINED" => Some("declined"),
-        "VOIDED" => Some("voided"),
-        "ERROR" => Some("error"),
-        _ => None,
+    ChargeStatus::from_processor(raw).map(ChargeStatus::as_str)
+}
+
+impl ChargeAttempt {
+    /// Whether the charge is in `status` (the column admits no other value: migration 000016).
+    pub fn is(&self, status: ChargeStatus) -> bool {
+        self.status == status.as_str()
     }
 }
 
@@ -407,7 +409,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             return Ok(None);
         };
         if let (Some(reported), Some(known)) = (transaction_id, &stored.processor_transaction_id)
-            && stored.status == "pending"
+            && stored.is(ChargeStatus::Pending)
             && known != reported
         {
             // Moves nothing; kept for operators, as the ingress keeps a mismatch it sees.
@@ -464,7 +466,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             Expr::col(account::Column::ReservedCents).sub(fee),
         )
         .filter(account::Column::Id.eq(account.as_str()));
-    if status == "approved" {
+    if status == ChargeStatus::Approved.as_str() {
         counters.exec(conn).await?;
         let row = fee_ledger_row(&charge, now_ms);
         super::balance::insert_ledger_row(conn, row).await?;

@@ -1,0 +1,71 @@
+//! A charge attempt's status (`charge_attempts.status`, closed in the database by migration
+//! 000016): `pending` until the processor's final answer settles it once, to one of the four
+//! final statuses the processor reports in capitals.
+
+/// A charge attempt's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChargeStatus {
+    Pending,
+    Approved,
+    Declined,
+    Voided,
+    Error,
+}
+
+impl ChargeStatus {
+    /// Every status, `pending` first.
+    pub const ALL: [ChargeStatus; 5] = [
+        ChargeStatus::Pending,
+        ChargeStatus::Approved,
+        ChargeStatus::Declined,
+        ChargeStatus::Voided,
+        ChargeStatus::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChargeStatus::Pending => "pending",
+            ChargeStatus::Approved => "approved",
+            ChargeStatus::Declined => "declined",
+            ChargeStatus::Voided => "voided",
+            ChargeStatus::Error => "error",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == raw)
+    }
+
+    /// The final status a processor's raw status settles a charge to (`APPROVED` is
+    /// `approved`, …); `None` for `PENDING` and anything else.
+    pub fn from_processor(raw: &str) -> Option<Self> {
+        match raw {
+            "APPROVED" => Some(ChargeStatus::Approved),
+            "DECLINED" => Some(ChargeStatus::Declined),
+            "VOIDED" => Some(ChargeStatus::Voided),
+            "ERROR" => Some(ChargeStatus::Error),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_status_reads_back_and_only_final_answers_settle() {
+        for status in ChargeStatus::ALL {
+            assert_eq!(ChargeStatus::parse(status.as_str()), Some(status));
+            let raw = status.as_str().to_uppercase();
+            let settles = ChargeStatus::from_processor(&raw);
+            assert_eq!(
+                settles,
+                (status != ChargeStatus::Pending).then_some(status),
+                "{raw}"
+            );
+        }
+        assert_eq!(ChargeStatus::parse("Approved"), None);
+        assert_eq!(ChargeStatus::from_processor("approved"), None);
+    }
+}
