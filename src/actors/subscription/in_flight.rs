@@ -177,11 +177,6 @@ impl InFlight {
         self.began.remove(subscription_id);
     }
 
-    /// Whether a row is kept for `subscription_id`.
-    pub fn has_began(&self, subscription_id: &str) -> bool {
-        self.began.contains_key(subscription_id)
-    }
-
     /// The charge whose row is kept for `subscription_id`, if any.
     pub fn began_charge(&self, subscription_id: &str) -> Option<String> {
         self.began.get(subscription_id).map(|kept| kept.0.clone())

@@ -226,7 +226,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
     assert_eq!(now_row.version, changed.version + 1, "saved once, after it");
     assert_eq!(now_row.status, "active");
     assert!(
-        !runtime.in_flight().has_began(&id),
+        runtime.in_flight().began_charge(&id).is_none(),
         "the kept row is used once"
     );
     assert!(

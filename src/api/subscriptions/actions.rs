@@ -282,7 +282,7 @@ const CHARGE_READ_EVERY: Duration = Duration::from_millis(250);
 
 /// Waits for `settled` (the charge's outcome applied on this node), for at most
 /// `CHARGE_READ_EVERY`, and never past `deadline`.
-pub(super) async fn wait_for(
+async fn wait_for(
     settled: std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>,
     deadline: tokio::time::Instant,
 ) {

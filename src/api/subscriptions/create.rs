@@ -1,7 +1,7 @@
 //! `POST /v1/subscriptions`: a direct create, checked, committed with its first timer, and
 //! its first period charged at once unless it starts later (a trial or a start date).
 
-use super::actions::wait_for;
+use super::actions::settled_charge;
 use super::{SubscriptionIn, SubscriptionOut, active_plan, parse_cycle};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -13,7 +13,6 @@ use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use std::time::Duration;
 
 /// Create a subscription directly (the customer already has a payment method).
 #[utoipa::path(post, path = "/v1/subscriptions", tag = "subscriptions", request_body = SubscriptionIn,
@@ -47,9 +46,6 @@ pub(super) async fn create_subscription(
     };
     Ok((StatusCode::CREATED, Json(sub.into())))
 }
-
-/// How long a direct create waits for its first charge's outcome (charge-now waits as long).
-const FIRST_CHARGE_WAIT: Duration = Duration::from_secs(10);
 
 /// Checks a direct create and builds its row, its start and the account's `now`; writes
 /// nothing.
@@ -132,10 +128,10 @@ pub(super) async fn new_subscription(
 /// Charges the first period of `sub`, just committed, and answers the subscription as it
 /// stands once the charge's outcome is applied (approved: `next_charge_date` is the period's
 /// end; declined: `past_due`; short of balance: `paused_insufficient_balance`), as `GET`
-/// shows it. The outcome comes later, through the ingress, so it is waited for up to
-/// `FIRST_CHARGE_WAIT`; still pending then, the answer is the subscription with its first
-/// charge in flight (`active`, `next_charge_date` = the charge's instant), and `GET` shows
-/// the outcome once it arrives.
+/// shows it. The outcome comes later, through the ingress, so it is waited for as an action
+/// waits for its charge (`settled_charge`, up to 10 s); still pending then, the answer is the
+/// subscription with its first charge in flight (`active`, `next_charge_date` = the charge's
+/// instant), and `GET` shows the outcome once it arrives.
 pub(super) async fn charge_first_period(
     state: &AppState,
     account: &AccountId,
@@ -146,28 +142,18 @@ pub(super) async fn charge_first_period(
         tracing::warn!(subscription = %sub.id, error = %err, "the first charge is left to the timer");
         return current(state, account, sub).await;
     }
-    let deadline = tokio::time::Instant::now() + FIRST_CHARGE_WAIT;
-    let in_flight = state.runtime.in_flight();
-    let mut waited = None;
-    loop {
-        match state.store.pending_charge_of(&sub.id).await {
-            Ok(Some(charge)) if tokio::time::Instant::now() < deadline => {
-                // Registered, then read again: an outcome applied in between is not missed.
-                let settled = in_flight.settlement(&charge.id);
-                if matches!(state.store.pending_charge_of(&sub.id).await, Ok(Some(_))) {
-                    wait_for(settled, deadline).await;
-                }
-                waited = Some(charge.id);
-            }
-            Ok(_) => break,
-            Err(err) => {
+    // Waited for as an action's charge is (`settled_charge`): woken when its outcome is
+    // applied on this node, read again now and then otherwise.
+    match state.store.pending_charge_of(&sub.id).await {
+        Ok(Some(charge)) => {
+            if let Err(err) = settled_charge(state, account, charge).await {
                 tracing::warn!(subscription = %sub.id, error = %err, "could not follow the first charge");
-                break;
             }
         }
-    }
-    if let Some(charge_id) = waited {
-        in_flight.stop_waiting(&charge_id);
+        Ok(None) => {}
+        Err(err) => {
+            tracing::warn!(subscription = %sub.id, error = %err, "could not follow the first charge");
+        }
     }
     current(state, account, sub).await
 }
