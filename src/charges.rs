@@ -12,8 +12,7 @@
 //! for any other charge. This module does not know checkouts or actors.
 
 use crate::accounts::{fee_schedule, processor_base_url};
-use crate::domain::charge_purpose;
-use crate::domain::checkout::CHECKOUT_PURPOSE;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
 use crate::ids::AccountId;
 use crate::processor::client::{
@@ -38,7 +37,7 @@ pub struct ChargeRequest {
     pub customer_id: String,
     pub payment_method_id: String,
     pub amount_cents: i64,
-    pub purpose: &'static str,
+    pub purpose: ChargePurpose,
     pub period_start: Option<i64>,
 }
 
@@ -281,7 +280,7 @@ impl Charger {
             payment_source_id: payer.payment_source_id,
             source_kind: payer.kind,
             customer_email: payer.email,
-            recurrent: charge_purpose::is_recurrent(&charge.purpose),
+            recurrent: charge.purpose.is_recurrent(),
         };
         let started = std::time::Instant::now();
         self.posting.insert(charge.id.clone());
@@ -481,7 +480,7 @@ impl Charger {
             return Ok(None);
         };
         debug_assert!(
-            charge.purpose != CHECKOUT_PURPOSE,
+            charge.purpose != ChargePurpose::Checkout,
             "a checkout's outcome is settled through actors::outcomes"
         );
         let txn = self.store.begin().await?;

@@ -17,8 +17,6 @@ use crate::store::txn::StoreTxn;
 use crate::store::{Store, StoreResult};
 use crate::subscribe::{self, NewSubscription, Start};
 
-pub use crate::domain::checkout::CHECKOUT_PURPOSE;
-
 /// Applies a checkout charge's final outcome once (see the module doc), recording the
 /// processor `event` that reported it in the same transaction.
 pub async fn settle(

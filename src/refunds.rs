@@ -27,6 +27,7 @@
 
 use crate::charges::Charger;
 use crate::clock::Clock;
+use crate::domain::charge_status::RefundStatus;
 use crate::domain::recheck::{recheck_delay, stale_after};
 use crate::events::charge_refunded_event;
 use crate::ids::AccountId;
@@ -203,7 +204,7 @@ impl Refunds {
             )
             .await?;
         if let (Some(settled), Some(sub)) = (&settled, &subscription)
-            && settled.refund.status == "approved"
+            && settled.refund.status == RefundStatus::Approved
         {
             txn.insert_event(charge_refunded_event(
                 sub,

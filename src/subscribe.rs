@@ -62,8 +62,8 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         account_id: new.account_id,
         customer_id: new.customer_id,
         plan_id: new.plan_id,
-        cycle: new.cycle.as_str().to_owned(),
-        status: status.as_str().to_owned(),
+        cycle: new.cycle,
+        status,
         current_period_start: now,
         current_period_end: period_end,
         next_charge_date: next_charge,
@@ -76,7 +76,7 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         anchor: now,
         period_index,
         next_cycle: None,
-        period_cycle: new.cycle.as_str().to_owned(),
+        period_cycle: new.cycle,
         version: 0,
         due_at: Some(next_charge),
         created_at: now,
@@ -112,7 +112,7 @@ mod tests {
     fn a_paid_first_period_is_due_only_at_its_end() {
         let now = 1_700_000_000_000;
         let sub = build(new(Start::Paid), now);
-        assert_eq!(sub.status, "active");
+        assert_eq!(sub.status, Status::Active);
         assert_eq!(sub.period_index, 0);
         assert_eq!(sub.current_period_start, now);
         assert!(sub.current_period_end > now);
@@ -126,7 +126,7 @@ mod tests {
         let sub = build(new(Start::ChargeNow), now);
         assert_eq!(sub.due_at, Some(now));
         let trial = build(new(Start::Trial { days: 3 }), now);
-        assert_eq!(trial.status, "trialing");
+        assert_eq!(trial.status, Status::Trialing);
         assert_eq!(trial.trial_end, Some(now + 3 * 86_400_000));
         assert_eq!(trial.due_at, trial.trial_end);
         assert_eq!(trial.period_index, -1);

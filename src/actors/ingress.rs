@@ -90,7 +90,7 @@ impl Runtime {
 fn conflict(charge: &ChargeAttempt, tx: &Transaction, checksum: &str) -> Option<Report> {
     let (kind, detail) = match mismatch(charge, tx) {
         Some(why) => ("mismatch", why),
-        None if tx.is_final() && contradicts(&charge.status, &tx.status) => (
+        None if tx.is_final() && contradicts(charge.status, &tx.status) => (
             "outcome",
             format!(
                 "the processor reported {} for a charge recorded {}",

@@ -12,7 +12,7 @@
 
 use super::{ActionError, Runtime};
 use crate::checkout_settlement::settle as settle_checkout;
-use crate::domain::checkout::CHECKOUT_PURPOSE;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
@@ -44,7 +44,7 @@ impl Runtime {
                 .await?;
                 return Ok(true);
             }
-            (None, Some(settlement)) if charge.purpose == CHECKOUT_PURPOSE => {
+            (None, Some(settlement)) if charge.purpose == ChargePurpose::Checkout => {
                 settle_checkout(
                     self.store(),
                     &charge.id,

@@ -3,6 +3,8 @@
 //! `GET /v1/charges/{id}/refunds` and `GET /v1/refunds/{id}`. A refund's work is `refunds`'.
 
 use super::openapi::schemas::CHARGE_STATUSES;
+use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::domain::money::CURRENCY;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
@@ -69,11 +71,11 @@ pub struct ChargeOut {
     pub amount_cents: i64,
     pub currency: String,
     #[schema(schema_with = super::openapi::schemas::charge_status)]
-    pub status: String,
+    pub status: ChargeStatus,
     /// The processor's raw status (APPROVED, DECLINED, …), once it gave one.
     pub processor_status: Option<String>,
     #[schema(schema_with = super::openapi::schemas::charge_purpose)]
-    pub purpose: String,
+    pub purpose: ChargePurpose,
     /// The start of the period the charge pays, for a period's charge.
     #[schema(format = DateTime)]
     pub period_start: Option<String>,
@@ -132,7 +134,7 @@ pub struct RefundOut {
     pub charge_id: String,
     pub amount_cents: i64,
     #[schema(schema_with = super::openapi::schemas::refund_status)]
-    pub status: String,
+    pub status: RefundStatus,
     pub reason: Option<String>,
     /// Why the processor declined it, when it did.
     pub failure_message: Option<String>,
@@ -144,7 +146,7 @@ impl From<Refund> for RefundOut {
     fn from(refund: Refund) -> Self {
         Self {
             created_at: rfc3339(from_millis(refund.created_at)),
-            failure_message: (refund.status == "declined")
+            failure_message: (refund.status == RefundStatus::Declined)
                 .then_some(refund.processor_message)
                 .flatten(),
             id: refund.id,

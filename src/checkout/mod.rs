@@ -19,7 +19,7 @@ use crate::store::checkout::CheckoutSession;
 use crate::store::{Store, StoreResult};
 use utoipa_axum::router::OpenApiRouter;
 
-pub use crate::checkout_settlement::{CHECKOUT_PURPOSE, settle};
+pub use crate::checkout_settlement::settle;
 pub use payment::{CompleteIn, CompleteOut, SummaryOut};
 
 /// The page, its assets and the complete endpoint (documented in the OpenAPI document).

@@ -11,7 +11,7 @@
 //! `processor_error`, the session stays open and nothing is created.
 
 use crate::accounts::fee_schedule;
-use crate::checkout_settlement::CHECKOUT_PURPOSE;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
@@ -222,7 +222,7 @@ async fn complete_checkout(
             payment_method_id: payment_method_id.clone(),
             amount_cents: session.amount_cents,
             fee_cents: fee_schedule(&account).fee_for(session.amount_cents),
-            purpose: CHECKOUT_PURPOSE,
+            purpose: ChargePurpose::Checkout,
             period_start: None,
             pending_change: None,
             now_ms: now,
@@ -377,7 +377,7 @@ async fn outcome(
         .checkout_session_by_id(session_id)
         .await?
         .ok_or_else(|| ApiError::Internal("checkout session vanished".into()))?;
-    let (Some(subscription_id), "approved") = (&session.subscription_id, charge.status.as_str())
+    let (Some(subscription_id), ChargeStatus::Approved) = (&session.subscription_id, charge.status)
     else {
         return Err(ApiError::Processor(format!(
             "The payment processor rejected the payment ({}): {}",

@@ -1,41 +1,28 @@
 //! A charge attempt's status (`charge_attempts.status`, closed in the database by migration
 //! 000016): `pending` until the processor's final answer settles it once, to one of the four
-//! final statuses the processor reports in capitals.
+//! final statuses the processor reports in capitals; and a refund's.
 
-/// A charge attempt's status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChargeStatus {
-    Pending,
-    Approved,
-    Declined,
-    Voided,
-    Error,
+super::vocabulary! {
+    /// A charge attempt's status.
+    pub enum ChargeStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Declined => "declined",
+        Voided => "voided",
+        Error => "error",
+    }
+}
+
+super::vocabulary! {
+    /// A refund's status (`refunds.status`): `pending` until the processor's final answer.
+    pub enum RefundStatus {
+        Pending => "pending",
+        Approved => "approved",
+        Declined => "declined",
+    }
 }
 
 impl ChargeStatus {
-    /// Every status, `pending` first.
-    pub const ALL: [ChargeStatus; 5] = [
-        ChargeStatus::Pending,
-        ChargeStatus::Approved,
-        ChargeStatus::Declined,
-        ChargeStatus::Voided,
-        ChargeStatus::Error,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChargeStatus::Pending => "pending",
-            ChargeStatus::Approved => "approved",
-            ChargeStatus::Declined => "declined",
-            ChargeStatus::Voided => "voided",
-            ChargeStatus::Error => "error",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|status| status.as_str() == raw)
-    }
-
     /// The final status a processor's raw status settles a charge to (`APPROVED` is
     /// `approved`, …); `None` for `PENDING` and anything else.
     pub fn from_processor(raw: &str) -> Option<Self> {
@@ -55,7 +42,7 @@ mod tests {
 
     #[test]
     fn each_status_reads_back_and_only_final_answers_settle() {
-        for status in ChargeStatus::ALL {
+        for &status in ChargeStatus::ALL {
             assert_eq!(ChargeStatus::parse(status.as_str()), Some(status));
             let raw = status.as_str().to_uppercase();
             let settles = ChargeStatus::from_processor(&raw);

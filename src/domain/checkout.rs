@@ -2,10 +2,6 @@
 //! them: `open → complete` when its payment is approved, `open → expired` when its time has
 //! passed with no payment in flight. Nothing leaves `complete` or `expired`.
 
-/// The `purpose` of a checkout's charge attempt: its outcome settles the session (see
-/// `actors::outcomes`).
-pub const CHECKOUT_PURPOSE: &str = "checkout";
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionStatus {
     Open,

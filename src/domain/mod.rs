@@ -2,6 +2,9 @@
 //! here (architecture invariant), so everything in it is tested with plain unit and property
 //! tests.
 
+mod vocabulary;
+pub(crate) use vocabulary::vocabulary;
+
 pub mod charge_purpose;
 pub mod charge_status;
 pub mod checkout;

@@ -3,41 +3,19 @@
 
 use super::money::div_round_half_away;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Trialing,
-    Active,
-    PastDue,
-    Paused,
-    PausedInsufficientBalance,
-    Canceled,
+super::vocabulary! {
+    /// A subscription's status (`subscriptions.status`).
+    pub enum Status {
+        Trialing => "trialing",
+        Active => "active",
+        PastDue => "past_due",
+        Paused => "paused",
+        PausedInsufficientBalance => "paused_insufficient_balance",
+        Canceled => "canceled",
+    }
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Trialing => "trialing",
-            Status::Active => "active",
-            Status::PastDue => "past_due",
-            Status::Paused => "paused",
-            Status::PausedInsufficientBalance => "paused_insufficient_balance",
-            Status::Canceled => "canceled",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        [
-            Status::Trialing,
-            Status::Active,
-            Status::PastDue,
-            Status::Paused,
-            Status::PausedInsufficientBalance,
-            Status::Canceled,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == raw)
-    }
-
     /// cancel with `at_period_end` true: only while the period runs normally (CONTRACT §5).
     pub fn can_cancel_at_period_end(self) -> bool {
         matches!(self, Status::Active | Status::Trialing)

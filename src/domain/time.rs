@@ -4,7 +4,6 @@
 //! storage; the wire shows RFC 3339 in UTC with `Z`.
 
 use chrono::{DateTime, Months, SecondsFormat, TimeZone, Utc};
-use serde::{Deserialize, Serialize};
 
 pub type Instant = DateTime<Utc>;
 
@@ -25,30 +24,15 @@ pub fn rfc3339(instant: Instant) -> String {
     instant.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
-/// A billing cycle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Cycle {
-    Monthly,
-    Annual,
+super::vocabulary! {
+    /// A billing cycle.
+    pub enum Cycle {
+        Monthly => "monthly",
+        Annual => "annual",
+    }
 }
 
 impl Cycle {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cycle::Monthly => "monthly",
-            Cycle::Annual => "annual",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "monthly" => Some(Cycle::Monthly),
-            "annual" => Some(Cycle::Annual),
-            _ => None,
-        }
-    }
-
     fn months(self) -> u32 {
         match self {
             Cycle::Monthly => 1,

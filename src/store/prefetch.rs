@@ -17,6 +17,7 @@ use super::entities::{
 };
 use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
+use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -74,10 +75,11 @@ impl Store {
             .min()
             .unwrap_or(0);
         // As `period_charges`, for every subscription at once from the earliest `since`.
-        let charges: Vec<(Option<String>, String, Option<i64>)> = period_charge_rows(ids, since)
-            .into_tuple()
-            .all(conn)
-            .await?;
+        let charges: Vec<(Option<String>, ChargeStatus, Option<i64>)> =
+            period_charge_rows(ids, since)
+                .into_tuple()
+                .all(conn)
+                .await?;
         let addons: Vec<SubscriptionAddon> = subscription_addon::Entity::find()
             .filter(
                 subscription_addon::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)),
@@ -120,13 +122,13 @@ impl Store {
             .map(|c| (c.id.clone(), c))
             .collect();
 
-        let mut charges_of: HashMap<&str, Vec<(&str, Option<i64>)>> = HashMap::new();
+        let mut charges_of: HashMap<&str, Vec<(ChargeStatus, Option<i64>)>> = HashMap::new();
         for (sub, status, start) in &charges {
             if let Some(sub) = sub {
                 charges_of
                     .entry(sub.as_str())
                     .or_default()
-                    .push((status.as_str(), *start));
+                    .push((*status, *start));
             }
         }
         let mut addons_of: HashMap<&str, Vec<&SubscriptionAddon>> = HashMap::new();
@@ -205,6 +207,8 @@ pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_
 /// A shop with one subscription due now, for the prefetch tests here and in `actors`.
 #[cfg(test)]
 pub(crate) mod fixture {
+    use crate::domain::subscription::Status;
+    use crate::domain::time::Cycle;
     use crate::ids::{AccountId, SubscriptionId};
     use crate::store::Store;
     use crate::store::catalog::{CatalogItem, Customer};
@@ -297,8 +301,8 @@ pub(crate) mod fixture {
             account_id: account.as_str().to_owned(),
             customer_id: customer.id.clone(),
             plan_id: plan_a.id.clone(),
-            cycle: "monthly".into(),
-            status: "active".into(),
+            cycle: Cycle::Monthly,
+            status: Status::Active,
             current_period_start: now - 1_000,
             current_period_end: now + 30 * 86_400_000,
             next_charge_date: now - 1_000,
@@ -311,7 +315,7 @@ pub(crate) mod fixture {
             anchor: now - 1_000,
             period_index: 0,
             next_cycle: None,
-            period_cycle: "monthly".into(),
+            period_cycle: Cycle::Monthly,
             version: 0,
             due_at: Some(now - 1_000),
             created_at: 0,
@@ -355,6 +359,7 @@ pub(crate) mod fixture {
 #[cfg(test)]
 mod tests {
     use super::fixture::{ADDON, PLAN_A, shop};
+    use crate::domain::charge_purpose::ChargePurpose;
     use crate::domain::time::Cycle;
     use crate::store::charges::NewCharge;
 
@@ -399,7 +404,7 @@ mod tests {
                 payment_method_id: sub.default_payment_method_id.clone(),
                 amount_cents: PLAN_A,
                 fee_cents: 150,
-                purpose: crate::domain::charge_purpose::RENEWAL,
+                purpose: ChargePurpose::Renewal,
                 period_start: Some(sub.current_period_start),
                 pending_change: None,
                 now_ms: now,

@@ -69,7 +69,7 @@ impl Store {
         limit: u64,
     ) -> StoreResult<Vec<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .filter(charge_attempt::Column::UpdatedAt.lt(before_ms))
             .order_by_asc(charge_attempt::Column::UpdatedAt)
             .limit(limit)
@@ -138,7 +138,7 @@ impl Store {
                 .to_owned();
             charges.extend(
                 charge_attempt::Entity::find()
-                    .filter(charge_attempt::Column::Status.eq("pending"))
+                    .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
                     .filter(charge_attempt::Column::UpdatedAt.lt(stale_before_ms))
                     .filter(charge_attempt::Column::Id.not_in_subquery(unchecked))
                     .order_by_asc(charge_attempt::Column::UpdatedAt)

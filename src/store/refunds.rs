@@ -24,7 +24,7 @@
 use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
-use crate::domain::charge_status::ChargeStatus;
+use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::ids::{AccountId, RefundId};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -42,7 +42,7 @@ pub enum BeginRefundError {
     #[error("no such charge")]
     NotFound,
     #[error("only an approved charge can be refunded; this one is {0}")]
-    NotApproved(String),
+    NotApproved(&'static str),
     #[error("the charge has been refunded in full")]
     NothingLeft,
     #[error("at most {remaining} cents of this charge can still be refunded")]
@@ -98,7 +98,7 @@ impl Store {
             .map_err(StoreError::from)?
             .ok_or(BeginRefundError::NotFound)?;
         if !charge.is(ChargeStatus::Approved) {
-            return Err(BeginRefundError::NotApproved(charge.status));
+            return Err(BeginRefundError::NotApproved(charge.status.as_str()));
         }
         if charge.refunding_cents > 0 {
             return Err(BeginRefundError::InFlight);
@@ -114,7 +114,7 @@ impl Store {
         let reserved = charge_attempt::Entity::update_many()
             .col_expr(charge_attempt::Column::RefundingCents, amount.into())
             .filter(charge_attempt::Column::Id.eq(&charge.id))
-            .filter(charge_attempt::Column::Status.eq("approved"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
             .filter(charge_attempt::Column::RefundingCents.eq(0))
             .filter(
                 Expr::col(charge_attempt::Column::RefundedCents)
@@ -134,7 +134,7 @@ impl Store {
             charge_id: Set(charge.id.clone()),
             amount_cents: Set(amount),
             reason: Set(new.reason),
-            status: Set("pending".to_owned()),
+            status: Set(RefundStatus::Pending),
             processor_refund_id: Set(None),
             processor_status: Set(None),
             processor_message: Set(None),
@@ -161,7 +161,7 @@ impl Store {
         let unit = self.begin().await?;
         let deleted = refund::Entity::delete_many()
             .filter(refund::Column::Id.eq(&refund.id))
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .exec(unit.conn())
             .await?;
         if deleted.rows_affected == 1 {
@@ -212,7 +212,7 @@ impl Store {
             .col_expr(refund::Column::PostedAt, Some(now_ms).into())
             .col_expr(refund::Column::UpdatedAt, now_ms.into())
             .filter(refund::Column::Id.eq(id))
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .filter(refund::Column::PostedAt.is_null())
             .exec(txn.conn())
             .await?;
@@ -225,7 +225,7 @@ impl Store {
     pub async fn close_unposted_refund(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let closed = refund::Entity::update_many()
-            .col_expr(refund::Column::Status, "declined".into())
+            .col_expr(refund::Column::Status, RefundStatus::Declined.into())
             .col_expr(
                 refund::Column::ProcessorMessage,
                 Some(
@@ -237,7 +237,7 @@ impl Store {
             .col_expr(refund::Column::UpdatedAt, now_ms.into())
             .col_expr(refund::Column::FinalizedAt, Some(now_ms).into())
             .filter(refund::Column::Id.eq(id))
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .filter(refund::Column::PostedAt.is_null())
             .exec_with_returning(txn.conn())
             .await?;
@@ -267,7 +267,7 @@ impl Store {
             .col_expr(refund::Column::ProcessorStatus, processor_status.into())
             .col_expr(refund::Column::UpdatedAt, now_ms.into())
             .filter(refund::Column::Id.eq(id))
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .exec(txn.conn())
             .await?;
         txn.commit().await
@@ -290,7 +290,7 @@ impl Store {
                 Some(reason.to_owned()).into(),
             )
             .filter(refund::Column::Id.eq(id))
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .exec(txn.conn())
             .await?;
         txn.commit().await
@@ -299,7 +299,7 @@ impl Store {
     /// Pending refunds whose next question is due, soonest first.
     pub async fn refunds_due(&self, now_ms: i64, limit: u64) -> StoreResult<Vec<Refund>> {
         Ok(refund::Entity::find()
-            .filter(refund::Column::Status.eq("pending"))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
             .filter(refund::Column::RecheckAt.lte(now_ms))
             .order_by_asc(refund::Column::RecheckAt)
             .limit(limit)
@@ -364,13 +364,13 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
     now_ms: i64,
 ) -> StoreResult<Option<SettledRefund>> {
     let status = match raw_status {
-        "APPROVED" => "approved",
-        "DECLINED" | "ERROR" | "VOIDED" => "declined",
+        "APPROVED" => RefundStatus::Approved,
+        "DECLINED" | "ERROR" | "VOIDED" => RefundStatus::Declined,
         _ => return Ok(None),
     };
     // A decline always says why, in the processor's words when it gave any.
     let message = match (status, message) {
-        ("declined", None) => Some(format!("The processor answered {raw_status}.")),
+        (RefundStatus::Declined, None) => Some(format!("The processor answered {raw_status}.")),
         (_, message) => message.map(str::to_owned),
     };
     let mut update = refund::Entity::update_many()
@@ -385,7 +385,7 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
     }
     let applied = update
         .filter(refund::Column::Id.eq(id))
-        .filter(refund::Column::Status.eq("pending"))
+        .filter(refund::Column::Status.eq(RefundStatus::Pending))
         .exec_with_returning(conn)
         .await?;
     let Some(refund) = applied.into_iter().next() else {
@@ -395,10 +395,10 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
         conn,
         &refund.charge_id,
         refund.amount_cents,
-        status == "approved",
+        status == RefundStatus::Approved,
     )
     .await?;
-    metrics::counter!("refund_outcomes_total", "outcome" => status).increment(1);
+    metrics::counter!("refund_outcomes_total", "outcome" => status.as_str()).increment(1);
     Ok(Some(SettledRefund { refund, charge }))
 }
 
@@ -432,6 +432,7 @@ async fn release<C: ConnectionTrait>(
 #[cfg(test)]
 mod tests {
     use super::NewRefund;
+    use crate::domain::charge_purpose::ChargePurpose;
     use crate::store::charges::NewCharge;
     use crate::store::prefetch::fixture::shop;
     use std::time::Duration;
@@ -455,7 +456,7 @@ mod tests {
                 payment_method_id: shop.sub.default_payment_method_id.clone(),
                 amount_cents: 10_000,
                 fee_cents: 100,
-                purpose: "manual",
+                purpose: ChargePurpose::Manual,
                 period_start: None,
                 pending_change: None,
                 now_ms: NOW,

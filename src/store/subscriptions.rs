@@ -6,6 +6,8 @@ use super::charges::{
 use super::entities::{charge_attempt, event, subscription, subscription_addon};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use crate::domain::charge_status::ChargeStatus;
+use crate::domain::subscription::Status;
 use crate::ids::AccountId;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -20,7 +22,7 @@ pub use subscription_addon::Model as SubscriptionAddon;
 /// Optional filters of the subscription list.
 #[derive(Clone, Debug, Default)]
 pub struct SubscriptionFilter {
-    pub status: Option<String>,
+    pub status: Option<Status>,
     pub customer_id: Option<String>,
     pub plan_id: Option<String>,
 }
@@ -44,15 +46,15 @@ impl PeriodCharges {
     /// in flight) are found by status, the rest through the subscription's own index.
     pub(super) fn rows_since(since: i64) -> Condition {
         Condition::any()
-            .add(charge_attempt::Column::Status.eq("pending"))
+            .add(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .add(charge_attempt::Column::PeriodStart.gte(since))
     }
 
     /// From the (status, period start) of the rows `rows_since` selects: the pending ones, and
     /// the approved ones of a period starting at `since` or later (the others are passed over).
-    pub(super) fn from_rows<'a>(
+    pub(super) fn from_rows(
         since: i64,
-        rows: impl Iterator<Item = (&'a str, Option<i64>)>,
+        rows: impl Iterator<Item = (ChargeStatus, Option<i64>)>,
     ) -> Self {
         let mut charges = PeriodCharges {
             since,
@@ -61,8 +63,8 @@ impl PeriodCharges {
         };
         for (status, start) in rows {
             match (status, start) {
-                ("pending", _) => charges.pending = true,
-                ("approved", Some(start)) if start >= since => charges.paid.push(start),
+                (ChargeStatus::Pending, _) => charges.pending = true,
+                (ChargeStatus::Approved, Some(start)) if start >= since => charges.paid.push(start),
                 _ => {}
             }
         }
@@ -114,7 +116,7 @@ impl Store {
         let mut select = subscription::Entity::find()
             .filter(subscription::Column::AccountId.eq(account.as_str()));
         if let Some(status) = &filter.status {
-            select = select.filter(subscription::Column::Status.eq(status.as_str()));
+            select = select.filter(subscription::Column::Status.eq(*status));
         }
         if let Some(customer) = &filter.customer_id {
             select = select.filter(subscription::Column::CustomerId.eq(customer.as_str()));
@@ -210,7 +212,7 @@ impl Store {
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .one(self.conn())
             .await?)
     }
@@ -222,7 +224,7 @@ impl Store {
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .filter(charge_attempt::Column::PendingChange.is_not_null())
             .one(self.conn())
             .await?)
@@ -236,7 +238,7 @@ impl Store {
         subscription_id: &str,
         since: i64,
     ) -> StoreResult<PeriodCharges> {
-        let rows: Vec<(String, Option<i64>)> = charge_attempt::Entity::find()
+        let rows: Vec<(ChargeStatus, Option<i64>)> = charge_attempt::Entity::find()
             .select_only()
             .column(charge_attempt::Column::Status)
             .column(charge_attempt::Column::PeriodStart)
@@ -245,17 +247,14 @@ impl Store {
             .into_tuple()
             .all(self.conn())
             .await?;
-        Ok(PeriodCharges::from_rows(
-            since,
-            rows.iter().map(|(status, start)| (status.as_str(), *start)),
-        ))
+        Ok(PeriodCharges::from_rows(since, rows.into_iter()))
     }
 
     pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
             .filter(charge_attempt::Column::PeriodStart.eq(period_start))
-            .filter(charge_attempt::Column::Status.eq("approved"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
             .count(self.conn())
             .await?
             > 0)
@@ -264,7 +263,7 @@ impl Store {
     pub async fn count_pending_charges(&self, account: &AccountId) -> StoreResult<u64> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .count(self.conn())
             .await?)
     }
@@ -389,7 +388,7 @@ impl StoreTxn {
                 Expr::col(subscription::Column::Version).add(1),
             )
             .filter(subscription::Column::AccountId.eq(account.as_str()))
-            .filter(subscription::Column::Status.eq("paused_insufficient_balance"))
+            .filter(subscription::Column::Status.eq(Status::PausedInsufficientBalance))
             .exec_with_returning(&self.txn)
             .await?;
         Ok(rows.into_iter().map(|row| row.id).collect())

@@ -1,6 +1,8 @@
 //! The invariants the database itself enforces, without any actor in front of it, and the
 //! checker's queries finding a breach written behind the service's back.
 
+use billing::domain::charge_purpose::ChargePurpose;
+use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
 use billing::ids::AccountId;
 use billing::store::accounts::NewAccount;
@@ -47,7 +49,7 @@ fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewChar
         payment_method_id: "pm_1".into(),
         amount_cents: 100_000,
         fee_cents: 1_500,
-        purpose: "renewal",
+        purpose: ChargePurpose::Renewal,
         period_start: Some(period_start),
         pending_change: None,
         now_ms: 0,
@@ -109,12 +111,12 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
     assert_eq!(written.version, sub.version + 1);
     // A second writer that read before the first wrote loses, and nothing is overwritten.
     let mut stale = sub.clone();
-    stale.status = "canceled".into();
+    stale.status = Status::Canceled;
     let txn = store.begin().await.expect("begin");
     let lost = txn.save_subscription(stale).await;
     assert!(matches!(lost, Err(StoreError::Conflict(_))), "{lost:?}");
     drop(txn);
-    written.status = "paused".into();
+    written.status = Status::Paused;
     let txn = store.begin().await.expect("begin");
     txn.save_subscription(written)
         .await
@@ -125,7 +127,7 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
         .await
         .expect("db")
         .expect("row");
-    assert_eq!(stored.status, "paused");
+    assert_eq!(stored.status, Status::Paused);
 }
 
 /// A refund can never take a charge beyond its amount, nor run beside another refund of

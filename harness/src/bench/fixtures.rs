@@ -2,6 +2,9 @@
 //! in large transactions and one statement that makes every seeded subscription due. Not used
 //! by the service itself.
 
+use billing::domain::charge_purpose::ChargePurpose;
+use billing::domain::charge_status::ChargeStatus;
+use billing::domain::subscription::Status;
 use billing::ids::AccountId;
 use billing::store::StoreResult;
 use billing::store::entities::{account, balance_transaction, charge_attempt, event, subscription};
@@ -50,10 +53,10 @@ impl crate::Raw<'_> {
                     fee_cents: Set(0),
                     reference: Set(id.clone()),
                     processor_transaction_id: Set(Some(format!("tx_{id}"))),
-                    status: Set("approved".into()),
+                    status: Set(ChargeStatus::Approved),
                     processor_status: Set(Some("APPROVED".into())),
                     processor_message: Set(None),
-                    purpose: Set("renewal".into()),
+                    purpose: Set(ChargePurpose::Renewal),
                     period_start: Set(Some(at - period)),
                     created_at: Set(at - period),
                     updated_at: Set(at - period),
@@ -98,7 +101,7 @@ impl crate::Raw<'_> {
             .col_expr(subscription::Column::NextChargeDate, Expr::value(at))
             .col_expr(subscription::Column::DueAt, Expr::value(at))
             .filter(subscription::Column::AccountId.eq(account.as_str()))
-            .filter(subscription::Column::Status.eq("active"))
+            .filter(subscription::Column::Status.eq(Status::Active))
             .exec(self.writer())
             .await?;
         Ok(result.rows_affected)
@@ -128,7 +131,7 @@ impl crate::Raw<'_> {
     pub async fn count_approved_charges(&self, account: &AccountId) -> StoreResult<u64> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
-            .filter(charge_attempt::Column::Status.eq("approved"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
             .count(self.conn())
             .await?)
     }
@@ -155,10 +158,10 @@ impl crate::Raw<'_> {
                 fee_cents: Set(r.fee_cents),
                 reference: Set(r.charge_id.clone()),
                 processor_transaction_id: Set(Some(r.transaction_id.clone())),
-                status: Set("approved".into()),
+                status: Set(ChargeStatus::Approved),
                 processor_status: Set(Some("APPROVED".into())),
                 processor_message: Set(None),
-                purpose: Set("renewal".into()),
+                purpose: Set(ChargePurpose::Renewal),
                 period_start: Set(Some(r.period_start)),
                 created_at: Set(now_ms),
                 updated_at: Set(now_ms),
@@ -241,5 +244,5 @@ fn renewed(account: &AccountId, at: i64) -> sea_orm::Select<subscription::Entity
         .filter(subscription::Column::DueAt.gt(at + 86_400_000))
         .filter(subscription::Column::AccountId.eq(account.as_str()))
         .filter(subscription::Column::NextChargeDate.gt(at))
-        .filter(subscription::Column::Status.eq("active"))
+        .filter(subscription::Column::Status.eq(Status::Active))
 }

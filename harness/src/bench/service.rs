@@ -4,6 +4,8 @@
 
 use anyhow::Context;
 use billing::config::Config;
+use billing::domain::subscription::Status;
+use billing::domain::time::Cycle;
 use billing::ids::{AccountId, SubscriptionId};
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
@@ -222,8 +224,8 @@ pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
         account_id: shop.account.as_str().to_owned(),
         customer_id: shop.customer.clone(),
         plan_id: shop.plan.clone(),
-        cycle: "monthly".into(),
-        status: "active".into(),
+        cycle: Cycle::Monthly,
+        status: Status::Active,
         current_period_start: now,
         current_period_end: far,
         next_charge_date: far,
@@ -236,7 +238,7 @@ pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
         anchor: now,
         period_index: 0,
         next_cycle: None,
-        period_cycle: "monthly".into(),
+        period_cycle: Cycle::Monthly,
         version: 0,
         due_at: Some(far),
         created_at: now,

@@ -51,10 +51,10 @@ impl crate::Raw<'_> {
             .map(|row| ChaosCharge {
                 id: row.id,
                 reference: row.reference,
-                status: row.status,
+                status: row.status.as_str().to_owned(),
                 payment_method_id: row.payment_method_id,
                 subscription_id: row.subscription_id,
-                purpose: row.purpose,
+                purpose: row.purpose.as_str().to_owned(),
                 period_start: row.period_start,
             })
             .collect())
@@ -75,7 +75,7 @@ impl crate::Raw<'_> {
             .map(|row| ChaosSubscription {
                 id: row.id,
                 customer_id: row.customer_id,
-                status: row.status,
+                status: row.status.as_str().to_owned(),
                 payment_method_id: row.default_payment_method_id,
             })
             .collect())

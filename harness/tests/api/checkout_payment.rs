@@ -379,7 +379,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
             payment_method_id: "pm_01cutoff".into(),
             amount_cents: 4_990_000,
             fee_cents: 74_850,
-            purpose: billing::checkout::CHECKOUT_PURPOSE,
+            purpose: billing::domain::charge_purpose::ChargePurpose::Checkout,
             period_start: None,
             pending_change: None,
             now_ms: chrono::Utc::now().timestamp_millis(),

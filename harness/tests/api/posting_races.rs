@@ -6,6 +6,7 @@
 
 use crate::common::proxied_shop::{APPROVED_CARD, FEE, Shop, TOP_UP};
 use crate::common::{TestApp, assert_invariants, eventually};
+use billing::domain::charge_status::ChargeStatus;
 use harness::chaos::proxy::Fault;
 use std::time::Duration;
 
@@ -45,7 +46,10 @@ async fn a_charge_being_posted_is_not_asked_about_nor_posted_again_beside_itself
         shop.proxy.seen("GET", "/transactions").is_empty(),
         "not asked about while it was being posted"
     );
-    assert_eq!(shop.charge(&references[0]).await.status, "approved");
+    assert_eq!(
+        shop.charge(&references[0]).await.status,
+        ChargeStatus::Approved
+    );
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
     assert_invariants(&app).await;
 }
@@ -107,7 +111,7 @@ async fn a_shard_gained_does_not_recheck_the_charges_being_posted() {
     assert_eq!(created.status(), 201);
     let reference = shop.posted_references()[0].clone();
     eventually(Duration::from_secs(30), || async {
-        shop.charge(&reference).await.status == "approved"
+        shop.charge(&reference).await.status == ChargeStatus::Approved
     })
     .await;
     let references = shop.posted_references();

@@ -3,6 +3,8 @@
 
 use crate::common::{TestApp, eventually, read};
 use billing::charges::{ChargeError, ChargeRequest, Charger};
+use billing::domain::charge_purpose::ChargePurpose;
+use billing::domain::charge_status::ChargeStatus;
 use billing::ids::AccountId;
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::processor::signature::event_checksum;
@@ -170,7 +172,7 @@ impl Fixture {
             customer_id: self.customer_id.clone(),
             payment_method_id: method["id"].as_str().expect("id").to_owned(),
             amount_cents: amount,
-            purpose: "manual",
+            purpose: ChargePurpose::Manual,
             period_start: None,
         }
     }
@@ -190,7 +192,7 @@ async fn wait_final(
             .expect("charge")
     };
     eventually(Duration::from_secs(15), || async {
-        fetch().await.status != "pending"
+        fetch().await.status != ChargeStatus::Pending
     })
     .await;
     fetch().await
@@ -268,7 +270,8 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
         .await
         .expect("charge");
     assert_eq!(
-        charge.status, "pending",
+        charge.status,
+        ChargeStatus::Pending,
         "the processor answers 201 PENDING"
     );
     assert_eq!(charge.fee_cents, 74_850, "150 bps of 4,990,000");
@@ -282,7 +285,7 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
     );
 
     let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
-    assert_eq!(settled.status, "approved");
+    assert_eq!(settled.status, ChargeStatus::Approved);
     assert_eq!(settled.processor_status.as_deref(), Some("APPROVED"));
     assert!(settled.processor_transaction_id.is_some());
     let balance = fixture.balance(&app).await;
@@ -326,7 +329,7 @@ async fn declined_charge_releases_the_reservation(app: TestApp) {
         .await
         .expect("charge");
     let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
-    assert_eq!(settled.status, "declined");
+    assert_eq!(settled.status, ChargeStatus::Declined);
     assert_eq!(settled.processor_status.as_deref(), Some("DECLINED"));
     let balance = fixture.balance(&app).await;
     assert_eq!(
@@ -434,7 +437,7 @@ async fn concurrent_charges_never_overdraw_a_small_balance(app: TestApp) {
             wait_final(&store, &fixture.account_id, &charge.id)
                 .await
                 .status,
-            "approved"
+            ChargeStatus::Approved
         );
     }
     let balance = fixture.balance(&app).await;

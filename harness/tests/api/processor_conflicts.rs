@@ -7,6 +7,7 @@
 use crate::common::proxied_shop::{APPROVED_CARD, DECLINED_CARD, FEE, PLAN_MONTHLY, Shop, TOP_UP};
 use crate::common::{ADMIN_TOKEN, TestApp, eventually, read};
 use crate::idempotency::serve_sandbox;
+use billing::domain::charge_status::ChargeStatus;
 use billing::ids::AccountId;
 use billing::processor::client::ProcessorClient;
 use billing::processor::sandbox::{AdminAuth, SandboxConfig};
@@ -97,7 +98,7 @@ async fn an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_coun
     .await;
     let reference = shop.posted_references()[0].clone();
     let declined = shop.charge(&reference).await;
-    assert_eq!(declined.status, "declined");
+    assert_eq!(declined.status, ChargeStatus::Declined);
     let account = AccountId::from_stored(shop.account_id.clone());
     let events_before = shop
         .store
@@ -113,7 +114,7 @@ async fn an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_coun
 
     assert_eq!(
         shop.charge(&reference).await.status,
-        "declined",
+        ChargeStatus::Declined,
         "nothing applied"
     );
     assert_eq!(shop.subscription(&app, &id).await["status"], "past_due");
@@ -164,7 +165,7 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
     send_event(&app, &shop, approved("8-8-8", PLAN_MONTHLY, "COP"), 3).await;
     assert_eq!(
         shop.charge(&charge.id).await.status,
-        "pending",
+        ChargeStatus::Pending,
         "no money moved"
     );
     assert_eq!(
@@ -183,7 +184,7 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
 
     // The event that is the charge's settles it, once.
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "COP"), 4).await;
-    assert_eq!(shop.charge(&charge.id).await.status, "approved");
+    assert_eq!(shop.charge(&charge.id).await.status, ChargeStatus::Approved);
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
 }
 
@@ -236,7 +237,7 @@ async fn after_a_pending_event_a_final_one_naming_another_transaction_moves_no_m
         .await
         .expect("lookup")
         .expect("the processor holds the charge");
-    assert_eq!(shop.charge(&reference).await.status, "pending");
+    assert_eq!(shop.charge(&reference).await.status, ChargeStatus::Pending);
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, FEE), "reserved");
 
     // The processor's PENDING answer names its transaction: noted on the charge.
@@ -259,7 +260,7 @@ async fn after_a_pending_event_a_final_one_naming_another_transaction_moves_no_m
     let checksum = send_event(&app, &shop, transaction(&other, "APPROVED"), 2).await;
     assert_eq!(
         shop.charge(&reference).await.status,
-        "pending",
+        ChargeStatus::Pending,
         "the event naming another transaction was applied"
     );
     assert_eq!(
@@ -279,7 +280,7 @@ async fn after_a_pending_event_a_final_one_naming_another_transaction_moves_no_m
     // The processor's own event, let through, settles the charge once.
     gate.clear();
     eventually(Duration::from_secs(30), || async {
-        shop.charge(&reference).await.status == "approved"
+        shop.charge(&reference).await.status == ChargeStatus::Approved
     })
     .await;
     let settled = shop.charge(&reference).await;
@@ -362,7 +363,7 @@ async fn the_posts_pending_answer_is_kept_and_a_final_event_naming_another_trans
             == Some(real.id.as_str())
     })
     .await;
-    assert_eq!(shop.charge(&reference).await.status, "pending");
+    assert_eq!(shop.charge(&reference).await.status, ChargeStatus::Pending);
 
     let transaction = |id: &str, status: &str| {
         json!({"id": id, "status": status, "amount_in_cents": PLAN_MONTHLY, "currency": "COP",
@@ -372,7 +373,7 @@ async fn the_posts_pending_answer_is_kept_and_a_final_event_naming_another_trans
     send_event(&app, &shop, transaction(&other, "APPROVED"), 2).await;
     assert_eq!(
         shop.charge(&reference).await.status,
-        "pending",
+        ChargeStatus::Pending,
         "the event naming another transaction was applied"
     );
     assert_eq!(
@@ -387,7 +388,7 @@ async fn the_posts_pending_answer_is_kept_and_a_final_event_naming_another_trans
 
     gate.clear();
     eventually(Duration::from_secs(30), || async {
-        shop.charge(&reference).await.status == "approved"
+        shop.charge(&reference).await.status == ChargeStatus::Approved
     })
     .await;
     let settled = shop.charge(&reference).await;
@@ -486,7 +487,7 @@ async fn across_nodes_a_final_event_naming_another_transaction_than_the_noted_on
     send_event(&a, &shop, transaction(&other, "APPROVED"), 2).await;
     assert_eq!(
         shop.charge(&reference).await.status,
-        "pending",
+        ChargeStatus::Pending,
         "settled on the owner's copy of the charge"
     );
     assert_eq!(shop.balance(&a).await, (TOP_UP - FEE, FEE), "only reserved");
@@ -496,7 +497,7 @@ async fn across_nodes_a_final_event_naming_another_transaction_than_the_noted_on
 
     gate.clear();
     eventually(Duration::from_secs(30), || async {
-        shop.charge(&reference).await.status == "approved"
+        shop.charge(&reference).await.status == ChargeStatus::Approved
     })
     .await;
     let settled = shop.charge(&reference).await;

@@ -6,6 +6,7 @@
 
 use crate::common::proxied_shop::{APPROVED_CARD, FEE, Shop, TOP_UP};
 use crate::common::{TestApp, assert_invariants, eventually, read};
+use billing::domain::charge_status::ChargeStatus;
 use billing::ids::AccountId;
 use billing::processor::client::ProcessorClient;
 use harness::chaos::proxy::Fault;
@@ -74,7 +75,7 @@ async fn a_create_answered_500_after_the_processor_acted_then_a_429_lookup_stays
     let references = shop.posted_references();
     assert_eq!(references.len(), 1, "posted once: {references:?}");
     let charge = shop.charge(&references[0]).await;
-    assert_eq!(charge.status, "approved");
+    assert_eq!(charge.status, ChargeStatus::Approved);
     assert_eq!(charge.subscription_id.as_deref(), Some(id.as_str()));
     assert_eq!(
         shop.at_processor(&references[0]).await.as_deref(),
@@ -101,7 +102,10 @@ async fn a_create_answered_429_is_asked_again_found_unseen_and_posted_again_unde
         !shop.proxy.seen("GET", "/transactions").is_empty(),
         "asked by reference before posting again"
     );
-    assert_eq!(shop.charge(&references[0]).await.status, "approved");
+    assert_eq!(
+        shop.charge(&references[0]).await.status,
+        ChargeStatus::Approved
+    );
     assert_eq!(
         shop.at_processor(&references[0]).await.as_deref(),
         Some("APPROVED")
@@ -146,7 +150,7 @@ async fn a_failing_lookup_in_the_reconciler_never_posts_again(app: TestApp) {
     let references = shop.posted_references();
     assert_eq!(references.len(), 1, "a failed lookup is not \"never seen\"");
     let charge = shop.charge(&references[0]).await;
-    assert_eq!(charge.status, "pending");
+    assert_eq!(charge.status, ChargeStatus::Pending);
     assert_eq!(
         shop.balance(&app).await,
         (TOP_UP - FEE, FEE),
@@ -202,12 +206,13 @@ async fn a_definite_refusal_of_a_repost_while_the_first_post_may_exist_is_not_an
     assert_eq!(references[0], references[1], "the same reference");
     let charge = shop.charge(&references[0]).await;
     assert_ne!(
-        charge.status, "error",
+        charge.status,
+        ChargeStatus::Error,
         "a refused re-post is not a decline while the first post may exist: {charge:?}"
     );
     assert_paid_once(&app, &shop, &id).await;
     let charge = shop.charge(&references[0]).await;
-    assert_eq!(charge.status, "approved");
+    assert_eq!(charge.status, ChargeStatus::Approved);
     assert_eq!(
         shop.at_processor(&references[0]).await.as_deref(),
         Some("APPROVED")
@@ -251,10 +256,10 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
     // Then one that was never posted: the reconciler must get to it.
     let orphan = shop.unposted_charge(None).await;
     eventually(Duration::from_secs(45), || async {
-        shop.charge(&orphan.id).await.status == "approved"
+        shop.charge(&orphan.id).await.status == ChargeStatus::Approved
     })
     .await;
-    assert_eq!(shop.charge(&broken.id).await.status, "pending");
+    assert_eq!(shop.charge(&broken.id).await.status, ChargeStatus::Pending);
     let recheck = shop
         .store
         .charge_recheck(&broken.id)
@@ -295,6 +300,9 @@ async fn a_checkout_paid_while_the_processor_rate_limits_is_posted_again_and_com
         "the 429, then the post after the lookup"
     );
     assert_eq!(references[0], references[1]);
-    assert_eq!(shop.charge(&references[0]).await.status, "approved");
+    assert_eq!(
+        shop.charge(&references[0]).await.status,
+        ChargeStatus::Approved
+    );
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
 }

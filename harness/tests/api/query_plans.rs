@@ -3,6 +3,7 @@
 //! planner then guesses.
 
 use crate::common::{Backend, database_url};
+use billing::domain::charge_status::ChargeStatus;
 use billing::ids::AccountId;
 use billing::store::Store;
 use billing::store::batch::settle_pending;
@@ -132,7 +133,7 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
             .await
             .expect("read")
             .expect("a charge");
-        charge.status = "approved".to_owned();
+        charge.status = ChargeStatus::Approved;
         charge.processor_status = Some("APPROVED".to_owned());
         charge.finalized_at = Some(30_000);
         charges.push(charge);
@@ -156,5 +157,5 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
         .expect("settle");
     assert_eq!(settled.rows_affected(), 39);
     let declined = store.charge_by_id("ch_40").await.expect("read");
-    assert_eq!(declined.map(|c| c.status), Some("declined".to_owned()));
+    assert_eq!(declined.map(|c| c.status), Some(ChargeStatus::Declined));
 }

@@ -6,6 +6,7 @@
 use crate::common::proxied_shop::{APPROVED_CARD, PLAN_MONTHLY, Shop};
 use crate::common::{TestApp, assert_invariants, eventually, read};
 use crate::refunds::settled_as;
+use billing::domain::charge_status::RefundStatus;
 use harness::chaos::proxy::Fault;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -41,7 +42,7 @@ async fn asked_five_times(shop: &Shop, id: &str) -> billing::store::refunds::Ref
     };
     eventually(Duration::from_secs(30), || async {
         let refund = read().await;
-        refund.attempts >= 6 || refund.status != "pending"
+        refund.attempts >= 6 || refund.status != RefundStatus::Pending
     })
     .await;
     read().await
@@ -124,7 +125,8 @@ async fn a_refund_the_processor_never_shows_stays_pending_with_its_amount_held(a
     // clock used to declare it never received.
     let refund = asked_five_times(&shop, id).await;
     assert_eq!(
-        refund.status, "pending",
+        refund.status,
+        RefundStatus::Pending,
         "unknown is resolved by asking, not by time: {refund:?}"
     );
     let stored = shop.charge(charge_id).await;
@@ -167,7 +169,7 @@ async fn a_refund_held_up_on_its_way_is_found_when_it_arrives(app: TestApp) {
     let id = created["id"].as_str().expect("id");
     // Five questions that found nothing, the last past 2.4 s: still pending, amount held.
     let refund = asked_five_times(&shop, id).await;
-    assert_eq!(refund.status, "pending", "{refund:?}");
+    assert_eq!(refund.status, RefundStatus::Pending, "{refund:?}");
     assert_eq!(shop.charge(charge_id).await.refunding_cents, PLAN_MONTHLY);
     let (status, again) = ask_refund(&shop, &app, charge_id).await;
     assert_eq!(status, 409, "{again}");

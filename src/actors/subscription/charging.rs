@@ -4,11 +4,11 @@
 //! (`decide::settle` for a period, the carried `PendingChange` for an action).
 
 use super::changes::{apply_addon, apply_plan_change};
-use super::decide::{self, PendingChange, cycle_of, period_cycle_of};
+use super::decide::{self, PendingChange};
 use super::new_charge;
 use super::{ActionError, Runtime};
 use super::{ChargeInfo, emit};
-use crate::domain::charge_purpose;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
@@ -168,7 +168,7 @@ impl Runtime {
         account: &Account,
         charges: &PeriodCharges,
         now: i64,
-        purpose: &'static str,
+        purpose: ChargePurpose,
         snapshot: Option<&DueSnapshot>,
         resuming: Option<Resuming>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
@@ -190,9 +190,9 @@ impl Runtime {
         // The current period (a first charge) is priced at the cycle it is billed at; the next
         // one at the subscription's cycle, which a pending change has already set.
         let cycle = if period_start == sub.current_period_start {
-            period_cycle_of(sub)
+            sub.period_cycle
         } else {
-            cycle_of(sub)
+            sub.cycle
         };
         let amount = match snapshot.and_then(|s| s.recurring_amount(&sub.plan_id, cycle)) {
             Some(amount) => amount,
@@ -241,7 +241,7 @@ impl Runtime {
             }
             Err(BeginChargeError::InsufficientBalance) => {
                 // A timer's charge pauses the subscription; an operator's only refuses.
-                if purpose == charge_purpose::MANUAL {
+                if purpose == ChargePurpose::Manual {
                     return Ok(None);
                 }
                 // A resumption did not happen: the row as it was read (not as the resume
@@ -254,7 +254,7 @@ impl Runtime {
                     sub.due_at = None;
                 }
                 let txn = self.store().begin().await?;
-                sub.status = Status::PausedInsufficientBalance.as_str().to_owned();
+                sub.status = Status::PausedInsufficientBalance;
                 self.save(&txn, sub, now).await?;
                 txn.commit().await?;
                 return Ok(None);
@@ -280,7 +280,7 @@ impl Runtime {
         sub: &Subscription,
         account: &Account,
         amount: i64,
-        purpose: &'static str,
+        purpose: ChargePurpose,
         change: PendingChange,
         now: i64,
     ) -> Result<ChargeAttempt, ActionError> {
@@ -555,7 +555,7 @@ fn settle_in_batch(
     let mut charge = charge.clone();
     // Real time, as `settle_charge` records it.
     let settled_at = chrono::Utc::now().timestamp_millis();
-    charge.status = status.to_owned();
+    charge.status = status;
     charge.processor_status = Some(reported.raw_status.to_owned());
     charge.processor_message = reported.message.map(str::to_owned);
     if let Some(transaction_id) = reported.transaction_id {

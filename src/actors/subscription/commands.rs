@@ -4,11 +4,11 @@
 //! (`charging.rs`). A refused command writes nothing.
 
 use super::changes::{apply_addon, apply_plan_change};
-use super::decide::{PendingChange, cycle_of, period_cycle_of, reschedule, status_of, stopped_due};
+use super::decide::{PendingChange, reschedule, stopped_due};
 use super::emit;
 use super::messages::{ActionOutcome, Command};
 use super::{ActionError, Runtime};
-use crate::domain::charge_purpose;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
@@ -75,7 +75,7 @@ impl Runtime {
         command: Command,
     ) -> Result<ActionOutcome, ActionError> {
         let target = Target {
-            status: status_of(&sub),
+            status: sub.status,
             sub: &mut sub,
             account: &account,
             now,
@@ -126,7 +126,7 @@ impl Runtime {
             sub.cancel_at_period_end = true;
             sub.due_at = Some(sub.current_period_end);
         } else {
-            sub.status = Status::Canceled.as_str().to_owned();
+            sub.status = Status::Canceled;
             sub.due_at = None;
             emit(&txn, sub, "subscription.canceled", None, now).await?;
         }
@@ -147,7 +147,7 @@ impl Runtime {
             )));
         }
         let txn = self.store().begin().await?;
-        sub.status = Status::Paused.as_str().to_owned();
+        sub.status = Status::Paused;
         // No charge and no renewal while paused; a cancellation at the period's end
         // still happens at that end (CONTRACT §5).
         sub.due_at = stopped_due(sub);
@@ -211,7 +211,7 @@ impl Runtime {
         }
         if status != Status::PastDue {
             // The period restarts now (a pending cycle change takes effect with it).
-            sub.status = Status::Active.as_str().to_owned();
+            sub.status = Status::Active;
             reschedule(sub, |schedule| schedule.restart(now));
             sub.next_charge_date = now;
         }
@@ -226,7 +226,7 @@ impl Runtime {
                 account,
                 &charges,
                 now,
-                charge_purpose::MANUAL,
+                ChargePurpose::Manual,
                 None,
                 None,
             )
@@ -256,21 +256,14 @@ impl Runtime {
         let preview = self.prorated_change(sub, &plan_id, cycle, now).await?;
         self.refuse_while_change_pending(sub).await?;
         // Only a real change of cycle is recorded as one.
-        let cycle = cycle.filter(|c| *c != cycle_of(sub));
+        let cycle = cycle.filter(|c| *c != sub.cycle);
         if with_proration && preview > 0 {
             // An upgrade takes effect when its prorated charge is approved: the
             // charge carries the change, and nothing else is written now.
             let change = PendingChange::Plan { plan_id, cycle };
             return Ok(Some(
-                self.one_off_charge(
-                    sub,
-                    account,
-                    preview,
-                    charge_purpose::PRORATION,
-                    change,
-                    now,
-                )
-                .await?,
+                self.one_off_charge(sub, account, preview, ChargePurpose::Proration, change, now)
+                    .await?,
             ));
         } else {
             let txn = self.store().begin().await?;
@@ -325,7 +318,7 @@ impl Runtime {
         // The rest of the current period, at the cycle the period was billed at.
         let amount = prorate(
             0,
-            addon.price(period_cycle_of(sub)),
+            addon.price(sub.period_cycle),
             sub.current_period_start,
             sub.current_period_end,
             now,
@@ -337,7 +330,7 @@ impl Runtime {
                     sub,
                     account,
                     amount,
-                    charge_purpose::ADDON_PRORATION,
+                    ChargePurpose::AddonProration,
                     change,
                     now,
                 )
@@ -412,7 +405,7 @@ impl Runtime {
         cycle: Option<Cycle>,
         now: i64,
     ) -> Result<i64, ActionError> {
-        let status = status_of(sub);
+        let status = sub.status;
         let account = AccountId::from_stored(sub.account_id.clone());
         let plan = self
             .store()
@@ -430,7 +423,7 @@ impl Runtime {
                 "Plan `{plan_id}` is inactive."
             )));
         }
-        let current_cycle = cycle_of(sub);
+        let current_cycle = sub.cycle;
         if plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
             return Err(ActionError::Invalid(
                 "The subscription is already on this plan and cycle.".into(),
@@ -441,7 +434,7 @@ impl Runtime {
         }
         // Both amounts at the cycle the current period was billed at: after a cycle change
         // the period keeps its length and its prices until it ends (CONTRACT §5).
-        let billed = period_cycle_of(sub);
+        let billed = sub.period_cycle;
         let old = self
             .store()
             .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)

@@ -8,40 +8,13 @@ use crate::domain::subscription::{Status, retry_at};
 use crate::domain::time::Cycle;
 use crate::store::subscriptions::Subscription;
 
-/// The row's status. The database admits no value outside `Status` (migration 000016); were
-/// one there, it is logged as the broken invariant it is and read as `canceled`, which charges
-/// nothing.
-pub(super) fn status_of(sub: &Subscription) -> Status {
-    Status::parse(&sub.status).unwrap_or_else(|| {
-        tracing::error!(subscription = %sub.id, status = %sub.status, "a status outside the vocabulary the database enforces");
-        Status::Canceled
-    })
-}
-
-/// The row's cycle (closed in the database as the status is).
-pub(super) fn cycle_of(sub: &Subscription) -> Cycle {
-    cycle_in(sub, &sub.cycle)
-}
-
-/// The cycle the current period was billed at (its length and its prices).
-pub(super) fn period_cycle_of(sub: &Subscription) -> Cycle {
-    cycle_in(sub, &sub.period_cycle)
-}
-
-fn cycle_in(sub: &Subscription, raw: &str) -> Cycle {
-    Cycle::parse(raw).unwrap_or_else(|| {
-        tracing::error!(subscription = %sub.id, cycle = %raw, "a cycle outside the vocabulary the database enforces");
-        Cycle::Monthly
-    })
-}
-
 /// The subscription's period arithmetic (`domain::schedule`), read from its row.
 fn schedule_of(sub: &Subscription) -> Schedule {
     Schedule {
         anchor: sub.anchor,
         index: sub.period_index,
-        period_cycle: period_cycle_of(sub),
-        cycle: cycle_of(sub),
+        period_cycle: sub.period_cycle,
+        cycle: sub.cycle,
         start: sub.current_period_start,
         end: sub.current_period_end,
     }
@@ -51,13 +24,11 @@ fn schedule_of(sub: &Subscription) -> Schedule {
 fn set_schedule(sub: &mut Subscription, schedule: Schedule) {
     sub.anchor = schedule.anchor;
     sub.period_index = schedule.index;
-    sub.period_cycle = schedule.period_cycle.as_str().to_owned();
-    sub.cycle = schedule.cycle.as_str().to_owned();
+    sub.period_cycle = schedule.period_cycle;
+    sub.cycle = schedule.cycle;
     sub.current_period_start = schedule.start;
     sub.current_period_end = schedule.end;
-    sub.next_cycle = schedule
-        .pending_cycle()
-        .map(|(cycle, _)| cycle.as_str().to_owned());
+    sub.next_cycle = schedule.pending_cycle().map(|(cycle, _)| cycle);
 }
 
 /// Applies `change` to the subscription's schedule.
@@ -107,7 +78,7 @@ pub(super) fn settle(
     // Canceled or paused while the charge was in flight: the money is settled and the
     // period recorded, but the subscription stays where its owner put it.
     let stopped = matches!(
-        status_of(sub),
+        sub.status,
         Status::Canceled | Status::Paused | Status::PausedInsufficientBalance
     );
     if stopped {
@@ -115,7 +86,7 @@ pub(super) fn settle(
             reschedule(sub, Schedule::advance);
             sub.next_charge_date = sub.current_period_end;
         }
-        sub.due_at = match status_of(sub) {
+        sub.due_at = match sub.status {
             Status::Canceled => None,
             _ => stopped_due(sub),
         };
@@ -126,7 +97,7 @@ pub(super) fn settle(
         if period_start == sub.current_period_end {
             reschedule(sub, Schedule::advance);
         }
-        sub.status = Status::Active.as_str().to_owned();
+        sub.status = Status::Active;
         sub.failed_attempts = 0;
         sub.first_failure_at = None;
         sub.next_charge_date = sub.current_period_end;
@@ -135,17 +106,17 @@ pub(super) fn settle(
         sub.failed_attempts += 1;
         let first = *sub.first_failure_at.get_or_insert(now);
         if sub.failed_attempts == 1 {
-            sub.status = Status::PastDue.as_str().to_owned();
+            sub.status = Status::PastDue;
             settlement.events.push("subscription.past_due");
         }
         match retry_at(first, sub.failed_attempts as u32, retry_days) {
             Some(retry) => {
-                sub.status = Status::PastDue.as_str().to_owned();
+                sub.status = Status::PastDue;
                 sub.next_charge_date = retry;
                 sub.due_at = Some(retry);
             }
             None => {
-                sub.status = Status::Canceled.as_str().to_owned();
+                sub.status = Status::Canceled;
                 sub.due_at = None;
                 settlement.events.push("subscription.canceled");
             }
@@ -160,7 +131,7 @@ pub(super) fn settle(
 /// a new period starts now and is due at once.
 pub(super) fn resume(sub: &mut Subscription, now: i64) {
     if sub.trial_end.is_some_and(|end| end > now) && sub.period_index < 0 {
-        sub.status = Status::Trialing.as_str().to_owned();
+        sub.status = Status::Trialing;
         sub.due_at = Some(sub.current_period_end);
         return;
     }
@@ -168,9 +139,7 @@ pub(super) fn resume(sub: &mut Subscription, now: i64) {
         Status::PastDue
     } else {
         Status::Active
-    }
-    .as_str()
-    .to_owned();
+    };
     if sub.next_charge_date <= now && sub.failed_attempts == 0 {
         reschedule(sub, |schedule| schedule.restart(now));
         sub.next_charge_date = now;
@@ -234,11 +203,11 @@ mod tests {
     fn an_approved_renewal_after_a_cycle_change_starts_an_annual_series() {
         let mut sub = active();
         reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
-        assert_eq!(sub.next_cycle.as_deref(), Some("annual"));
+        assert_eq!(sub.next_cycle, Some(Cycle::Annual));
         let end = sub.current_period_end;
         settle(&mut sub, true, end, &[1], end);
         assert_eq!(sub.current_period_end, at(2028, 2, 28));
-        assert_eq!(sub.period_cycle, "annual");
+        assert_eq!(sub.period_cycle, Cycle::Annual);
         assert_eq!(sub.next_cycle, None);
     }
 
@@ -246,10 +215,10 @@ mod tests {
     fn a_renewal_approved_while_paused_after_a_cycle_change_ends_a_year_later_not_years() {
         let mut sub = active();
         reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
-        sub.status = "paused".into();
+        sub.status = Status::Paused;
         let end = sub.current_period_end;
         settle(&mut sub, true, end, &[1], end);
-        assert_eq!(sub.status, "paused");
+        assert_eq!(sub.status, Status::Paused);
         assert_eq!(sub.current_period_start, at(2027, 2, 28));
         assert_eq!(sub.current_period_end, at(2028, 2, 28));
         assert_eq!(sub.due_at, None);
@@ -259,7 +228,7 @@ mod tests {
     fn a_paused_subscription_set_to_cancel_keeps_its_cancellation_timer() {
         let mut sub = active();
         sub.cancel_at_period_end = true;
-        sub.status = "paused".into();
+        sub.status = Status::Paused;
         let end = sub.current_period_end;
         settle(&mut sub, false, end, &[1], end);
         assert_eq!(sub.due_at, Some(sub.current_period_end));
@@ -278,17 +247,17 @@ mod tests {
         assert_eq!(sub.due_at, Some(end + 3 * DAY));
         let last = settle(&mut sub, false, end, &days, end + 3 * DAY);
         assert_eq!(last.events, vec!["subscription.canceled"]);
-        assert_eq!(sub.status, "canceled");
+        assert_eq!(sub.status, Status::Canceled);
         assert_eq!(sub.due_at, None);
     }
 
     #[test]
     fn a_resume_after_the_renewal_date_restarts_the_period_now() {
         let mut sub = active();
-        sub.status = "paused".into();
+        sub.status = Status::Paused;
         let later = sub.current_period_end + 5 * DAY;
         resume(&mut sub, later);
-        assert_eq!(sub.status, "active");
+        assert_eq!(sub.status, Status::Active);
         assert_eq!(sub.current_period_start, later);
         assert_eq!(sub.due_at, Some(later));
     }

@@ -16,6 +16,7 @@ mod timer;
 use super::tree::{ActorStats, KindView};
 use super::{ActionError, Request, Runtime, SubscriptionMsg};
 use crate::accounts::fee_schedule;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
@@ -288,7 +289,7 @@ impl Runtime {
         now: i64,
     ) -> Result<(), ActionError> {
         let txn = self.store().begin().await?;
-        sub.status = Status::Canceled.as_str().to_owned();
+        sub.status = Status::Canceled;
         sub.due_at = None;
         emit(&txn, sub, "subscription.canceled", None, now).await?;
         self.save(&txn, sub, now).await?;
@@ -316,7 +317,7 @@ pub(super) fn new_charge(
     sub: &Subscription,
     account: &Account,
     amount: i64,
-    purpose: &'static str,
+    purpose: ChargePurpose,
     period_start: Option<i64>,
     pending_change: Option<String>,
     now: i64,

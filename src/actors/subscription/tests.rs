@@ -2,7 +2,8 @@
 //! prefetched snapshot, an outcome settling on the row as it is, charges out at the processor.
 
 use super::*;
-use crate::domain::charge_purpose;
+use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::charge_status::ChargeStatus;
 use crate::http::extract::METADATA_MAX_BYTES;
 use crate::webhooks::MAX_PAYLOAD_BYTES;
 use serde_json::json;
@@ -19,8 +20,8 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         account_id: "acct_01a20748d4787232924bab375e9b2bba".into(),
         customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
         plan_id: "plan_01a20748d4787232924bab375e9b2bba".into(),
-        cycle: "monthly".into(),
-        status: "active".into(),
+        cycle: Cycle::Monthly,
+        status: Status::Active,
         current_period_start: 0,
         current_period_end: 0,
         next_charge_date: 0,
@@ -33,7 +34,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         anchor: 0,
         period_index: 0,
         next_cycle: None,
-        period_cycle: "monthly".into(),
+        period_cycle: Cycle::Monthly,
         version: 0,
         due_at: None,
         created_at: 0,
@@ -49,10 +50,10 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         fee_cents: 0,
         reference: "ch_01a20748d4787232924bab375e9b2bba".into(),
         processor_transaction_id: None,
-        status: "approved".into(),
+        status: ChargeStatus::Approved,
         processor_status: Some("APPROVED".into()),
         processor_message: None,
-        purpose: charge_purpose::RENEWAL.into(),
+        purpose: ChargePurpose::Renewal,
         period_start: None,
         created_at: 0,
         updated_at: 0,
@@ -191,7 +192,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
         .await
         .expect("read")
         .expect("charge");
-    assert_eq!(charge.status, "pending");
+    assert_eq!(charge.status, ChargeStatus::Pending);
     assert_eq!(
         runtime.in_flight().charge_out(&charge.reference).as_ref(),
         Some(&charge),
@@ -213,7 +214,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
         .await
         .expect("read")
         .expect("charge");
-    assert_eq!(settled.status, "approved");
+    assert_eq!(settled.status, ChargeStatus::Approved);
     let now_row = store
         .subscription_by_id(&id)
         .await
@@ -224,7 +225,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
         "the change made while the charge was out is kept"
     );
     assert_eq!(now_row.version, changed.version + 1, "saved once, after it");
-    assert_eq!(now_row.status, "active");
+    assert_eq!(now_row.status, Status::Active);
     assert!(
         runtime.in_flight().began_charge(&id).is_none(),
         "the kept row is used once"
@@ -276,7 +277,7 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
         .in_flight()
         .charge_out(&charge_id)
         .expect("still out for this node");
-    assert_eq!(out.status, "pending", "as it began");
+    assert_eq!(out.status, ChargeStatus::Pending, "as it began");
 
     let tx = Transaction {
         id: "tx-elsewhere".into(),
@@ -307,7 +308,11 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
         .await
         .expect("read")
         .expect("charge");
-    assert_eq!(charge.status, "approved", "the first outcome stands");
+    assert_eq!(
+        charge.status,
+        ChargeStatus::Approved,
+        "the first outcome stands"
+    );
     assert_eq!(
         store.count_charge_conflicts().await.expect("count"),
         1,
@@ -357,7 +362,7 @@ async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
         .expect("read")
         .expect("charge");
     assert_eq!(stored.processor_transaction_id.as_deref(), Some("tx-noted"));
-    assert_eq!(stored.status, "pending");
+    assert_eq!(stored.status, ChargeStatus::Pending);
     assert!(
         runtime.in_flight().charge_out(&charge_id).is_none(),
         "the charge as it began no longer stands for the stored one"

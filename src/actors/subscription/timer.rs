@@ -3,9 +3,9 @@
 //! plan change, a paused subscription's resumption once its fee is covered.
 
 use super::charging::Resuming;
-use super::decide::{self, reschedule, status_of};
+use super::decide::{self, reschedule};
 use super::{ActionError, Runtime};
-use crate::domain::charge_purpose;
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
 use crate::events::subscription_event;
@@ -82,7 +82,7 @@ impl Runtime {
         now: i64,
         snapshot: Option<&DueSnapshot>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let status = status_of(sub);
+        let status = sub.status;
         // Whatever happened in between (a pause, a balance too short), a subscription set to
         // cancel at its period's end is canceled at that end.
         if status != Status::Canceled && sub.cancel_at_period_end && now >= sub.current_period_end {
@@ -117,19 +117,19 @@ impl Runtime {
         snapshot: Option<&DueSnapshot>,
         resuming: Option<Resuming>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let status = status_of(sub);
+        let status = sub.status;
         let in_pre_period = status == Status::Trialing || sub.period_index < 0;
         let purpose = match status {
             Status::Trialing | Status::Active if in_pre_period => {
                 // The trial (or the prepaid time before start_date) ends: the first period
                 // starts, in the subscription's cycle (a change made meanwhile included).
-                sub.status = Status::Active.as_str().to_owned();
+                sub.status = Status::Active;
                 reschedule(sub, Schedule::advance);
                 sub.next_charge_date = sub.current_period_start;
-                charge_purpose::FIRST
+                ChargePurpose::First
             }
-            Status::Active => charge_purpose::RENEWAL,
-            Status::PastDue => charge_purpose::RETRY,
+            Status::Active => ChargePurpose::Renewal,
+            Status::PastDue => ChargePurpose::Retry,
             // Paused for want of balance and woken by a top-up (its timer): resumed and
             // charged what is due if the balance covers the projected fee, else left paused
             // with no timer (the next top-up wakes it again) and no event.

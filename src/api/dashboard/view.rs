@@ -192,7 +192,7 @@ pub(super) async fn page(
                 message: c.processor_message.unwrap_or_default(),
                 id: c.id,
                 account: c.account_id,
-                status: c.status,
+                status: c.status.as_str().to_owned(),
             })
             .collect(),
     };

@@ -3,7 +3,10 @@
 //! `#[schema(schema_with = …)]` and `#[param(schema_with = …)]` so that the document refuses
 //! exactly what the handler refuses.
 
-use crate::domain::charge_purpose;
+use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::charge_status::{ChargeStatus, RefundStatus};
+use crate::domain::subscription::Status;
+use crate::domain::time::Cycle;
 use serde_json::Value;
 use utoipa::openapi::schema::{
     AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
@@ -12,37 +15,22 @@ use utoipa::openapi::schema::{
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
 /// `monthly` or `annual`.
-pub const CYCLES: [&str; 2] = ["monthly", "annual"];
+pub const CYCLES: &[&str] = Cycle::WORDS;
 
 /// A subscription's statuses.
-pub const SUBSCRIPTION_STATUSES: [&str; 6] = [
-    "trialing",
-    "active",
-    "past_due",
-    "paused",
-    "paused_insufficient_balance",
-    "canceled",
-];
+pub const SUBSCRIPTION_STATUSES: &[&str] = Status::WORDS;
 
 /// A checkout session's statuses.
 pub const SESSION_STATUSES: [&str; 3] = ["open", "complete", "expired"];
 
 /// A charge attempt's statuses.
-pub const CHARGE_STATUSES: [&str; 5] = ["pending", "approved", "declined", "error", "voided"];
+pub const CHARGE_STATUSES: &[&str] = ChargeStatus::WORDS;
 
 /// What a charge is for (`domain::charge_purpose`).
-pub const CHARGE_PURPOSES: [&str; 7] = [
-    charge_purpose::FIRST,
-    charge_purpose::RENEWAL,
-    charge_purpose::RETRY,
-    charge_purpose::MANUAL,
-    charge_purpose::PRORATION,
-    charge_purpose::ADDON_PRORATION,
-    charge_purpose::CHECKOUT,
-];
+pub const CHARGE_PURPOSES: &[&str] = ChargePurpose::WORDS;
 
 /// A refund's statuses.
-pub const REFUND_STATUSES: [&str; 3] = ["pending", "approved", "declined"];
+pub const REFUND_STATUSES: &[&str] = RefundStatus::WORDS;
 
 /// A webhook delivery's statuses.
 pub const DELIVERY_STATUSES: [&str; 3] = ["pending", "delivered", "failed"];
@@ -104,12 +92,12 @@ fn strings(values: &[&str], nullable: bool) -> Object {
 /// list filters by, the `cycle` of a plan's subscription the type a subscription is created
 /// with).
 const ENUMERATIONS: [(&str, &[&str]); 8] = [
-    ("Cycle", &CYCLES),
-    ("SubscriptionStatus", &SUBSCRIPTION_STATUSES),
+    ("Cycle", CYCLES),
+    ("SubscriptionStatus", SUBSCRIPTION_STATUSES),
     ("CheckoutSessionStatus", &SESSION_STATUSES),
-    ("ChargeStatus", &CHARGE_STATUSES),
-    ("ChargePurpose", &CHARGE_PURPOSES),
-    ("RefundStatus", &REFUND_STATUSES),
+    ("ChargeStatus", CHARGE_STATUSES),
+    ("ChargePurpose", CHARGE_PURPOSES),
+    ("RefundStatus", REFUND_STATUSES),
     ("DeliveryStatus", &DELIVERY_STATUSES),
     ("BalanceTransactionType", &BALANCE_TRANSACTION_TYPES),
 ];
@@ -129,7 +117,7 @@ pub fn cycle() -> Ref {
 }
 
 pub fn optional_cycle() -> Object {
-    strings(&CYCLES, true)
+    strings(CYCLES, true)
 }
 
 pub fn subscription_status() -> Ref {

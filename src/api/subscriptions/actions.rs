@@ -173,7 +173,7 @@ pub struct ChargeOut {
     pub amount_in_cents: i64,
     /// pending, approved, declined, error, voided.
     #[schema(schema_with = crate::api::openapi::schemas::charge_status)]
-    pub status: String,
+    pub status: ChargeStatus,
     pub processor_status: Option<String>,
     pub processor_transaction_id: Option<String>,
     pub reference: String,
@@ -203,14 +203,14 @@ pub(super) async fn charge_now(
         id: charge.id,
         subscription_id: charge.subscription_id,
         amount_in_cents: charge.amount_cents,
-        status: charge.status.clone(),
+        status: charge.status,
         processor_status: charge.processor_status.clone(),
         processor_transaction_id: charge.processor_transaction_id,
         reference: charge.reference,
     };
-    match ChargeStatus::parse(&charge.status) {
-        Some(ChargeStatus::Approved) => Ok((StatusCode::OK, Json(out)).into_response()),
-        Some(ChargeStatus::Pending) => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
+    match charge.status {
+        ChargeStatus::Approved => Ok((StatusCode::OK, Json(out)).into_response()),
+        ChargeStatus::Pending => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
         _ => Err(ApiError::Processor(format!(
             "The payment processor rejected the charge ({}).",
             charge.processor_status.as_deref().unwrap_or("ERROR")
@@ -304,11 +304,9 @@ pub(super) async fn action_after_charge(
     let account = caller.account_id();
     let charge = settled_charge(state, &account, charge).await?;
     let subscription = scoped(state, caller, &outcome.subscription.id).await?;
-    match ChargeStatus::parse(&charge.status) {
-        Some(ChargeStatus::Approved) => {
-            Ok(Json(SubscriptionOut::from(subscription)).into_response())
-        }
-        Some(ChargeStatus::Pending) => Ok((
+    match charge.status {
+        ChargeStatus::Approved => Ok(Json(SubscriptionOut::from(subscription)).into_response()),
+        ChargeStatus::Pending => Ok((
             StatusCode::ACCEPTED,
             Json(SubscriptionOut::from(subscription)),
         )

@@ -59,9 +59,9 @@ pub struct SubscriptionOut {
     pub customer_id: String,
     pub plan_id: String,
     #[schema(schema_with = super::openapi::schemas::subscription_status)]
-    pub status: String,
+    pub status: Status,
     #[schema(schema_with = super::openapi::schemas::cycle)]
-    pub cycle: String,
+    pub cycle: Cycle,
     #[schema(format = DateTime)]
     pub current_period_start: String,
     #[schema(format = DateTime)]
@@ -213,14 +213,15 @@ async fn list_subscriptions(
     caller: Caller,
     ApiQuery(query): ApiQuery<SubscriptionListQuery>,
 ) -> ApiResult<Json<ListOut<SubscriptionOut>>> {
-    if let Some(status) = &query.status
-        && Status::parse(status).is_none()
-    {
-        return Err(ApiError::bad_request(format!("Unknown status `{status}`.")).param("status"));
-    }
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(raw) => Some(Status::parse(raw).ok_or_else(|| {
+            ApiError::bad_request(format!("Unknown status `{raw}`.")).param("status")
+        })?),
+    };
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = SubscriptionFilter {
-        status: query.status,
+        status,
         customer_id: query.customer_id,
         plan_id: query.plan_id,
     };

@@ -392,7 +392,7 @@ impl Store {
         execute_together(conn, statements).await?;
         txn.commit().await?;
         for settle in &chosen {
-            let outcome = settle.charge.status.clone();
+            let outcome = settle.charge.status.as_str();
             metrics::counter!("charge_outcomes_total", "outcome" => outcome).increment(1);
         }
         Ok(Some(saved))

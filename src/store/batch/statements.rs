@@ -68,10 +68,7 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
     let mut update = Query::update();
     update
         .table(charge_attempt::Entity)
-        .value(
-            charge_attempt::Column::Status,
-            by_id(|c| c.status.clone().into()),
-        )
+        .value(charge_attempt::Column::Status, by_id(|c| c.status.into()))
         .value(
             charge_attempt::Column::ProcessorStatus,
             by_id(|c| c.processor_status.clone().into()),

@@ -2,6 +2,8 @@
 //! money and events, a refused row written alone.
 
 use super::{PeriodChargeBegin, PeriodChargeSettle};
+use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::charge_status::ChargeStatus;
 use crate::ids::SubscriptionId;
 use crate::store::charges::{BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent};
 use crate::store::prefetch::fixture::{Shop, shop};
@@ -36,7 +38,7 @@ fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
             payment_method_id: sub.default_payment_method_id.clone(),
             amount_cents: fee * 10,
             fee_cents: fee,
-            purpose: "renewal",
+            purpose: ChargePurpose::Renewal,
             period_start: Some(sub.current_period_end),
             pending_change: None,
             now_ms: NOW,
@@ -119,7 +121,7 @@ async fn a_batch_writes_every_row_in_one_unit_or_nothing_at_all() {
         let stored = shop.store.charge_by_id(&charge.id).await.expect("read");
         assert_eq!(stored.as_ref(), Some(charge));
         assert_eq!(charge.subscription_id.as_deref(), Some(sub.id.as_str()));
-        assert_eq!(charge.status, "pending");
+        assert_eq!(charge.status, ChargeStatus::Pending);
         assert_eq!(row.version, sub.version + 1);
         assert_eq!(row.due_at, None);
         let stored = shop.store.subscription_by_id(&sub.id).await.expect("read");
@@ -219,10 +221,10 @@ async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
 }
 
 /// The settle of `charge` (pending) with `status`, the subscription's row saved as read.
-fn settle(sub: &Subscription, charge: &ChargeAttempt, status: &str) -> PeriodChargeSettle {
+fn settle(sub: &Subscription, charge: &ChargeAttempt, status: ChargeStatus) -> PeriodChargeSettle {
     let mut settled = charge.clone();
-    settled.status = status.to_owned();
-    settled.processor_status = Some(status.to_uppercase());
+    settled.status = status;
+    settled.processor_status = Some(status.as_str().to_uppercase());
     settled.processor_transaction_id = Some(format!("tx-{}", charge.id));
     settled.updated_at = NOW;
     settled.finalized_at = Some(NOW);
@@ -299,7 +301,7 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
 
     // A row changed since it was read: nothing of the batch is written.
     let mut stale: Vec<_> = (0..3)
-        .map(|i| settle(&subs[i], &charges[i], "approved"))
+        .map(|i| settle(&subs[i], &charges[i], ChargeStatus::Approved))
         .collect();
     stale[2].row.version += 1;
     assert!(
@@ -321,10 +323,10 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
         .expect("settle alone");
     let (before, _) = available(&shop).await;
     let mut batch = vec![
-        settle(&subs[0], &charges[0], "approved"),
-        settle(&subs[1], &charges[1], "declined"),
-        settle(&subs[2], &charges[2], "approved"),
-        settle(&subs[3], &charges[3], "approved"),
+        settle(&subs[0], &charges[0], ChargeStatus::Approved),
+        settle(&subs[1], &charges[1], ChargeStatus::Declined),
+        settle(&subs[2], &charges[2], ChargeStatus::Approved),
+        settle(&subs[3], &charges[3], ChargeStatus::Approved),
     ];
     let refused = shop.store.settle_many(&batch).await.expect("batch");
     assert!(
@@ -352,7 +354,7 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
         assert_eq!(stored.as_ref(), Some(&batch[i].charge));
     }
     let stored = shop.store.charge_by_id(&charges[3].id).await.expect("read");
-    assert_eq!(stored.map(|c| c.status), Some("declined".to_owned()));
+    assert_eq!(stored.map(|c| c.status), Some(ChargeStatus::Declined));
     // Fees: 100 and 300 captured, 200 given back; the fourth's went back before.
     assert_eq!(available(&shop).await, (before + 200, 0));
     assert_eq!(

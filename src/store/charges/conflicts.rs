@@ -9,6 +9,7 @@
 use super::super::entities::charge_conflict;
 use super::super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use super::{ChargeAttempt, ProcessorEvent, record_processor_event_in};
+use crate::domain::charge_status::ChargeStatus;
 use crate::ids::ChargeConflictId;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, EntityTrait, PaginatorTrait};
 
@@ -28,8 +29,9 @@ pub struct Report {
 
 /// Whether a reported final status contradicts the recorded one: approval on one side and
 /// not on the other. DECLINED against a recorded ERROR is no contradiction (no money differs).
-pub fn contradicts(recorded: &str, reported: &str) -> bool {
-    recorded != "pending" && (recorded == "approved") != (reported == "APPROVED")
+pub fn contradicts(recorded: ChargeStatus, reported: &str) -> bool {
+    recorded != ChargeStatus::Pending
+        && (recorded == ChargeStatus::Approved) != (reported == "APPROVED")
 }
 
 impl Store {
@@ -113,7 +115,7 @@ pub(crate) async fn insert_conflict_in<C: ConnectionTrait>(
         account_id: sea_orm::Set(charge.account_id.clone()),
         charge_id: sea_orm::Set(charge.id.clone()),
         kind: sea_orm::Set(report.kind.to_owned()),
-        recorded_status: sea_orm::Set(charge.status.clone()),
+        recorded_status: sea_orm::Set(charge.status.as_str().to_owned()),
         reported_status: sea_orm::Set(report.reported_status),
         transaction_id: sea_orm::Set(report.transaction_id),
         amount_cents: sea_orm::Set(report.amount_cents),
@@ -130,15 +132,16 @@ pub(crate) async fn insert_conflict_in<C: ConnectionTrait>(
 #[cfg(test)]
 mod tests {
     use super::contradicts;
+    use crate::domain::charge_status::ChargeStatus;
 
     #[test]
     fn only_a_different_approval_contradicts() {
-        assert!(contradicts("error", "APPROVED"));
-        assert!(contradicts("declined", "APPROVED"));
-        assert!(contradicts("approved", "DECLINED"));
-        assert!(contradicts("approved", "VOIDED"));
-        assert!(!contradicts("error", "DECLINED"));
-        assert!(!contradicts("approved", "APPROVED"));
-        assert!(!contradicts("pending", "APPROVED"));
+        assert!(contradicts(ChargeStatus::Error, "APPROVED"));
+        assert!(contradicts(ChargeStatus::Declined, "APPROVED"));
+        assert!(contradicts(ChargeStatus::Approved, "DECLINED"));
+        assert!(contradicts(ChargeStatus::Approved, "VOIDED"));
+        assert!(!contradicts(ChargeStatus::Error, "DECLINED"));
+        assert!(!contradicts(ChargeStatus::Approved, "APPROVED"));
+        assert!(!contradicts(ChargeStatus::Pending, "APPROVED"));
     }
 }

@@ -17,6 +17,7 @@ pub mod conflicts;
 
 use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::{AccountId, ChargeAttemptId};
 use conflicts::{Report, contradicts, insert_conflict_in};
@@ -38,7 +39,7 @@ pub struct NewCharge {
     pub payment_method_id: String,
     pub amount_cents: i64,
     pub fee_cents: i64,
-    pub purpose: &'static str,
+    pub purpose: ChargePurpose,
     pub period_start: Option<i64>,
     /// JSON of the change the charge is for, applied when it is approved.
     pub pending_change: Option<String>,
@@ -58,14 +59,14 @@ pub enum BeginChargeError {
 }
 
 /// The final status a processor's raw status settles a charge to (`ChargeStatus::from_processor`).
-pub fn final_status(raw: &str) -> Option<&'static str> {
-    ChargeStatus::from_processor(raw).map(ChargeStatus::as_str)
+pub fn final_status(raw: &str) -> Option<ChargeStatus> {
+    ChargeStatus::from_processor(raw)
 }
 
 impl ChargeAttempt {
     /// Whether the charge is in `status` (the column admits no other value: migration 000016).
     pub fn is(&self, status: ChargeStatus) -> bool {
-        self.status == status.as_str()
+        self.status == status
     }
 }
 
@@ -145,7 +146,7 @@ impl Store {
             .col_expr(charge_attempt::Column::ProcessorStatus, raw_status.into())
             .col_expr(charge_attempt::Column::UpdatedAt, now_ms.into())
             .filter(charge_attempt::Column::Id.eq(charge_id))
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .exec(txn.conn())
             .await?;
         txn.commit().await
@@ -166,7 +167,7 @@ impl Store {
                 Option::<String>::None.into(),
             )
             .filter(charge_attempt::Column::Id.eq(charge_id))
-            .filter(charge_attempt::Column::Status.eq("pending"))
+            .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .filter(charge_attempt::Column::ProcessorTransactionId.eq(transaction_id))
             .exec(txn.conn())
             .await?;
@@ -325,10 +326,10 @@ pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
         amount_cents: new.amount_cents,
         fee_cents: new.fee_cents,
         processor_transaction_id: None,
-        status: "pending".to_owned(),
+        status: ChargeStatus::Pending,
         processor_status: None,
         processor_message: None,
-        purpose: new.purpose.to_owned(),
+        purpose: new.purpose,
         period_start: new.period_start,
         created_at: new.now_ms,
         // Real time, not the account's test clock: the reconciler measures staleness with it.
@@ -398,7 +399,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     // statement; anyone else reads what is stored.
     let applied = update
         .filter(charge_attempt::Column::Id.eq(charge_id))
-        .filter(charge_attempt::Column::Status.eq("pending"))
+        .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
         .exec_with_returning(conn)
         .await?;
     let Some(charge) = applied.into_iter().next() else {
@@ -433,7 +434,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         }
         // A processor's report about the transaction (it names one) that contradicts what is
         // recorded moves nothing, and is kept for operators: never dropped silently.
-        let conflict = transaction_id.is_some() && contradicts(&stored.status, raw_status);
+        let conflict = transaction_id.is_some() && contradicts(stored.status, raw_status);
         if conflict {
             let report = Report {
                 kind: "outcome",
@@ -457,7 +458,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     };
     // Counted when applied; a transaction that then rolls back (a database error) would be
     // counted once too often, which an operator's dashboard can live with.
-    metrics::counter!("charge_outcomes_total", "outcome" => status).increment(1);
+    metrics::counter!("charge_outcomes_total", "outcome" => status.as_str()).increment(1);
     let account = AccountId::from_stored(charge.account_id.clone());
     let fee = charge.fee_cents;
     let counters = account::Entity::update_many()
@@ -466,7 +467,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             Expr::col(account::Column::ReservedCents).sub(fee),
         )
         .filter(account::Column::Id.eq(account.as_str()));
-    if status == ChargeStatus::Approved.as_str() {
+    if status == ChargeStatus::Approved {
         counters.exec(conn).await?;
         let row = fee_ledger_row(&charge, now_ms);
         super::balance::insert_ledger_row(conn, row).await?;

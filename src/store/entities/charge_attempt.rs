@@ -1,6 +1,8 @@
 //! One charge posted (or to be posted) to the processor: its unique reference, amount, reserved
 //! fee, purpose, status and refunded amounts.
 
+use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::charge_status::ChargeStatus;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -17,12 +19,11 @@ pub struct Model {
     pub fee_cents: i64,
     pub reference: String,
     pub processor_transaction_id: Option<String>,
-    /// pending, approved, declined, error, voided.
-    pub status: String,
+    pub status: ChargeStatus,
     /// The processor's raw status (APPROVED, DECLINED, …).
     pub processor_status: Option<String>,
     pub processor_message: Option<String>,
-    pub purpose: String,
+    pub purpose: ChargePurpose,
     pub period_start: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,

@@ -20,3 +20,4 @@ pub mod subscription_addon;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;
+mod words;

@@ -1,6 +1,7 @@
 //! A refund of a charge: its amount, reason, the processor's refund id and status, and while
 //! pending when to ask about it next.
 
+use crate::domain::charge_status::RefundStatus;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -12,8 +13,7 @@ pub struct Model {
     pub charge_id: String,
     pub amount_cents: i64,
     pub reason: Option<String>,
-    /// pending, approved, declined.
-    pub status: String,
+    pub status: RefundStatus,
     pub processor_refund_id: Option<String>,
     pub processor_status: Option<String>,
     pub processor_message: Option<String>,

@@ -1,6 +1,8 @@
 //! A subscription: customer, plan, cycle, status, its current period, its timer (`due_at`) and
 //! the version every conditional save checks.
 
+use crate::domain::subscription::Status;
+use crate::domain::time::Cycle;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -11,8 +13,8 @@ pub struct Model {
     pub account_id: String,
     pub customer_id: String,
     pub plan_id: String,
-    pub cycle: String,
-    pub status: String,
+    pub cycle: Cycle,
+    pub status: Status,
     pub current_period_start: i64,
     pub current_period_end: i64,
     pub next_charge_date: i64,
@@ -26,9 +28,9 @@ pub struct Model {
     pub period_index: i32,
     /// The new cycle while a cycle change is pending (it equals `cycle` then); kept in step
     /// with `period_cycle` for readers of the row.
-    pub next_cycle: Option<String>,
+    pub next_cycle: Option<Cycle>,
     /// The cycle the current period was billed at: its length and its prices.
-    pub period_cycle: String,
+    pub period_cycle: Cycle,
     /// Bumped by every write; writes are conditional on it (`StoreTxn::save_subscription`).
     pub version: i64,
     pub due_at: Option<i64>,

@@ -4,6 +4,7 @@
 //! and a plan; and the fast reconciler timing the fault tests run with.
 
 use super::{ADMIN_TOKEN, TestApp, read};
+use billing::domain::charge_purpose::ChargePurpose;
 use billing::ids::AccountId;
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
@@ -264,7 +265,7 @@ impl Shop {
                 payment_method_id: self.method.clone(),
                 amount_cents: PLAN_MONTHLY,
                 fee_cents: FEE,
-                purpose: "manual",
+                purpose: ChargePurpose::Manual,
                 period_start: None,
                 pending_change: None,
                 now_ms: chrono::Utc::now().timestamp_millis(),
