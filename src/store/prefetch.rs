@@ -7,7 +7,7 @@
 //! version (a charge of the subscription is created only in a transaction that saves it, a
 //! period's settlement saves it, add-ons and plans change through it). A stale snapshot
 //! therefore ends in `StoreError::Conflict` with nothing written, and the actor reads again
-//! (`Runtime::apply_due_prefetched`). A decision to do nothing (a charge still pending) writes
+//! (`Context::apply_due_prefetched`). A decision to do nothing (a charge still pending) writes
 //! nothing, and whatever changed it re-armed the timer.
 
 use super::catalog::{CatalogItem, CatalogKind, Customer};
@@ -38,7 +38,7 @@ pub struct DueSnapshot {
 
 impl DueSnapshot {
     /// The per-period amount of the subscription's own plan at `cycle` with its add-ons, as
-    /// `Runtime::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
+    /// `Context::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
     /// missing (the caller reads and reports it).
     pub fn recurring_amount(&self, plan_id: &str, cycle: Cycle) -> Option<i64> {
         let plan = self.plan.as_ref().filter(|p| p.id == plan_id)?;

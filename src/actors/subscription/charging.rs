@@ -3,10 +3,11 @@
 //! are posted, and settle once in the transaction that applies their effect
 //! (`decide::settle` for a period, the carried `PendingChange` for an action).
 
+use super::ActionError;
 use super::changes::{apply_addon, apply_plan_change};
+use super::context::Context;
 use super::decide::{self, PendingChange};
 use super::new_charge;
-use super::{ActionError, Runtime};
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
@@ -156,7 +157,7 @@ pub(super) struct Resuming {
     pub(super) event: Event,
 }
 
-impl Runtime {
+impl Context<'_> {
     /// Charges the subscription's unpaid period: the current one if it was never paid (a first
     /// charge), else the next one (a renewal). A period already paid is never charged again.
     /// With `resuming`, the resumption commits with the charge's beginning or not at all.
@@ -378,7 +379,7 @@ impl Runtime {
         let Some(subscription_id) = charge.subscription_id.clone() else {
             return;
         };
-        let runtime = self.clone();
+        let runtime = self.nodes();
         let charge = charge.clone();
         let raw_status = settlement.raw_status.to_owned();
         let message = settlement.message.map(str::to_owned);

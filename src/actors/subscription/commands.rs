@@ -3,11 +3,12 @@
 //! recorded as a charge that carries the change and applies it when approved
 //! (`charging.rs`). A refused command writes nothing.
 
+use super::ActionError;
 use super::changes::{apply_addon, apply_plan_change};
+use super::context::Context;
 use super::decide::{PendingChange, reschedule, stopped_due};
 use super::emit;
 use super::messages::{ActionOutcome, Command};
-use super::{ActionError, Runtime};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
@@ -28,7 +29,7 @@ struct Target<'a> {
     status: Status,
 }
 
-impl Runtime {
+impl Context<'_> {
     /// Applies `command` to subscription `id`. A command may commit in several units (a
     /// resume, then the beginning of its charge); when one of them is fenced because the
     /// shard moved to another node, whether an earlier one committed decides the answer:

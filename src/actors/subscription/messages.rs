@@ -64,7 +64,7 @@ pub enum ActionError {
     Moving,
     /// The subscription's shard moved to another node after part of the command was committed
     /// (a resume, then its charge's beginning): what was done stays done, and the rest is not
-    /// done here. Told apart from `Moving` by the database (`Runtime::apply_command`).
+    /// done here. Told apart from `Moving` by the database (`Context::apply_command`).
     #[error("the subscription's shard moved to another node after part of the command was done")]
     MovedMidway,
     /// The owner node failed; its cause is in that node's log.

@@ -8,6 +8,7 @@
 mod changes;
 mod charging;
 mod commands;
+mod context;
 mod decide;
 pub mod in_flight;
 pub mod messages;
@@ -27,6 +28,7 @@ use crate::store::catalog::CatalogKind;
 use crate::store::charges::{ChargeAttempt, NewCharge};
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
+use context::Context;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::Arc;
 use std::time::Instant;
@@ -142,12 +144,13 @@ impl SubscriptionActor {
         state: &mut ActorState,
     ) -> Result<(), ActorProcessingErr> {
         let runtime = &self.runtime;
+        let cx = Context::of(runtime);
         match request {
             Request::Act(command, reply) => {
                 tracing::info!(subscription = %state.id, ?command, "applying a command");
                 // A command may change the row: its charge's outcome reads it again.
                 runtime.in_flight().forget_began(&state.id);
-                let _ = reply.send(Box::pin(runtime.apply_command(&state.id, command)).await);
+                let _ = reply.send(Box::pin(cx.apply_command(&state.id, command)).await);
             }
             Request::Preview { plan_id, reply } => {
                 let result = async {
@@ -160,18 +163,17 @@ impl SubscriptionActor {
                         .clock()
                         .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
                         .await?;
-                    runtime.prorated_change(&sub, &plan_id, None, now).await
+                    cx.prorated_change(&sub, &plan_id, None, now).await
                 };
                 let _ = reply.send(Box::pin(result).await);
             }
             // Each step's future is boxed: several kilobytes of state that would otherwise be
             // part of this handler's future, which ractor moves for every message.
             Request::Due(reply) => {
-                let _ = reply.send(Box::pin(runtime.apply_due(&state.id)).await);
+                let _ = reply.send(Box::pin(cx.apply_due(&state.id)).await);
             }
             Request::DuePrefetched(snapshot, reply) => {
-                let _ =
-                    reply.send(Box::pin(runtime.apply_due_prefetched(&state.id, &snapshot)).await);
+                let _ = reply.send(Box::pin(cx.apply_due_prefetched(&state.id, &snapshot)).await);
             }
             Request::Outcome {
                 charge_id,
@@ -183,7 +185,7 @@ impl SubscriptionActor {
                 reply,
             } => {
                 let _ = reply.send(
-                    Box::pin(runtime.apply_outcome(
+                    Box::pin(cx.apply_outcome(
                         Some(&state.id),
                         &charge_id,
                         charging::Reported {
@@ -221,7 +223,7 @@ pub(super) async fn emit(
         .await
 }
 
-impl Runtime {
+impl Context<'_> {
     pub(super) async fn load(
         &self,
         id: &str,

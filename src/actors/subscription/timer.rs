@@ -2,9 +2,10 @@
 //! what is due is done: a renewal's charge, a retry, a trial's end, a scheduled cancellation or
 //! plan change, a paused subscription's resumption once its fee is covered.
 
+use super::ActionError;
 use super::charging::Resuming;
+use super::context::Context;
 use super::decide::{self, reschedule};
-use super::{ActionError, Runtime};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
@@ -15,7 +16,7 @@ use crate::store::charges::ChargeAttempt;
 use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::{PeriodCharges, Subscription};
 
-impl Runtime {
+impl Context<'_> {
     /// A timer of the subscription came due.
     pub(super) async fn apply_due(&self, id: &str) -> Result<(), ActionError> {
         let (mut sub, account, now) = self.load(id).await?;
