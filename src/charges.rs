@@ -190,6 +190,7 @@ impl Charger {
                 period_start: request.period_start,
                 pending_change: None,
                 now_ms,
+                lines: Vec::new(),
             })
             .await
             .map_err(|err| match err {

@@ -88,6 +88,10 @@ async fn finish(
             name: session.attempt_name.clone().unwrap_or_default(),
             metadata: None,
             created_at: real_now,
+            tax_id_type: None,
+            tax_id_number: None,
+            legal_name: None,
+            address: None,
         })
         .await?;
     }
@@ -130,5 +134,7 @@ async fn finish(
     .await?;
     txn.complete_checkout_session(&session.id, &charge.id, &sub.id, now)
         .await?;
+    // Its invoice, now that the customer and the subscription exist (`store::invoices`).
+    txn.issue_invoice(&charge.id).await?;
     Ok(())
 }

@@ -2,11 +2,9 @@
 //! is built here, whoever writes it (the actor, direct creation, the checkout's settlement,
 //! a refund), so its shape is written once.
 
-use crate::domain::time::{from_millis, rfc3339};
-use crate::ids::EventId;
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::Refund;
-use crate::store::subscriptions::{Event, Subscription};
+use crate::store::subscriptions::{Event, Subscription, event_row};
 use serde_json::{Value, json};
 
 /// The event `event_type` of `sub`, in the spec's payload shape: `data.subscription_id`,
@@ -54,14 +52,5 @@ fn event_data(sub: &Subscription, charge: Option<(&ChargeAttempt, &str)>) -> Val
 
 /// The event row of `sub` with this type and data, as delivered.
 fn event_of(sub: &Subscription, event_type: &str, data: Value, now_ms: i64) -> Event {
-    let id = EventId::generate().into_string();
-    let body = json!({"id": id, "type": event_type, "created": rfc3339(from_millis(now_ms)), "data": data});
-    Event {
-        id,
-        account_id: sub.account_id.clone(),
-        event_type: event_type.to_owned(),
-        subscription_id: Some(sub.id.clone()),
-        body: body.to_string(),
-        created_at: now_ms,
-    }
+    event_row(&sub.account_id, Some(&sub.id), event_type, data, now_ms)
 }

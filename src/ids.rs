@@ -65,6 +65,8 @@ id_type! {
     BalanceTransactionId => "btx_",
     ChargeConflictId => "ccf_",
     RefundId => "re_",
+    InvoiceId => "in_",
+    CreditNoteId => "cn_",
 }
 
 #[cfg(test)]

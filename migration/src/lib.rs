@@ -25,6 +25,8 @@ mod m20261124_000013_shared_state;
 mod m20261124_000014_refunds_and_nequi;
 mod m20261126_000015_refund_posting;
 pub mod m20261126_000016_closed_vocabularies;
+pub mod m20261126_000017_invoices;
+mod m20261126_000018_credit_notes;
 
 pub struct Migrator;
 
@@ -48,6 +50,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000014_refunds_and_nequi::Migration),
             Box::new(m20261126_000015_refund_posting::Migration),
             Box::new(m20261126_000016_closed_vocabularies::Migration),
+            Box::new(m20261126_000017_invoices::Migration),
+            Box::new(m20261126_000018_credit_notes::Migration),
         ]
     }
 }

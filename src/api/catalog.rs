@@ -1,5 +1,6 @@
 //! Plans, add-ons and customers (CONTRACT §4).
 
+use crate::domain::tax::TaxCode;
 use crate::domain::text::{Email, Name};
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
@@ -57,6 +58,10 @@ pub struct CatalogItemIn {
     pub annual_amount_cents: i64,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// How the tax-inclusive price splits into base and IVA on invoices; by default the
+    /// account's `default_tax_code` (`iva_19` unless set).
+    #[schema(schema_with = super::openapi::schemas::optional_tax_code)]
+    pub tax_code: Option<String>,
 }
 
 /// Body of `PATCH` on a plan or add-on.
@@ -67,6 +72,9 @@ pub struct CatalogItemPatch {
     #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: Option<String>,
     pub active: Option<bool>,
+    /// For charges that begin from now on.
+    #[schema(schema_with = super::openapi::schemas::optional_tax_code)]
+    pub tax_code: Option<String>,
 }
 
 /// A plan or an add-on.
@@ -77,6 +85,7 @@ pub struct CatalogItemPatch {
     "monthly_amount_cents": 4990000,
     "annual_amount_cents": 49900000,
     "active": true,
+    "tax_code": "iva_19",
     "metadata": {"tier": "pro"},
     "created_at": "2026-11-02T14:30:00Z"
 })))]
@@ -86,6 +95,8 @@ pub struct CatalogItemOut {
     pub monthly_amount_cents: i64,
     pub annual_amount_cents: i64,
     pub active: bool,
+    #[schema(schema_with = super::openapi::schemas::tax_code)]
+    pub tax_code: TaxCode,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
     #[schema(format = DateTime)]
@@ -102,6 +113,7 @@ impl From<CatalogItem> for CatalogItemOut {
             monthly_amount_cents: item.monthly_amount_cents,
             annual_amount_cents: item.annual_amount_cents,
             active: item.active,
+            tax_code: item.tax_code,
         }
     }
 }
@@ -188,6 +200,10 @@ async fn create_item(
         active: true,
         metadata: metadata_text(body.metadata)?,
         created_at: chrono::Utc::now().timestamp_millis(),
+        tax_code: match body.tax_code.as_deref() {
+            Some(raw) => parse_tax_code(raw)?,
+            None => caller.0.default_tax_code,
+        },
     };
     let item = state.store.insert_catalog_item(item).await?;
     Ok((StatusCode::CREATED, Json(item.into())))
@@ -234,6 +250,7 @@ async fn update_item(
     let patch = CatalogPatch {
         name: body.name.as_deref().map(parse_name).transpose()?,
         active: body.active,
+        tax_code: body.tax_code.as_deref().map(parse_tax_code).transpose()?,
     };
     state
         .store
@@ -241,6 +258,17 @@ async fn update_item(
         .await?
         .map(|item| Json(item.into()))
         .ok_or_else(|| not_found(kind, id))
+}
+
+/// A tax code of CONTRACT §11, or a 400 naming `tax_code`.
+fn parse_tax_code(raw: &str) -> ApiResult<TaxCode> {
+    TaxCode::parse(raw).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "tax_code must be one of {}.",
+            TaxCode::WORDS.join(", ")
+        ))
+        .param("tax_code")
+    })
 }
 
 fn not_found(kind: CatalogKind, id: &str) -> ApiError {
@@ -388,6 +416,10 @@ async fn create_customer(
         name: parse_name(&body.name)?,
         metadata: metadata_text(body.metadata)?,
         created_at: chrono::Utc::now().timestamp_millis(),
+        tax_id_type: None,
+        tax_id_number: None,
+        legal_name: None,
+        address: None,
     };
     let customer = state.store.insert_customer(customer).await?;
     Ok((StatusCode::CREATED, Json(customer.into())))

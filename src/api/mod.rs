@@ -13,6 +13,7 @@ pub mod dashboard;
 pub mod events;
 pub mod ingress;
 pub mod internal;
+pub mod invoices;
 pub mod openapi;
 pub mod payment_methods;
 pub mod probes;
@@ -126,6 +127,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(charges::router())
+        .merge(invoices::router())
         .merge(subscriptions::router())
         .merge(checkout_sessions::router(state))
         .merge(events::router())

@@ -16,6 +16,7 @@ use crate::domain::charge_status::ChargeStatus;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
+use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::http::error::processor_error;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
@@ -194,9 +195,9 @@ async fn complete_checkout(
         .store
         .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
         .await?;
-    if !plan.is_some_and(|plan| plan.active) {
+    let Some(plan) = plan.filter(|plan| plan.active) else {
         return Err(ApiError::conflict("This plan is no longer offered."));
-    }
+    };
 
     // The processor's payment source: made before anything of ours, so a card or Nequi
     // token the processor refuses here leaves no trace.
@@ -226,6 +227,20 @@ async fn complete_checkout(
             period_start: None,
             pending_change: None,
             now_ms: now,
+            // The first period, one cycle from when the payment began (the subscription's own
+            // starts when it is approved: `subscribe::build`).
+            lines: vec![
+                plan.line_of(
+                    session.amount_cents,
+                    now,
+                    period_boundary(
+                        from_millis(now),
+                        Cycle::parse(&session.cycle).unwrap_or(Cycle::Monthly),
+                        1,
+                    )
+                    .timestamp_millis(),
+                ),
+            ],
         })
         .await
         .map_err(|err| match err {

@@ -12,5 +12,6 @@ pub mod money;
 pub mod recheck;
 pub mod schedule;
 pub mod subscription;
+pub mod tax;
 pub mod text;
 pub mod time;

@@ -55,6 +55,7 @@ impl Store {
             available_cents: Set(0),
             reserved_cents: Set(0),
             created_at: Set(new.created_at),
+            default_tax_code: Set(crate::domain::tax::TaxCode::Iva19),
         };
         Ok(model.insert(self.writer()).await?)
     }

@@ -17,6 +17,27 @@ impl CatalogItem {
             Cycle::Annual => self.annual_amount_cents,
         }
     }
+
+    /// Its invoice line for one period of `cycle` from `start` to `end`: its price, its name
+    /// and its tax code.
+    pub fn line(&self, cycle: Cycle, start: i64, end: i64) -> super::invoices::DraftLine {
+        self.line_of(self.price(cycle), start, end)
+    }
+
+    /// Its invoice line of `amount` (a proration) from `start` to `end`.
+    pub fn line_of(&self, amount: i64, start: i64, end: i64) -> super::invoices::DraftLine {
+        let is_plan = self.kind == CatalogKind::Plan.as_str();
+        super::invoices::DraftLine {
+            description: self.name.clone(),
+            quantity: 1,
+            amount_cents: amount,
+            tax_code: self.tax_code,
+            period_start: Some(start),
+            period_end: Some(end),
+            plan_id: is_plan.then(|| self.id.clone()),
+            addon_id: (!is_plan).then(|| self.id.clone()),
+        }
+    }
 }
 
 /// Which catalog an item belongs to.
@@ -40,6 +61,8 @@ impl CatalogKind {
 pub struct CatalogPatch {
     pub name: Option<String>,
     pub active: Option<bool>,
+    /// Applies to charges that begin after the change (a charge's lines are decided with it).
+    pub tax_code: Option<crate::domain::tax::TaxCode>,
 }
 
 impl Store {
@@ -89,6 +112,9 @@ impl Store {
         }
         if let Some(active) = patch.active {
             model.active = Set(active);
+        }
+        if let Some(tax_code) = patch.tax_code {
+            model.tax_code = Set(tax_code);
         }
         if !model.is_changed() {
             return Ok(Some(found));

@@ -19,6 +19,7 @@ use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
+use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
 
@@ -41,15 +42,25 @@ impl DueSnapshot {
     /// `Context::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
     /// missing (the caller reads and reports it).
     pub fn recurring_amount(&self, plan_id: &str, cycle: Cycle) -> Option<i64> {
+        let lines = self.recurring_lines(plan_id, cycle, 0, 0)?;
+        Some(lines.iter().map(|line| line.amount_cents).sum())
+    }
+
+    /// The invoice lines of that amount for the period from `start` to `end`: the plan's, then
+    /// each add-on's.
+    pub fn recurring_lines(
+        &self,
+        plan_id: &str,
+        cycle: Cycle,
+        start: i64,
+        end: i64,
+    ) -> Option<Vec<DraftLine>> {
         let plan = self.plan.as_ref().filter(|p| p.id == plan_id)?;
         Some(
-            plan.price(cycle)
-                + self
-                    .addons
-                    .iter()
-                    .flatten()
-                    .map(|a| a.price(cycle))
-                    .sum::<i64>(),
+            std::iter::once(plan)
+                .chain(self.addons.iter().flatten())
+                .map(|item| item.line(cycle, start, end))
+                .collect(),
         )
     }
 }
@@ -238,6 +249,7 @@ pub(crate) mod fixture {
             active: true,
             metadata: None,
             created_at: 0,
+            tax_code: crate::domain::tax::TaxCode::Iva19,
         }
     }
 
@@ -280,6 +292,10 @@ pub(crate) mod fixture {
                 name: "Payer".into(),
                 metadata: None,
                 created_at: 0,
+                tax_id_type: None,
+                tax_id_number: None,
+                legal_name: None,
+                address: None,
             })
             .await
             .expect("customer");
@@ -408,6 +424,7 @@ mod tests {
                 period_start: Some(sub.current_period_start),
                 pending_change: None,
                 now_ms: now,
+                lines: Vec::new(),
             })
             .await
             .expect("charge");

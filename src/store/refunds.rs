@@ -80,6 +80,8 @@ pub struct ChargeFilter {
 pub struct SettledRefund {
     pub refund: Refund,
     pub charge: ChargeAttempt,
+    /// The endpoints given deliveries of the credit note's event, to wake after the commit.
+    pub touched: Vec<String>,
 }
 
 impl Store {
@@ -340,7 +342,7 @@ impl StoreTxn {
         processor_refund_id: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<Option<SettledRefund>> {
-        settle_refund_in(
+        let settled = settle_refund_in(
             self.conn(),
             id,
             raw_status,
@@ -348,7 +350,11 @@ impl StoreTxn {
             processor_refund_id,
             now_ms,
         )
-        .await
+        .await?;
+        if let Some(settled) = &settled {
+            self.touch(settled.touched.iter().cloned());
+        }
+        Ok(settled)
     }
 }
 
@@ -398,8 +404,18 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
         status == RefundStatus::Approved,
     )
     .await?;
+    // Its credit note, in the same transaction (`store::credit_notes`).
+    let touched = if status == RefundStatus::Approved {
+        super::credit_notes::issue_in(conn, &refund).await?
+    } else {
+        Vec::new()
+    };
     metrics::counter!("refund_outcomes_total", "outcome" => status.as_str()).increment(1);
-    Ok(Some(SettledRefund { refund, charge }))
+    Ok(Some(SettledRefund {
+        refund,
+        charge,
+        touched,
+    }))
 }
 
 /// Ends a charge's reservation of `amount`: into `refunded_cents` when the refund was
@@ -460,6 +476,7 @@ mod tests {
                 period_start: None,
                 pending_change: None,
                 now_ms: NOW,
+                lines: Vec::new(),
             })
             .await
             .expect("charge");

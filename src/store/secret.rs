@@ -88,6 +88,7 @@ mod tests {
             available_cents: 0,
             reserved_cents: 0,
             created_at: 0,
+            default_tax_code: crate::domain::tax::TaxCode::Iva19,
         }
     }
 

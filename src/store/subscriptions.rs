@@ -15,7 +15,7 @@ use sea_orm::{
     QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
-pub use event::Model as Event;
+pub use super::outbox::{Event, event_row};
 pub use subscription::Model as Subscription;
 pub use subscription_addon::Model as SubscriptionAddon;
 
@@ -472,7 +472,7 @@ impl StoreTxn {
         transaction_id: Option<&str>,
         now_ms: i64,
     ) -> StoreResult<Option<Settled>> {
-        settle_charge_in(
+        let settled = settle_charge_in(
             &self.txn,
             charge_id,
             raw_status,
@@ -480,6 +480,10 @@ impl StoreTxn {
             transaction_id,
             now_ms,
         )
-        .await
+        .await?;
+        if let Some(settled) = &settled {
+            self.touch(settled.touched.iter().cloned());
+        }
+        Ok(settled)
     }
 }

@@ -18,6 +18,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "charge.approved",
     "charge.declined",
     "charge.refunded",
+    "invoice.created",
+    "credit_note.created",
 ];
 
 /// The largest event body we send (spec: 64 KB).

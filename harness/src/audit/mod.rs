@@ -3,7 +3,8 @@
 //!
 //! From the database (`queries`): no period paid twice, each balance equal to its ledger
 //! (top-ups minus fees) with its reservations equal to the fees of pending charges, no negative
-//! counter, no due renewal left undone. From the processor, per charge attempt, asked by its
+//! counter, no due renewal left undone, one invoice of its amount per approved charge and no
+//! gap in a numbering series. From the processor, per charge attempt, asked by its
 //! reference: an approved charge is an APPROVED transaction of the same amount; a declined or
 //! voided one is that status there; an errored one is ERROR there or was never created; a
 //! transaction the processor approved is never recorded as anything but approved.

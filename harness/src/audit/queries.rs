@@ -31,9 +31,10 @@ impl crate::Raw<'_> {
     /// Every breach of the invariants the database alone can tell, at the accounts' clocks
     /// (`now_ms` plus each account's offset): periods paid twice, balances that disagree with
     /// their ledger or their reservations, negative counters, due renewals not done, charges
-    /// whose refunded or refunding amounts disagree with their refunds.
+    /// whose refunded or refunding amounts disagree with their refunds, approved charges without
+    /// exactly one invoice of their amount, and numbering series with a gap.
     pub async fn audit(&self, now_ms: i64) -> StoreResult<Vec<Breach>> {
-        let checks: [(&'static str, String); 6] = [
+        let checks: [(&'static str, String); 11] = [
             (
                 "a period paid more than once",
                 "SELECT subscription_id || ' ' || CAST(period_start AS TEXT) || ' x' || \
@@ -71,6 +72,54 @@ impl crate::Raw<'_> {
                           THEN r.amount_cents ELSE 0 END), 0) \
                      OR c.refunding_cents <> COALESCE(SUM(CASE WHEN r.status = 'pending' \
                           THEN r.amount_cents ELSE 0 END), 0)"
+                    .into(),
+            ),
+            (
+                "an approved charge without exactly one invoice",
+                "SELECT c.id || ' invoices ' || CAST((SELECT COUNT(*) FROM invoices i \
+                 WHERE i.charge_id = c.id) AS TEXT) FROM charge_attempts c \
+                 WHERE c.status = 'approved' \
+                   AND (SELECT COUNT(*) FROM invoices i WHERE i.charge_id = c.id) <> 1"
+                    .into(),
+            ),
+            (
+                "an invoice of a charge not approved, or of another amount",
+                "SELECT i.id || ' ' || c.status || ' ' || CAST(c.amount_cents AS TEXT) || ' vs ' \
+                 || CAST(i.total_cents AS TEXT) FROM invoices i \
+                 JOIN charge_attempts c ON c.id = i.charge_id \
+                 WHERE c.status <> 'approved' OR c.amount_cents <> i.total_cents \
+                    OR i.subtotal_cents + i.tax_cents <> i.total_cents"
+                    .into(),
+            ),
+            (
+                "an approved refund of an invoiced charge without exactly one credit note",
+                "SELECT r.id || ' credit notes ' || CAST((SELECT COUNT(*) FROM credit_notes n \
+                 WHERE n.refund_id = r.id) AS TEXT) FROM refunds r \
+                 WHERE r.status = 'approved' \
+                   AND EXISTS (SELECT 1 FROM invoices i WHERE i.charge_id = r.charge_id) \
+                   AND (SELECT COUNT(*) FROM credit_notes n WHERE n.refund_id = r.id) <> 1"
+                    .into(),
+            ),
+            (
+                "credit notes beyond their invoice",
+                "SELECT i.id || ' credited ' || CAST(SUM(n.total_cents) AS TEXT) || ' of ' \
+                 || CAST(i.total_cents AS TEXT) FROM invoices i \
+                 JOIN credit_notes n ON n.invoice_id = i.id \
+                 GROUP BY i.id, i.total_cents, i.subtotal_cents, i.tax_cents \
+                 HAVING SUM(n.total_cents) > i.total_cents \
+                     OR SUM(n.subtotal_cents) > i.subtotal_cents OR SUM(n.tax_cents) > i.tax_cents"
+                    .into(),
+            ),
+            (
+                "a numbering series with a gap",
+                "SELECT s.account_id || ' ' || s.series || ' next ' || CAST(s.next_number AS TEXT) \
+                 || ' issued ' || CAST(COUNT(i.id) AS TEXT) FROM invoice_series s \
+                 LEFT JOIN (SELECT id, account_id, series, sequence FROM invoices UNION ALL \
+                   SELECT id, account_id, series, sequence FROM credit_notes) i \
+                   ON i.account_id = s.account_id AND i.series = s.series \
+                 GROUP BY s.account_id, s.series, s.next_number \
+                 HAVING COUNT(i.id) <> s.next_number - 1 \
+                     OR COALESCE(MAX(i.sequence), 0) <> s.next_number - 1"
                     .into(),
             ),
             (

@@ -53,6 +53,7 @@ fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewChar
         period_start: Some(period_start),
         pending_change: None,
         now_ms: 0,
+        lines: Vec::new(),
     }
 }
 

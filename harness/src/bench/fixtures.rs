@@ -64,6 +64,7 @@ impl crate::Raw<'_> {
                     pending_change: Set(None),
                     refunded_cents: Set(0),
                     refunding_cents: Set(0),
+                    invoice_lines: Set(None),
                 }
             }))
             .exec(&txn)
@@ -169,6 +170,7 @@ impl crate::Raw<'_> {
                 pending_change: Set(None),
                 refunded_cents: Set(0),
                 refunding_cents: Set(0),
+                invoice_lines: Set(None),
             }))
             .exec(&txn)
             .await?;

@@ -129,11 +129,16 @@ async fn an_approved_payment_creates_customer_payment_method_and_subscription(ap
         .rev()
         .map(|e| e["type"].as_str().expect("type"))
         .collect();
-    assert_eq!(types, ["subscription.created", "charge.approved"]);
+    assert_eq!(
+        types,
+        ["subscription.created", "charge.approved", "invoice.created"]
+    );
     for event in events["data"].as_array().expect("events") {
         assert_eq!(event["data"]["metadata"], json!({"order": "A-1"}));
     }
-    assert_eq!(events["data"][0]["data"]["status"], "APPROVED");
+    // Newest first: the invoice's event, then the charge's.
+    assert_eq!(events["data"][1]["data"]["status"], "APPROVED");
+    assert_eq!(events["data"][1]["data"]["amount_in_cents"], 4_990_000);
     assert_eq!(events["data"][0]["data"]["amount_in_cents"], 4_990_000);
     // The fee of one approved charge: 1.5 % of 49,900.00.
     let (_, balance) = read(app.get("/v1/balance").await).await;
@@ -382,6 +387,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
             purpose: billing::domain::charge_purpose::ChargePurpose::Checkout,
             period_start: None,
             pending_change: None,
+            lines: Vec::new(),
             now_ms: chrono::Utc::now().timestamp_millis(),
         })
         .await

@@ -76,6 +76,14 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
     assert_eq!(status, 201, "{refund}");
     let refunded = crate::refunds::settled(app, &id(&refund)).await;
     assert_eq!(refunded["status"], "approved", "{refunded}");
+    let (_, invoices) = read(app.get(&format!("/v1/invoices?charge_id={charge}")).await).await;
+    let invoice = id(&invoices["data"][0]);
+    let (_, notes) = read(
+        app.get(&format!("/v1/credit-notes?charge_id={charge}"))
+            .await,
+    )
+    .await;
+    let credit_note = id(&notes["data"][0]);
     let (_, events) = read(app.get("/v1/events").await).await;
     let event = id(&events["data"][0]);
     // Every delivery done, so that nothing of B's moves while the walk runs.
@@ -101,6 +109,8 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         (Kind::Event, event),
         (Kind::Charge, charge),
         (Kind::Refund, id(&refund)),
+        (Kind::Invoice, invoice),
+        (Kind::CreditNote, credit_note),
     ])
 }
 

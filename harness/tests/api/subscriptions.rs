@@ -174,7 +174,7 @@ async fn trial_ends_into_a_charge(app: TestApp) {
     );
     assert_eq!(
         types(&events(&app, id).await),
-        ["subscription.created", "charge.approved"]
+        ["subscription.created", "charge.approved", "invoice.created"]
     );
 }
 
@@ -404,9 +404,10 @@ async fn change_plan_preview_equals_what_change_plan_charges(app: TestApp) {
     assert_eq!(preview["immediate_charge"], true);
     let expected = preview["prorated_amount_cents"].as_i64().expect("amount");
     assert!(expected > 0 && expected < 3_000_000);
+    // subscription.created, charge.approved and invoice.created.
     assert_eq!(
         types(&events(&app, &id).await).len(),
-        2,
+        3,
         "the preview emitted nothing"
     );
     let (status, changed) = read(
@@ -889,7 +890,8 @@ async fn a_new_card_in_past_due_is_used_by_the_next_retry_which_returns_it_to_ac
             "subscription.created",
             "charge.declined",
             "subscription.past_due",
-            "charge.approved"
+            "charge.approved",
+            "invoice.created"
         ]
     );
     // The approved retry paid the first period: the next charge is at its end.

@@ -211,6 +211,7 @@ async fn every_event_type_arrives_signed_with_the_subscriptions_metadata(app: Te
         "subscription.plan_changed",
         "charge.approved",
         "charge.declined",
+        "invoice.created",
     ]
     .into();
     let seen: BTreeSet<&str> = events
@@ -452,10 +453,11 @@ async fn a_hanging_endpoint_delays_no_other_endpoint(app: TestApp) {
     )
     .await;
     let event_id = page["data"][0]["id"].as_str().expect("event").to_owned();
-    // subscription.created and charge.approved, then the rest as redeliveries of one event.
-    let mut sent = 2;
+    // subscription.created, charge.approved and invoice.created, then the rest as
+    // redeliveries of one event.
+    let mut sent = 3;
     let mut calls = tokio::task::JoinSet::new();
-    for _ in 0..EVENTS - 2 {
+    for _ in 0..EVENTS - 3 {
         let request = app.request(Method::POST, &format!("/v1/events/{event_id}/redeliver"));
         calls.spawn(async move { request.send().await.map(|r| r.status().as_u16()) });
         sent += 1;

@@ -339,8 +339,8 @@ assert (
 step("the subscription's events")
 events = expect(list_events.sync_detailed(client=api, subscription_id=sub.id), 200, ListOutEventOut)
 assert sorted(event.type_ for event in events.data) == [EventOutType.CHARGE_APPROVED] * 2 + [
-    EventOutType.SUBSCRIPTION_CREATED
-]
+    EventOutType.INVOICE_CREATED
+] * 2 + [EventOutType.SUBSCRIPTION_CREATED]
 assert all(event.data.metadata and event.data.metadata["order"] == "A-1" for event in events.data)
 
 # ---- Charges and refunds

@@ -11,6 +11,7 @@ use super::new_charge;
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
 use crate::store::StoreError;
@@ -20,6 +21,7 @@ use crate::store::catalog::Customer;
 use crate::store::charges::{
     BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, final_status,
 };
+use crate::store::invoices::DraftLine;
 use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::{Event, PeriodCharges, Subscription};
 use crate::store::txn::StoreTxn;
@@ -195,16 +197,26 @@ impl Context<'_> {
         } else {
             sub.cycle
         };
-        let amount = match snapshot.and_then(|s| s.recurring_amount(&sub.plan_id, cycle)) {
-            Some(amount) => amount,
+        // The period charged, for its invoice's lines.
+        let period = if period_start == sub.current_period_start {
+            (sub.current_period_start, sub.current_period_end)
+        } else {
+            let mut next = sub.clone();
+            decide::reschedule(&mut next, Schedule::advance);
+            (next.current_period_start, next.current_period_end)
+        };
+        let prefetched =
+            snapshot.and_then(|s| s.recurring_lines(&sub.plan_id, cycle, period.0, period.1));
+        let lines = match prefetched {
+            Some(lines) => lines,
             None => {
-                self.recurring_amount(sub, &sub.plan_id.clone(), cycle)
+                self.recurring_lines(sub, &sub.plan_id.clone(), cycle, period)
                     .await?
             }
         };
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight().slot().await;
-        let new = new_charge(sub, account, amount, purpose, Some(period_start), None, now);
+        let new = new_charge(sub, account, lines, purpose, Some(period_start), None, now);
         let mut row = sub.clone();
         row.due_at = None;
         row.updated_at = now;
@@ -280,7 +292,7 @@ impl Context<'_> {
         &self,
         sub: &Subscription,
         account: &Account,
-        amount: i64,
+        line: DraftLine,
         purpose: ChargePurpose,
         change: PendingChange,
         now: i64,
@@ -292,7 +304,7 @@ impl Context<'_> {
             .begin_charge(new_charge(
                 sub,
                 account,
-                amount,
+                vec![line],
                 purpose,
                 None,
                 Some(change),

@@ -15,7 +15,7 @@ use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
+use crate::store::catalog::{CatalogItem, CatalogKind};
 use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::Subscription;
 use std::sync::Arc;
@@ -254,7 +254,7 @@ impl Context<'_> {
         let Target {
             sub, account, now, ..
         } = target;
-        let preview = self.prorated_change(sub, &plan_id, cycle, now).await?;
+        let (preview, plan) = self.prorated_change(sub, &plan_id, cycle, now).await?;
         self.refuse_while_change_pending(sub).await?;
         // Only a real change of cycle is recorded as one.
         let cycle = cycle.filter(|c| *c != sub.cycle);
@@ -262,8 +262,9 @@ impl Context<'_> {
             // An upgrade takes effect when its prorated charge is approved: the
             // charge carries the change, and nothing else is written now.
             let change = PendingChange::Plan { plan_id, cycle };
+            let line = plan.line_of(preview, now, sub.current_period_end);
             return Ok(Some(
-                self.one_off_charge(sub, account, preview, ChargePurpose::Proration, change, now)
+                self.one_off_charge(sub, account, line, ChargePurpose::Proration, change, now)
                     .await?,
             ));
         } else {
@@ -326,11 +327,12 @@ impl Context<'_> {
         );
         if with_proration && status == Status::Active && amount > 0 {
             let change = PendingChange::Addon { addon_id };
+            let line = addon.line_of(amount, now, sub.current_period_end);
             return Ok(Some(
                 self.one_off_charge(
                     sub,
                     account,
-                    amount,
+                    line,
                     ChargePurpose::AddonProration,
                     change,
                     now,
@@ -398,14 +400,15 @@ impl Context<'_> {
         Ok(())
     }
 
-    /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing).
+    /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing),
+    /// and the plan it changes to.
     pub(super) async fn prorated_change(
         &self,
         sub: &Subscription,
         plan_id: &str,
         cycle: Option<Cycle>,
         now: i64,
-    ) -> Result<i64, ActionError> {
+    ) -> Result<(i64, CatalogItem), ActionError> {
         let status = sub.status;
         let account = AccountId::from_stored(sub.account_id.clone());
         let plan = self
@@ -431,7 +434,7 @@ impl Context<'_> {
             ));
         }
         if status == Status::Trialing {
-            return Ok(0);
+            return Ok((0, plan));
         }
         // Both amounts at the cycle the current period was billed at: after a cycle change
         // the period keeps its length and its prices until it ends (CONTRACT §5).
@@ -441,12 +444,13 @@ impl Context<'_> {
             .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
             .await?
             .map_or(0, |p| p.price(billed));
-        Ok(prorate(
+        let amount = prorate(
             old,
             plan.price(billed),
             sub.current_period_start,
             sub.current_period_end,
             now,
-        ))
+        );
+        Ok((amount, plan))
     }
 }

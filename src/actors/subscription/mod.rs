@@ -26,6 +26,7 @@ use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
 use crate::store::charges::{ChargeAttempt, NewCharge};
+use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
 use context::Context;
@@ -163,7 +164,8 @@ impl SubscriptionActor {
                         .clock()
                         .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
                         .await?;
-                    cx.prorated_change(&sub, &plan_id, None, now).await
+                    let (amount, _) = cx.prorated_change(&sub, &plan_id, None, now).await?;
+                    Ok(amount)
                 };
                 let _ = reply.send(Box::pin(result).await);
             }
@@ -251,20 +253,22 @@ impl Context<'_> {
         Ok((account, now))
     }
 
-    /// The per-period amount of `plan_id` for `cycle` plus the attached add-ons.
-    pub(super) async fn recurring_amount(
+    /// The invoice lines of one period from `start` to `end` of `plan_id` for `cycle` and of
+    /// the attached add-ons: their sum is the period's amount.
+    pub(super) async fn recurring_lines(
         &self,
         sub: &Subscription,
         plan_id: &str,
         cycle: Cycle,
-    ) -> Result<i64, ActionError> {
+        (start, end): (i64, i64),
+    ) -> Result<Vec<DraftLine>, ActionError> {
         let account = AccountId::from_stored(sub.account_id.clone());
         let plan = self
             .store()
             .catalog_item(&account, CatalogKind::Plan, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
-        let mut total = plan.price(cycle);
+        let mut lines = vec![plan.line(cycle, start, end)];
         // A detached add-on is billed for no further period (it leaves at the period's end).
         for attached in self
             .store()
@@ -278,10 +282,10 @@ impl Context<'_> {
                 .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
                 .await?
             {
-                total += addon.price(cycle);
+                lines.push(addon.line(cycle, start, end));
             }
         }
-        Ok(total)
+        Ok(lines)
     }
 
     /// Cancels a subscription whose period ended with `cancel_at_period_end` set.
@@ -314,16 +318,18 @@ impl Context<'_> {
     }
 }
 
-/// A charge of `amount` on the subscription's card, with the account's fee reserved for it.
+/// A charge of what `lines` add up to on the subscription's card, with the account's fee
+/// reserved for it; the lines are its invoice's.
 pub(super) fn new_charge(
     sub: &Subscription,
     account: &Account,
-    amount: i64,
+    lines: Vec<DraftLine>,
     purpose: ChargePurpose,
     period_start: Option<i64>,
     pending_change: Option<String>,
     now: i64,
 ) -> NewCharge {
+    let amount = lines.iter().map(|line| line.amount_cents).sum();
     NewCharge {
         account: AccountId::from_stored(sub.account_id.clone()),
         subscription_id: Some(sub.id.clone()),
@@ -335,6 +341,7 @@ pub(super) fn new_charge(
         period_start,
         pending_change,
         now_ms: now,
+        lines,
     }
 }
 

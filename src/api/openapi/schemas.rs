@@ -6,6 +6,7 @@
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::domain::subscription::Status;
+use crate::domain::tax::TaxCode;
 use crate::domain::time::Cycle;
 use serde_json::Value;
 use utoipa::openapi::schema::{
@@ -91,7 +92,8 @@ fn strings(values: &[&str], nullable: bool) -> Object {
 /// one type for a value wherever it appears (the `status` of a subscription is the type its
 /// list filters by, the `cycle` of a plan's subscription the type a subscription is created
 /// with).
-const ENUMERATIONS: [(&str, &[&str]); 8] = [
+const ENUMERATIONS: [(&str, &[&str]); 9] = [
+    ("TaxCode", TaxCode::WORDS),
     ("Cycle", CYCLES),
     ("SubscriptionStatus", SUBSCRIPTION_STATUSES),
     ("CheckoutSessionStatus", &SESSION_STATUSES),
@@ -126,6 +128,14 @@ pub fn subscription_status() -> Ref {
 
 pub fn session_status() -> Ref {
     Ref::from_schema_name("CheckoutSessionStatus")
+}
+
+pub fn tax_code() -> Ref {
+    Ref::from_schema_name("TaxCode")
+}
+
+pub fn optional_tax_code() -> Object {
+    strings(TaxCode::WORDS, true)
 }
 
 pub fn charge_status() -> Ref {

@@ -369,8 +369,19 @@ impl Store {
             );
         }
 
-        // The events, and their deliveries.
-        let rows: Vec<&Event> = chosen.iter().flat_map(|s| s.events.iter()).collect();
+        // The approved charges' invoices (numbered now, in this transaction), and the events
+        // with their deliveries.
+        let approved: Vec<&ChargeAttempt> = chosen
+            .iter()
+            .map(|s| &s.charge)
+            .filter(|c| c.is(ChargeStatus::Approved))
+            .collect();
+        let invoiced = super::invoices::issue_in(conn, &approved).await?;
+        let rows: Vec<&Event> = chosen
+            .iter()
+            .flat_map(|s| s.events.iter())
+            .chain(&invoiced)
+            .collect();
         statements.extend(event_statements(&txn, rows).await?);
 
         // The account's row last (see `begin_many`).

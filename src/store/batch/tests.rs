@@ -42,6 +42,7 @@ fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
             period_start: Some(sub.current_period_end),
             pending_change: None,
             now_ms: NOW,
+            lines: Vec::new(),
         },
         row,
         events: Vec::new(),
@@ -361,7 +362,21 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
         count(&shop, "balance_transactions", "kind = 'fee'").await,
         2
     );
-    assert_eq!(count(&shop, "events", "1 = 1").await, 3);
+    // The three charge events, and an `invoice.created` for each approved charge.
+    assert_eq!(count(&shop, "events", "type <> 'invoice.created'").await, 3);
+    assert_eq!(count(&shop, "events", "type = 'invoice.created'").await, 2);
+    // One invoice per approved charge, numbered 1 and 2 in the batch's transaction.
+    assert_eq!(count(&shop, "invoices", "1 = 1").await, 2);
+    assert_eq!(
+        count(
+            &shop,
+            "invoices",
+            "sequence IN (1, 2) AND number IN ('FV-1', 'FV-2')"
+        )
+        .await,
+        2
+    );
+    assert_eq!(count(&shop, "invoice_series", "next_number = 3").await, 1);
     // One delivery per event the endpoint subscribes to.
     let deliveries = "endpoint_id = 'we_batch'";
     assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 2);

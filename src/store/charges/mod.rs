@@ -43,6 +43,9 @@ pub struct NewCharge {
     pub period_start: Option<i64>,
     /// JSON of the change the charge is for, applied when it is approved.
     pub pending_change: Option<String>,
+    /// What the charge is for, line by line, adding up to `amount_cents` (its invoice's
+    /// lines); empty: one line of the whole amount at the account's default tax code.
+    pub lines: Vec<super::invoices::DraftLine>,
     pub now_ms: i64,
 }
 
@@ -79,6 +82,9 @@ pub struct Settled {
     /// True when the outcome contradicted the one already recorded: nothing moved, and a
     /// conflict was written in the caller's transaction (which must then commit it).
     pub conflict: bool,
+    /// The endpoints given deliveries of the invoice's event, for the caller's transaction to
+    /// wake once it commits.
+    pub touched: Vec<String>,
 }
 
 impl Store {
@@ -193,6 +199,9 @@ impl Store {
             now_ms,
         )
         .await?;
+        if let Some(settled) = &settled {
+            txn.touch(settled.touched.iter().cloned());
+        }
         txn.commit().await?;
         Ok(settled)
     }
@@ -331,6 +340,9 @@ pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
         processor_message: None,
         purpose: new.purpose,
         period_start: new.period_start,
+        invoice_lines: (!new.lines.is_empty())
+            .then(|| serde_json::to_string(&new.lines).ok())
+            .flatten(),
         created_at: new.now_ms,
         // Real time, not the account's test clock: the reconciler measures staleness with it.
         updated_at: chrono::Utc::now().timestamp_millis(),
@@ -430,6 +442,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
                 charge: stored,
                 newly: false,
                 conflict: true,
+                touched: Vec::new(),
             }));
         }
         // A processor's report about the transaction (it names one) that contradicts what is
@@ -453,6 +466,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         return Ok(Some(Settled {
             charge: stored,
             newly: false,
+            touched: Vec::new(),
             conflict,
         }));
     };
@@ -467,10 +481,17 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
             Expr::col(account::Column::ReservedCents).sub(fee),
         )
         .filter(account::Column::Id.eq(account.as_str()));
+    let mut touched = Vec::new();
     if status == ChargeStatus::Approved {
         counters.exec(conn).await?;
         let row = fee_ledger_row(&charge, now_ms);
         super::balance::insert_ledger_row(conn, row).await?;
+        // Its invoice, in the same transaction (`store::invoices`); a checkout's, once the
+        // same transaction has made its customer and subscription (`StoreTxn::issue_invoice`
+        // from `checkout_settlement::finish`).
+        if charge.purpose != ChargePurpose::Checkout {
+            touched = super::invoices::issue_with_events(conn, &charge).await?;
+        }
     } else {
         counters
             .col_expr(
@@ -484,6 +505,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         charge,
         newly: true,
         conflict: false,
+        touched,
     }))
 }
 

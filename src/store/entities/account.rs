@@ -1,6 +1,7 @@
 //! An integrator's account: its hashed API key, processor credentials, fee terms, rate limits and
 //! prepaid balance (available and reserved cents).
 
+use crate::domain::tax::TaxCode;
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -26,6 +27,8 @@ pub struct Model {
     pub available_cents: i64,
     pub reserved_cents: i64,
     pub created_at: i64,
+    /// The tax code of a plan or add-on created without one (CONTRACT §11).
+    pub default_tax_code: TaxCode,
 }
 
 /// Secrets stay out of logs: the Debug form names the account only.

@@ -1,5 +1,6 @@
 //! A plan or an add-on (`kind`), with its monthly and annual amounts in cents.
 
+use crate::domain::tax::TaxCode;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -16,6 +17,8 @@ pub struct Model {
     pub active: bool,
     pub metadata: Option<String>,
     pub created_at: i64,
+    /// How its tax-inclusive price splits into base and IVA.
+    pub tax_code: TaxCode,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -35,6 +35,9 @@ pub struct Model {
     pub refunded_cents: i64,
     /// The amount of the refund in flight (at most one); `refunded + refunding <= amount`.
     pub refunding_cents: i64,
+    /// What the charge is for, line by line (JSON of `store::invoices::DraftLine`s adding up
+    /// to the amount), decided with the amount; its invoice copies them. None: one line.
+    pub invoice_lines: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -12,6 +12,12 @@ pub struct Model {
     pub name: String,
     pub metadata: Option<String>,
     pub created_at: i64,
+    /// CC, CE, NIT, PP, TI or DIE (CONTRACT §11); None: invoiced to the final consumer.
+    pub tax_id_type: Option<String>,
+    pub tax_id_number: Option<String>,
+    pub legal_name: Option<String>,
+    /// JSON `{line, city_code, country}`.
+    pub address: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,6 +6,7 @@
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::domain::subscription::Status;
+use crate::domain::tax::TaxCode;
 use crate::domain::time::Cycle;
 
 /// A stored word no value of the enum has.
@@ -77,4 +78,11 @@ macro_rules! text_columns {
     )+};
 }
 
-text_columns!(Status, Cycle, ChargeStatus, ChargePurpose, RefundStatus);
+text_columns!(
+    Status,
+    Cycle,
+    ChargeStatus,
+    ChargePurpose,
+    RefundStatus,
+    TaxCode
+);

@@ -268,6 +268,7 @@ impl Shop {
                 purpose: ChargePurpose::Manual,
                 period_start: None,
                 pending_change: None,
+                lines: Vec::new(),
                 now_ms: chrono::Utc::now().timestamp_millis(),
             })
             .await

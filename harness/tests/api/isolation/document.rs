@@ -20,6 +20,8 @@ pub(super) enum Kind {
     Event,
     Charge,
     Refund,
+    Invoice,
+    CreditNote,
 }
 
 impl Kind {
@@ -32,6 +34,8 @@ impl Kind {
             Some("plan") => Some(Kind::Plan),
             Some("payment_method" | "default_payment_method") => Some(Kind::PaymentMethod),
             Some("subscription") => Some(Kind::Subscription),
+            Some("charge") => Some(Kind::Charge),
+            Some("invoice") => Some(Kind::Invoice),
             Some("developer") => Some(Kind::Account),
             _ => None,
         };
@@ -46,6 +50,8 @@ impl Kind {
             "events" => Some(Kind::Event),
             "charges" => Some(Kind::Charge),
             "refunds" => Some(Kind::Refund),
+            "invoices" => Some(Kind::Invoice),
+            "credit-notes" => Some(Kind::CreditNote),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -70,6 +76,8 @@ impl Kind {
             Kind::Event => ids::EventId::generate().into_string(),
             Kind::Charge => ids::ChargeAttemptId::generate().into_string(),
             Kind::Refund => ids::RefundId::generate().into_string(),
+            Kind::Invoice => ids::InvoiceId::generate().into_string(),
+            Kind::CreditNote => ids::CreditNoteId::generate().into_string(),
         }
     }
 }

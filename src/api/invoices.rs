@@ -1,0 +1,403 @@
+//! Invoices and credit notes (CONTRACT §11): read-only; every approved charge has exactly one
+//! invoice, issued in the transaction that settled it (`store::invoices`), and every approved
+//! refund one credit note, issued in the transaction that approved it (`store::credit_notes`).
+
+use crate::domain::money::CURRENCY;
+use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::ApiQuery;
+use crate::http::list::{ListOut, page_request};
+use crate::http::state::AppState;
+use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
+use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_invoices))
+        .routes(routes!(get_invoice))
+        .routes(routes!(list_credit_notes))
+        .routes(routes!(get_credit_note))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct InvoiceListQuery {
+    pub customer_id: Option<String>,
+    pub subscription_id: Option<String>,
+    pub charge_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// One line: its tax-inclusive amount split into the taxable base and the IVA.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvoiceLineOut {
+    pub description: String,
+    pub quantity: i64,
+    pub amount_cents: i64,
+    #[schema(schema_with = super::openapi::schemas::tax_code)]
+    pub tax_code: String,
+    pub tax_rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+    #[schema(format = DateTime)]
+    pub period_start: Option<String>,
+    #[schema(format = DateTime)]
+    pub period_end: Option<String>,
+    pub plan_id: Option<String>,
+    pub addon_id: Option<String>,
+}
+
+impl From<InvoiceLine> for InvoiceLineOut {
+    fn from(line: InvoiceLine) -> Self {
+        let at = |ms: Option<i64>| ms.map(|ms| rfc3339(from_millis(ms)));
+        Self {
+            description: line.line.description,
+            quantity: line.line.quantity,
+            amount_cents: line.line.amount_cents,
+            tax_code: line.line.tax_code.as_str().to_owned(),
+            tax_rate_bps: line.tax_rate_bps,
+            taxable_base_cents: line.taxable_base_cents,
+            tax_cents: line.tax_cents,
+            period_start: at(line.line.period_start),
+            period_end: at(line.line.period_end),
+            plan_id: line.line.plan_id,
+            addon_id: line.line.addon_id,
+        }
+    }
+}
+
+/// One entry per tax code present on the invoice.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaxBreakdownOut {
+    #[schema(schema_with = super::openapi::schemas::tax_code)]
+    pub tax_code: String,
+    pub rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
+/// The customer as they were when the invoice was issued.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InvoiceCustomerOut {
+    pub name: String,
+    pub email: String,
+    /// Without one given, the final consumer (`consumidor final`): CC 222222222222.
+    pub tax_id: TaxIdOut,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TaxIdOut {
+    /// CC, CE, NIT, PP, TI or DIE.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub number: String,
+}
+
+/// An invoice: one per approved charge, numbered without gaps in the account's series.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "in_0193a1f9c4d57e6f8a9b0c1d2e3f4a5b",
+    "number": "FV-1",
+    "status": "paid",
+    "charge_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
+    "currency": "COP",
+    "lines": [{
+        "description": "Plan Pro",
+        "quantity": 1,
+        "amount_cents": 4990000,
+        "tax_code": "iva_19",
+        "tax_rate_bps": 1900,
+        "taxable_base_cents": 4193277,
+        "tax_cents": 796723,
+        "period_start": "2026-11-24T09:15:42.318Z",
+        "period_end": "2026-12-24T09:15:42.318Z",
+        "plan_id": "plan_0193a1f4c0d17e2f8a9b0c1d2e3f4a5b",
+        "addon_id": null
+    }],
+    "subtotal_cents": 4193277,
+    "tax_cents": 796723,
+    "total_cents": 4990000,
+    "tax_breakdown": [{"tax_code": "iva_19", "rate_bps": 1900, "taxable_base_cents": 4193277, "tax_cents": 796723}],
+    "issued_at": "2026-11-24T09:15:43.020Z",
+    "customer": {"name": "Ana Gómez", "email": "ana@example.co", "tax_id": {"type": "CC", "number": "222222222222"}},
+    "dian": null
+})))]
+pub struct InvoiceOut {
+    pub id: String,
+    pub number: String,
+    /// Always `paid`: only an approved charge is invoiced.
+    pub status: String,
+    pub charge_id: String,
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    pub currency: String,
+    pub lines: Vec<InvoiceLineOut>,
+    pub subtotal_cents: i64,
+    pub tax_cents: i64,
+    pub total_cents: i64,
+    pub tax_breakdown: Vec<TaxBreakdownOut>,
+    #[schema(format = DateTime)]
+    pub issued_at: String,
+    pub customer: InvoiceCustomerOut,
+    /// The electronic invoice's state with DIAN; null while DIAN is off.
+    #[schema(value_type = Option<Object>)]
+    pub dian: Option<serde_json::Value>,
+}
+
+impl TryFrom<Invoice> for InvoiceOut {
+    type Error = ApiError;
+
+    fn try_from(invoice: Invoice) -> Result<Self, ApiError> {
+        let broken = |err: serde_json::Error| ApiError::Internal(Box::new(err));
+        let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines).map_err(broken)?;
+        let entries: Vec<TaxEntry> =
+            serde_json::from_str(&invoice.tax_breakdown).map_err(broken)?;
+        let party: Party = serde_json::from_str(&invoice.customer).map_err(broken)?;
+        Ok(Self {
+            lines: lines.into_iter().map(InvoiceLineOut::from).collect(),
+            tax_breakdown: entries
+                .into_iter()
+                .map(|entry| TaxBreakdownOut {
+                    tax_code: entry.tax_code.as_str().to_owned(),
+                    rate_bps: entry.rate_bps,
+                    taxable_base_cents: entry.taxable_base_cents,
+                    tax_cents: entry.tax_cents,
+                })
+                .collect(),
+            customer: InvoiceCustomerOut {
+                name: party.name,
+                email: party.email,
+                tax_id: TaxIdOut {
+                    kind: party.tax_id.kind,
+                    number: party.tax_id.number,
+                },
+            },
+            issued_at: rfc3339(from_millis(invoice.issued_at)),
+            id: invoice.id,
+            number: invoice.number,
+            status: "paid".to_owned(),
+            charge_id: invoice.charge_id,
+            subscription_id: invoice.subscription_id,
+            customer_id: invoice.customer_id,
+            currency: CURRENCY.to_owned(),
+            subtotal_cents: invoice.subtotal_cents,
+            tax_cents: invoice.tax_cents,
+            total_cents: invoice.total_cents,
+            dian: None,
+        })
+    }
+}
+
+/// The account's invoices, newest first.
+#[utoipa::path(get, path = "/v1/invoices", tag = "invoices", params(InvoiceListQuery),
+    responses((status = 200, body = ListOut<InvoiceOut>), (status = 400, body = ErrorBody)))]
+async fn list_invoices(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<InvoiceListQuery>,
+) -> ApiResult<Json<ListOut<InvoiceOut>>> {
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let filter = InvoiceFilter {
+        customer_id: query.customer_id,
+        subscription_id: query.subscription_id,
+        charge_id: query.charge_id,
+    };
+    let page = state
+        .store
+        .list_invoices(&caller.account_id(), &filter, &page)
+        .await?;
+    let next_cursor = page
+        .has_more
+        .then(|| page.items.last().map(|i| i.id.clone()))
+        .flatten();
+    let data = page
+        .items
+        .into_iter()
+        .map(InvoiceOut::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(ListOut {
+        data,
+        has_more: page.has_more,
+        next_cursor,
+    }))
+}
+
+/// One invoice.
+#[utoipa::path(get, path = "/v1/invoices/{id}", tag = "invoices",
+    responses((status = 200, body = InvoiceOut), (status = 404, body = ErrorBody)))]
+async fn get_invoice(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<InvoiceOut>> {
+    let invoice = state
+        .store
+        .invoice(&caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
+    Ok(Json(InvoiceOut::try_from(invoice)?))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CreditNoteListQuery {
+    pub invoice_id: Option<String>,
+    pub charge_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// The part of one invoice line a credit note gives back, split as the invoice's line is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreditLineOut {
+    /// The invoice line's position in its `lines` (0 first).
+    pub invoice_line: usize,
+    pub description: String,
+    pub amount_cents: i64,
+    #[schema(schema_with = super::openapi::schemas::tax_code)]
+    pub tax_code: String,
+    pub tax_rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
+impl From<CreditLine> for CreditLineOut {
+    fn from(line: CreditLine) -> Self {
+        Self {
+            invoice_line: line.invoice_line,
+            description: line.description,
+            amount_cents: line.amount_cents,
+            tax_code: line.tax_code.as_str().to_owned(),
+            tax_rate_bps: line.tax_rate_bps,
+            taxable_base_cents: line.taxable_base_cents,
+            tax_cents: line.tax_cents,
+        }
+    }
+}
+
+/// A credit note: one per approved refund, against the refunded charge's invoice.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "cn_0193a1fb2c3d7e4f8a5b6c7d8e9f0a1b",
+    "number": "NC-1",
+    "invoice_id": "in_0193a1f9c4d57e6f8a9b0c1d2e3f4a5b",
+    "refund_id": "re_0193a1fe5f6a7b7c8d8e9f0a1b2c3d4e",
+    "charge_id": "ch_0193a1f8a9b07c1d8e2f3a4b5c6d7e8f",
+    "lines": [{
+        "invoice_line": 0,
+        "description": "Plan Pro",
+        "amount_cents": 1000000,
+        "tax_code": "iva_19",
+        "tax_rate_bps": 1900,
+        "taxable_base_cents": 840336,
+        "tax_cents": 159664
+    }],
+    "subtotal_cents": 840336,
+    "tax_cents": 159664,
+    "total_cents": 1000000,
+    "issued_at": "2026-11-25T10:00:00.120Z",
+    "dian": null
+})))]
+pub struct CreditNoteOut {
+    pub id: String,
+    pub number: String,
+    pub invoice_id: String,
+    pub refund_id: String,
+    pub charge_id: String,
+    pub lines: Vec<CreditLineOut>,
+    pub subtotal_cents: i64,
+    pub tax_cents: i64,
+    /// The refund's amount.
+    pub total_cents: i64,
+    #[schema(format = DateTime)]
+    pub issued_at: String,
+    /// The electronic credit note's state with DIAN; null while DIAN is off.
+    #[schema(value_type = Option<Object>)]
+    pub dian: Option<serde_json::Value>,
+}
+
+impl TryFrom<CreditNote> for CreditNoteOut {
+    type Error = ApiError;
+
+    fn try_from(note: CreditNote) -> Result<Self, ApiError> {
+        let lines: Vec<CreditLine> =
+            serde_json::from_str(&note.lines).map_err(|err| ApiError::Internal(Box::new(err)))?;
+        Ok(Self {
+            lines: lines.into_iter().map(CreditLineOut::from).collect(),
+            issued_at: rfc3339(from_millis(note.issued_at)),
+            id: note.id,
+            number: note.number,
+            invoice_id: note.invoice_id,
+            refund_id: note.refund_id,
+            charge_id: note.charge_id,
+            subtotal_cents: note.subtotal_cents,
+            tax_cents: note.tax_cents,
+            total_cents: note.total_cents,
+            dian: None,
+        })
+    }
+}
+
+/// The account's credit notes, newest first.
+#[utoipa::path(get, path = "/v1/credit-notes", tag = "invoices", params(CreditNoteListQuery),
+    responses((status = 200, body = ListOut<CreditNoteOut>), (status = 400, body = ErrorBody)))]
+async fn list_credit_notes(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<CreditNoteListQuery>,
+) -> ApiResult<Json<ListOut<CreditNoteOut>>> {
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let filter = CreditNoteFilter {
+        invoice_id: query.invoice_id,
+        charge_id: query.charge_id,
+    };
+    let page = state
+        .store
+        .list_credit_notes(&caller.account_id(), &filter, &page)
+        .await?;
+    let next_cursor = page
+        .has_more
+        .then(|| page.items.last().map(|n| n.id.clone()))
+        .flatten();
+    let data = page
+        .items
+        .into_iter()
+        .map(CreditNoteOut::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(ListOut {
+        data,
+        has_more: page.has_more,
+        next_cursor,
+    }))
+}
+
+/// One credit note.
+#[utoipa::path(get, path = "/v1/credit-notes/{id}", tag = "invoices",
+    responses((status = 200, body = CreditNoteOut), (status = 404, body = ErrorBody)))]
+async fn get_credit_note(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CreditNoteOut>> {
+    let note = state
+        .store
+        .credit_note(&caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
+        })?;
+    Ok(Json(CreditNoteOut::try_from(note)?))
+}

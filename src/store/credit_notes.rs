@@ -1,0 +1,230 @@
+//! Credit notes (CONTRACT §11): one per approved refund, issued by `issue_in` inside the
+//! transaction that approves the refund (`refunds::settle_refund_in`), against the refunded
+//! charge's invoice. The refund spreads over the invoice's lines by `domain::tax::spread` and
+//! each part's base by `credit_split`, against what earlier credit notes of the invoice left:
+//! a line is never credited beyond its amount, base or IVA, and credit notes that refund the
+//! whole charge add up to the invoice exactly. Numbered in the `credit_note` series (`NC-1`, …)
+//! by `invoices::take_numbers`, in the same transaction.
+
+use super::entities::{credit_note, invoice, refund, subscription};
+use super::invoices::{InvoiceLine, take_numbers};
+use super::outbox::{Event, event_row};
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::charge_status::RefundStatus;
+use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
+use crate::ids::{AccountId, CreditNoteId};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+
+pub use credit_note::Model as CreditNote;
+
+/// The series of credit notes, and its prefix.
+pub const CREDIT_NOTE_SERIES: &str = "credit_note";
+const CREDIT_NOTE_PREFIX: &str = "NC-";
+
+/// One line of a credit note: the part of one invoice line it gives back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditLine {
+    /// The invoice line's position (0 first).
+    pub invoice_line: usize,
+    pub description: String,
+    pub amount_cents: i64,
+    pub tax_code: TaxCode,
+    pub tax_rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
+/// Filters of `GET /v1/credit-notes`.
+#[derive(Debug, Default)]
+pub struct CreditNoteFilter {
+    pub invoice_id: Option<String>,
+    pub charge_id: Option<String>,
+}
+
+impl Store {
+    pub async fn credit_note(
+        &self,
+        account: &AccountId,
+        id: &str,
+    ) -> StoreResult<Option<CreditNote>> {
+        Ok(credit_note::Entity::find_by_id(id)
+            .filter(credit_note::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_credit_notes(
+        &self,
+        account: &AccountId,
+        filter: &CreditNoteFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<CreditNote>> {
+        let mut select =
+            credit_note::Entity::find().filter(credit_note::Column::AccountId.eq(account.as_str()));
+        if let Some(invoice) = &filter.invoice_id {
+            select = select.filter(credit_note::Column::InvoiceId.eq(invoice.as_str()));
+        }
+        if let Some(charge) = &filter.charge_id {
+            select = select.filter(credit_note::Column::ChargeId.eq(charge.as_str()));
+        }
+        fetch_page(self.conn(), select, credit_note::Column::Id, page).await
+    }
+}
+
+/// What is left to credit on each line of `lines`, after the credit notes `earlier`.
+fn creditable(lines: &[InvoiceLine], earlier: &[CreditNote]) -> StoreResult<Vec<Creditable>> {
+    let mut left: Vec<Creditable> = lines
+        .iter()
+        .map(|line| Creditable {
+            tax_code: line.line.tax_code,
+            amount: line.line.amount_cents,
+            base: line.taxable_base_cents,
+            tax: line.tax_cents,
+        })
+        .collect();
+    for note in earlier {
+        let credited: Vec<CreditLine> = serde_json::from_str(&note.lines)
+            .map_err(|err| StoreError::invariant(format!("credit note {}: {err}", note.id)))?;
+        for line in credited {
+            let Some(target) = left.get_mut(line.invoice_line) else {
+                return Err(StoreError::invariant(format!(
+                    "credit note {} names line {} of an invoice without it",
+                    note.id, line.invoice_line
+                )));
+            };
+            target.amount -= line.amount_cents;
+            target.base -= line.taxable_base_cents;
+            target.tax -= line.tax_cents;
+        }
+    }
+    Ok(left)
+}
+
+/// Issues the credit note of `refund` (just approved, in the caller's transaction) against its
+/// charge's invoice, and writes its `credit_note.created` event with the event's deliveries:
+/// the endpoints given one. A charge without an invoice (approved before invoices existed)
+/// gets none.
+pub(crate) async fn issue_in<C: ConnectionTrait>(
+    conn: &C,
+    refund: &refund::Model,
+) -> StoreResult<Vec<String>> {
+    if refund.status != RefundStatus::Approved {
+        return Err(StoreError::invariant(format!(
+            "a credit note for refund {}, which is {}",
+            refund.id, refund.status
+        )));
+    }
+    let Some(invoice) = invoice::Entity::find()
+        .filter(invoice::Column::ChargeId.eq(refund.charge_id.as_str()))
+        .one(conn)
+        .await?
+    else {
+        tracing::warn!(refund = %refund.id, charge = %refund.charge_id, "a refund of a charge without an invoice: no credit note");
+        return Ok(Vec::new());
+    };
+    let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines)
+        .map_err(|err| StoreError::invariant(format!("invoice {}: {err}", invoice.id)))?;
+    let earlier = credit_note::Entity::find()
+        .filter(credit_note::Column::InvoiceId.eq(invoice.id.as_str()))
+        .all(conn)
+        .await?;
+    let left = creditable(&lines, &earlier)?;
+    let amounts: Vec<i64> = left.iter().map(|line| line.amount).collect();
+    let shares = spread(refund.amount_cents, &amounts).ok_or_else(|| {
+        StoreError::invariant(format!(
+            "refund {} of {} exceeds what invoice {} has left",
+            refund.id, refund.amount_cents, invoice.id
+        ))
+    })?;
+    let credited: Vec<CreditLine> = shares
+        .into_iter()
+        .enumerate()
+        .filter(|(_, share)| *share > 0)
+        .map(|(index, share)| {
+            let split = credit_split(&left[index], share);
+            CreditLine {
+                invoice_line: index,
+                description: lines[index].line.description.clone(),
+                amount_cents: share,
+                tax_code: lines[index].line.tax_code,
+                tax_rate_bps: lines[index].tax_rate_bps,
+                taxable_base_cents: split.base,
+                tax_cents: split.tax,
+            }
+        })
+        .collect();
+    let sequence = take_numbers(
+        conn,
+        &invoice.account_id,
+        CREDIT_NOTE_SERIES,
+        CREDIT_NOTE_PREFIX,
+        1,
+    )
+    .await?;
+    let note = CreditNote {
+        id: CreditNoteId::generate().into_string(),
+        account_id: invoice.account_id.clone(),
+        series: CREDIT_NOTE_SERIES.to_owned(),
+        sequence,
+        number: format!("{CREDIT_NOTE_PREFIX}{sequence}"),
+        invoice_id: invoice.id.clone(),
+        refund_id: refund.id.clone(),
+        charge_id: refund.charge_id.clone(),
+        subtotal_cents: credited.iter().map(|l| l.taxable_base_cents).sum(),
+        tax_cents: credited.iter().map(|l| l.tax_cents).sum(),
+        total_cents: refund.amount_cents,
+        lines: serde_json::to_string(&credited)
+            .map_err(|err| StoreError::invariant(format!("a credit note's lines: {err}")))?,
+        issued_at: refund.finalized_at.unwrap_or(refund.updated_at),
+    };
+    note.clone()
+        .into_active_model()
+        .reset_all()
+        .insert(conn)
+        .await?;
+    let event = created_event(conn, &invoice, &note).await?;
+    event
+        .clone()
+        .into_active_model()
+        .reset_all()
+        .insert(conn)
+        .await?;
+    let deliveries = super::webhooks::fan_out(conn, &event).await?;
+    Ok(deliveries.into_iter().map(|d| d.endpoint_id).collect())
+}
+
+/// `credit_note.created`: the subscription's id and metadata, the credit note, its amount.
+async fn created_event<C: ConnectionTrait>(
+    conn: &C,
+    invoice: &invoice::Model,
+    note: &CreditNote,
+) -> StoreResult<Event> {
+    let metadata = match &invoice.subscription_id {
+        Some(id) => subscription::Entity::find_by_id(id.as_str())
+            .select_only()
+            .column(subscription::Column::Metadata)
+            .into_tuple::<Option<String>>()
+            .one(conn)
+            .await?
+            .flatten()
+            .and_then(|raw| serde_json::from_str(&raw).ok()),
+        None => None,
+    };
+    let data = serde_json::json!({
+        "subscription_id": invoice.subscription_id,
+        "metadata": metadata.unwrap_or(serde_json::Value::Null),
+        "credit_note_id": note.id,
+        "amount_in_cents": note.total_cents,
+    });
+    Ok(event_row(
+        &note.account_id,
+        invoice.subscription_id.as_deref(),
+        "credit_note.created",
+        data,
+        note.issued_at,
+    ))
+}

@@ -1,0 +1,36 @@
+//! An invoice: one per approved charge, numbered in its account's series, with the customer and
+//! the lines as they were at issue (JSON) and its sums.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "invoices")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub series: String,
+    pub sequence: i64,
+    /// The series' prefix and the sequence (`FV-1`).
+    pub number: String,
+    pub charge_id: String,
+    pub subscription_id: Option<String>,
+    pub customer_id: String,
+    /// JSON of `store::invoices::Party`, as the customer was at issue.
+    pub customer: String,
+    /// JSON of `store::invoices::InvoiceLine`s.
+    pub lines: String,
+    /// JSON of `store::invoices::TaxEntry`s, one per tax code present.
+    pub tax_breakdown: String,
+    pub subtotal_cents: i64,
+    pub tax_cents: i64,
+    pub total_cents: i64,
+    /// The unguessable part of the hosted page's URL.
+    pub hosted_token: String,
+    pub issued_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

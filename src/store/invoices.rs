@@ -1,0 +1,428 @@
+//! Invoices (CONTRACT §11): one per approved charge, issued by `issue_in` inside the
+//! transaction that settles the charge (`charges::settle_charge_in` alone, `batch` for a
+//! renewal burst), so a settled approval without its invoice, or an invoice of a charge that was
+//! not approved, cannot be committed. The database holds the rest: one invoice per charge
+//! (`charge_id` UNIQUE), its total equal to the approved charge's amount (a trigger), its sums
+//! (CHECKs), and each series' numbers unique; the numbers have no gap because `take_numbers`
+//! moves the series' counter in that same transaction.
+
+use super::entities::charge_attempt::Model as ChargeAttempt;
+use super::entities::{account, customer, invoice, invoice_series, subscription};
+use super::outbox::{Event, event_row};
+use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::charge_status::ChargeStatus;
+use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
+use crate::ids::{AccountId, InvoiceId};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+pub use invoice::Model as Invoice;
+
+/// The series of sales invoices, and its prefix while DIAN is off (`FV-1`, `FV-2`, …).
+pub const INVOICE_SERIES: &str = "invoice";
+const INVOICE_PREFIX: &str = "FV-";
+
+/// One line of what a charge is for, decided with its amount (`NewCharge::lines`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftLine {
+    pub description: String,
+    pub quantity: i64,
+    /// Tax-inclusive: what the customer pays for the line.
+    pub amount_cents: i64,
+    pub tax_code: TaxCode,
+    pub period_start: Option<i64>,
+    pub period_end: Option<i64>,
+    pub plan_id: Option<String>,
+    pub addon_id: Option<String>,
+}
+
+/// An invoice's line: the draft and its split.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvoiceLine {
+    #[serde(flatten)]
+    pub line: DraftLine,
+    pub tax_rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
+/// One entry of an invoice's IVA breakdown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaxEntry {
+    pub tax_code: TaxCode,
+    pub rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
+/// Whom an invoice is made out to, as they were at issue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Party {
+    pub name: String,
+    pub email: String,
+    pub tax_id: TaxId,
+    pub legal_name: Option<String>,
+    pub address: Option<serde_json::Value>,
+}
+
+/// A tax identity; without one, the final consumer (`consumidor final`, 222222222222).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaxId {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub number: String,
+}
+
+impl TaxId {
+    pub fn final_consumer() -> Self {
+        Self {
+            kind: "CC".into(),
+            number: "222222222222".into(),
+        }
+    }
+}
+
+/// Filters of `GET /v1/invoices`.
+#[derive(Debug, Default)]
+pub struct InvoiceFilter {
+    pub customer_id: Option<String>,
+    pub subscription_id: Option<String>,
+    pub charge_id: Option<String>,
+}
+
+impl Store {
+    pub async fn invoice(&self, account: &AccountId, id: &str) -> StoreResult<Option<Invoice>> {
+        Ok(invoice::Entity::find_by_id(id)
+            .filter(invoice::Column::AccountId.eq(account.as_str()))
+            .one(self.conn())
+            .await?)
+    }
+
+    pub async fn list_invoices(
+        &self,
+        account: &AccountId,
+        filter: &InvoiceFilter,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Invoice>> {
+        let mut select =
+            invoice::Entity::find().filter(invoice::Column::AccountId.eq(account.as_str()));
+        if let Some(customer) = &filter.customer_id {
+            select = select.filter(invoice::Column::CustomerId.eq(customer.as_str()));
+        }
+        if let Some(subscription) = &filter.subscription_id {
+            select = select.filter(invoice::Column::SubscriptionId.eq(subscription.as_str()));
+        }
+        if let Some(charge) = &filter.charge_id {
+            select = select.filter(invoice::Column::ChargeId.eq(charge.as_str()));
+        }
+        fetch_page(self.conn(), select, invoice::Column::Id, page).await
+    }
+}
+
+/// The lines a charge records (`charge_attempts.invoice_lines`): its draft lines when they add
+/// up to its amount; otherwise (a charge begun before invoices, or without lines) one line of
+/// the whole amount at `default_code`.
+fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
+    let drafted: Option<Vec<DraftLine>> = charge
+        .invoice_lines
+        .as_deref()
+        .and_then(|raw| serde_json::from_str(raw).ok());
+    match drafted {
+        Some(lines)
+            if !lines.is_empty()
+                && lines.iter().map(|l| l.amount_cents).sum::<i64>() == charge.amount_cents =>
+        {
+            lines
+        }
+        drafted => {
+            if drafted.is_some() {
+                tracing::error!(charge = %charge.id, "a charge's lines do not add up to its amount; invoiced as one line");
+            }
+            vec![DraftLine {
+                description: "Cargo".into(),
+                quantity: 1,
+                amount_cents: charge.amount_cents,
+                tax_code: default_code,
+                period_start: charge.period_start,
+                period_end: None,
+                plan_id: None,
+                addon_id: None,
+            }]
+        }
+    }
+}
+
+/// Takes `count` consecutive numbers of `account`'s series: the first of them. In the caller's
+/// transaction, so its rollback gives them back.
+pub(super) async fn take_numbers<C: ConnectionTrait>(
+    conn: &C,
+    account_id: &str,
+    series: &str,
+    prefix: &str,
+    count: i64,
+) -> StoreResult<i64> {
+    for _ in 0..2 {
+        let moved = invoice_series::Entity::update_many()
+            .col_expr(
+                invoice_series::Column::NextNumber,
+                Expr::col(invoice_series::Column::NextNumber).add(count),
+            )
+            .filter(invoice_series::Column::AccountId.eq(account_id))
+            .filter(invoice_series::Column::Series.eq(series))
+            .exec_with_returning(conn)
+            .await?;
+        if let Some(row) = moved.into_iter().next() {
+            return Ok(row.next_number - count);
+        }
+        // The account's first document of the series: its counter starts at 1.
+        invoice_series::Entity::insert(
+            invoice_series::Model {
+                account_id: account_id.to_owned(),
+                series: series.to_owned(),
+                prefix: prefix.to_owned(),
+                next_number: 1,
+            }
+            .into_active_model(),
+        )
+        .on_conflict(
+            OnConflict::columns([
+                invoice_series::Column::AccountId,
+                invoice_series::Column::Series,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(conn)
+        .await?;
+    }
+    Err(StoreError::invariant(format!(
+        "the {series} series of {account_id} could not be created"
+    )))
+}
+
+/// Issues the invoice of each charge of `charges` (each just approved, in the caller's
+/// transaction), numbered in order, and answers their `invoice.created` events for the caller
+/// to write with the rest of the transaction's events.
+pub(crate) async fn issue_in<C: ConnectionTrait>(
+    conn: &C,
+    charges: &[&ChargeAttempt],
+) -> StoreResult<Vec<Event>> {
+    if charges.is_empty() {
+        return Ok(Vec::new());
+    }
+    if let Some(charge) = charges.iter().find(|c| !c.is(ChargeStatus::Approved)) {
+        return Err(StoreError::invariant(format!(
+            "an invoice for charge {}, which is {}",
+            charge.id, charge.status
+        )));
+    }
+    let customers: HashMap<String, customer::Model> = customer::Entity::find()
+        .filter(customer::Column::Id.is_in(charges.iter().map(|c| c.customer_id.as_str())))
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|c| (c.id.clone(), c))
+        .collect();
+    let with_subscription: Vec<&str> = charges
+        .iter()
+        .filter_map(|c| c.subscription_id.as_deref())
+        .collect();
+    let metadata: HashMap<String, Option<String>> = if with_subscription.is_empty() {
+        HashMap::new()
+    } else {
+        subscription::Entity::find()
+            .select_only()
+            .column(subscription::Column::Id)
+            .column(subscription::Column::Metadata)
+            .filter(subscription::Column::Id.is_in(with_subscription))
+            .into_tuple::<(String, Option<String>)>()
+            .all(conn)
+            .await?
+            .into_iter()
+            .collect()
+    };
+    let mut by_account: BTreeMap<&str, Vec<&ChargeAttempt>> = BTreeMap::new();
+    for charge in charges {
+        by_account
+            .entry(charge.account_id.as_str())
+            .or_default()
+            .push(charge);
+    }
+    let mut rows = Vec::with_capacity(charges.len());
+    let mut events = Vec::with_capacity(charges.len());
+    for (account_id, charges) in by_account {
+        let default_code = account::Entity::find_by_id(account_id)
+            .select_only()
+            .column(account::Column::DefaultTaxCode)
+            .into_tuple::<TaxCode>()
+            .one(conn)
+            .await?
+            .unwrap_or_default();
+        let first = take_numbers(
+            conn,
+            account_id,
+            INVOICE_SERIES,
+            INVOICE_PREFIX,
+            charges.len() as i64,
+        )
+        .await?;
+        for (offset, charge) in charges.into_iter().enumerate() {
+            let sequence = first + offset as i64;
+            let row = invoice_row(charge, &customers, default_code, sequence)?;
+            let metadata = charge
+                .subscription_id
+                .as_ref()
+                .and_then(|id| metadata.get(id).cloned().flatten())
+                .and_then(|raw| serde_json::from_str(&raw).ok())
+                .unwrap_or(serde_json::Value::Null);
+            let data = serde_json::json!({
+                "subscription_id": charge.subscription_id,
+                "metadata": metadata,
+                "invoice_id": row.id,
+                "amount_in_cents": row.total_cents,
+            });
+            events.push(event_row(
+                account_id,
+                charge.subscription_id.as_deref(),
+                "invoice.created",
+                data,
+                row.issued_at,
+            ));
+            rows.push(row);
+        }
+    }
+    invoice::Entity::insert_many(
+        rows.into_iter()
+            .map(|row| row.into_active_model().reset_all()),
+    )
+    .exec_without_returning(conn)
+    .await?;
+    Ok(events)
+}
+
+/// Issues the invoice of one approved `charge` and writes its event with the event's
+/// deliveries, in the caller's transaction: the endpoints given one, to wake after the commit.
+pub(crate) async fn issue_with_events<C: ConnectionTrait>(
+    conn: &C,
+    charge: &ChargeAttempt,
+) -> StoreResult<Vec<String>> {
+    let mut touched = Vec::new();
+    for event in issue_in(conn, &[charge]).await? {
+        event
+            .clone()
+            .into_active_model()
+            .reset_all()
+            .insert(conn)
+            .await?;
+        let deliveries = super::webhooks::fan_out(conn, &event).await?;
+        touched.extend(deliveries.into_iter().map(|d| d.endpoint_id));
+    }
+    Ok(touched)
+}
+
+impl super::txn::StoreTxn {
+    /// Issues the invoice of an approved checkout charge, once the transaction that settles it
+    /// has made the customer and the subscription it is for.
+    pub async fn issue_invoice(&self, charge_id: &str) -> StoreResult<()> {
+        let charge = super::entities::charge_attempt::Entity::find_by_id(charge_id)
+            .one(self.conn())
+            .await?
+            .ok_or_else(|| StoreError::invariant(format!("no charge {charge_id} to invoice")))?;
+        let touched = issue_with_events(self.conn(), &charge).await?;
+        self.touch(touched);
+        Ok(())
+    }
+}
+
+/// The invoice of an approved `charge`, numbered `sequence`.
+fn invoice_row(
+    charge: &ChargeAttempt,
+    customers: &HashMap<String, customer::Model>,
+    default_code: TaxCode,
+    sequence: i64,
+) -> StoreResult<Invoice> {
+    // A charge's customer is never deleted; were it missing, the money still settles and the
+    // invoice is made out to the final consumer (the error is logged for operators).
+    let party = match customers.get(&charge.customer_id) {
+        Some(customer) => Party {
+            name: customer.name.clone(),
+            email: customer.email.clone(),
+            tax_id: match (&customer.tax_id_type, &customer.tax_id_number) {
+                (Some(kind), Some(number)) => TaxId {
+                    kind: kind.clone(),
+                    number: number.clone(),
+                },
+                _ => TaxId::final_consumer(),
+            },
+            legal_name: customer.legal_name.clone(),
+            address: customer
+                .address
+                .as_deref()
+                .and_then(|raw| serde_json::from_str(raw).ok()),
+        },
+        None => {
+            tracing::error!(charge = %charge.id, customer = %charge.customer_id, "an approved charge of no customer; invoiced to the final consumer");
+            Party {
+                name: String::new(),
+                email: String::new(),
+                tax_id: TaxId::final_consumer(),
+                legal_name: None,
+                address: None,
+            }
+        }
+    };
+    let drafts = lines_of(charge, default_code);
+    let taxed: Vec<Taxed> = drafts
+        .iter()
+        .map(|line| Taxed::new(line.tax_code, line.amount_cents))
+        .collect();
+    let sums = totals(&taxed);
+    let lines: Vec<InvoiceLine> = drafts
+        .into_iter()
+        .zip(&taxed)
+        .map(|(line, taxed)| InvoiceLine {
+            tax_rate_bps: line.tax_code.rate_bps(),
+            taxable_base_cents: taxed.split.base,
+            tax_cents: taxed.split.tax,
+            line,
+        })
+        .collect();
+    let entries: Vec<TaxEntry> = breakdown(&taxed)
+        .into_iter()
+        .map(|(code, split)| TaxEntry {
+            tax_code: code,
+            rate_bps: code.rate_bps(),
+            taxable_base_cents: split.base,
+            tax_cents: split.tax,
+        })
+        .collect();
+    Ok(Invoice {
+        id: InvoiceId::generate().into_string(),
+        account_id: charge.account_id.clone(),
+        series: INVOICE_SERIES.to_owned(),
+        sequence,
+        number: format!("{INVOICE_PREFIX}{sequence}"),
+        charge_id: charge.id.clone(),
+        subscription_id: charge.subscription_id.clone(),
+        customer_id: charge.customer_id.clone(),
+        customer: to_json(&party)?,
+        lines: to_json(&lines)?,
+        tax_breakdown: to_json(&entries)?,
+        subtotal_cents: sums.subtotal,
+        tax_cents: sums.tax,
+        total_cents: sums.total,
+        hosted_token: crate::secrets::random_token("inv_", 32),
+        issued_at: charge.finalized_at.unwrap_or(charge.updated_at),
+    })
+}
+
+/// JSON of an invoice's part.
+fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value)
+        .map_err(|err| StoreError::invariant(format!("an invoice's JSON: {err}")))
+}
