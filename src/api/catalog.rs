@@ -1,15 +1,15 @@
-//! Plans, add-ons and customers (CONTRACT §4).
+//! Plans and add-ons (CONTRACT §4, their tax codes §11).
 
 use crate::domain::tax::TaxCode;
-use crate::domain::text::{Email, Name};
+use crate::domain::text::Name;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
-use crate::ids::{AddonId, CustomerId, PlanId};
-use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch, Customer};
+use crate::ids::{AddonId, PlanId};
+use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -29,8 +29,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(create_addon, list_addons))
         .routes(routes!(get_addon, update_addon))
-        .routes(routes!(create_customer, list_customers))
-        .routes(routes!(get_customer))
 }
 
 /// The largest amount accepted: ten billion pesos, far from any overflow in fee arithmetic.
@@ -118,54 +116,7 @@ impl From<CatalogItem> for CatalogItemOut {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(examples(json!({
-    "email": "ana.gomez@example.co",
-    "name": "Ana Gómez",
-    "metadata": {"crm_id": "A-1042"}
-})))]
-pub struct CustomerIn {
-    #[schema(format = Email, max_length = 254)]
-    pub email: String,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
-    pub name: String,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<serde_json::Value>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(examples(json!({
-    "id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
-    "email": "ana.gomez@example.co",
-    "name": "Ana Gómez",
-    "metadata": {"crm_id": "A-1042"},
-    "created_at": "2026-11-02T14:30:00Z"
-})))]
-pub struct CustomerOut {
-    pub id: String,
-    #[schema(format = Email)]
-    pub email: String,
-    pub name: String,
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<Box<RawValue>>,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-}
-
-impl From<Customer> for CustomerOut {
-    fn from(customer: Customer) -> Self {
-        Self {
-            metadata: metadata_value(customer.metadata.as_deref()),
-            created_at: rfc3339(from_millis(customer.created_at)),
-            id: customer.id,
-            email: customer.email,
-            name: customer.name,
-        }
-    }
-}
-
-fn parse_name(raw: &str) -> ApiResult<String> {
+pub(super) fn parse_name(raw: &str) -> ApiResult<String> {
     Name::parse(raw)
         .map(Name::into_string)
         .map_err(|why| ApiError::bad_request(format!("name {why}.")).param("name"))
@@ -397,65 +348,4 @@ async fn update_addon(
     ApiJson(body): ApiJson<CatalogItemPatch>,
 ) -> ApiResult<Json<CatalogItemOut>> {
     update_item(&state, &caller, CatalogKind::Addon, &id, body).await
-}
-
-/// Create a customer.
-#[utoipa::path(post, path = "/v1/customers", tag = "customers", request_body = CustomerIn,
-    responses((status = 201, body = CustomerOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-async fn create_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    ApiJson(body): ApiJson<CustomerIn>,
-) -> ApiResult<(StatusCode, Json<CustomerOut>)> {
-    let email = Email::parse(&body.email)
-        .map_err(|why| ApiError::bad_request(format!("email {why}.")).param("email"))?;
-    let customer = Customer {
-        id: CustomerId::generate().into_string(),
-        account_id: caller.0.id.clone(),
-        email: email.into_string(),
-        name: parse_name(&body.name)?,
-        metadata: metadata_text(body.metadata)?,
-        created_at: chrono::Utc::now().timestamp_millis(),
-        tax_id_type: None,
-        tax_id_number: None,
-        legal_name: None,
-        address: None,
-    };
-    let customer = state.store.insert_customer(customer).await?;
-    Ok((StatusCode::CREATED, Json(customer.into())))
-}
-
-/// List customers, newest first.
-#[utoipa::path(get, path = "/v1/customers", tag = "customers", params(ListQuery),
-    responses((status = 200, body = ListOut<CustomerOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
-async fn list_customers(
-    State(state): State<AppState>,
-    caller: Caller,
-    ApiQuery(query): ApiQuery<ListQuery>,
-) -> ApiResult<Json<ListOut<CustomerOut>>> {
-    let page = state
-        .store
-        .list_customers(&caller.account_id(), &query.page()?)
-        .await?;
-    Ok(Json(ListOut::from_page(
-        page,
-        |c| c.id.clone(),
-        CustomerOut::from,
-    )))
-}
-
-/// Get a customer.
-#[utoipa::path(get, path = "/v1/customers/{id}", tag = "customers",
-    responses((status = 200, body = CustomerOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
-async fn get_customer(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> ApiResult<Json<CustomerOut>> {
-    state
-        .store
-        .customer(&caller.account_id(), &id)
-        .await?
-        .map(|c| Json(c.into()))
-        .ok_or_else(|| ApiError::not_found(format!("No customer with id `{id}`.")).param("id"))
 }

@@ -9,6 +9,7 @@ pub mod balance;
 pub mod catalog;
 pub mod charges;
 pub mod checkout_sessions;
+pub mod customers;
 pub mod dashboard;
 pub mod events;
 pub mod ingress;
@@ -124,6 +125,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     let mut v1 = OpenApiRouter::new()
         .merge(accounts::router())
         .merge(catalog::router())
+        .merge(customers::router())
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(charges::router())

@@ -13,5 +13,6 @@ pub mod recheck;
 pub mod schedule;
 pub mod subscription;
 pub mod tax;
+pub mod tax_id;
 pub mod text;
 pub mod time;

@@ -65,6 +65,18 @@ pub struct CatalogPatch {
     pub tax_code: Option<crate::domain::tax::TaxCode>,
 }
 
+/// What `PATCH /v1/customers/{id}` changes; `None` leaves a field as it is.
+#[derive(Debug, Default)]
+pub struct CustomerPatch {
+    pub email: Option<String>,
+    pub name: Option<String>,
+    /// The document's kind and number.
+    pub tax_id: Option<(String, String)>,
+    pub legal_name: Option<String>,
+    /// JSON `{line, city_code, country}`.
+    pub address: Option<String>,
+}
+
 impl Store {
     pub async fn insert_catalog_item(&self, item: CatalogItem) -> StoreResult<CatalogItem> {
         let model: catalog_item::ActiveModel = item.into();
@@ -132,6 +144,39 @@ impl Store {
             .filter(customer::Column::AccountId.eq(account.as_str()))
             .one(self.conn())
             .await?)
+    }
+
+    /// Applies `patch` to the account's customer `id`; `None` when it has none of that id.
+    pub async fn update_customer(
+        &self,
+        account: &AccountId,
+        id: &str,
+        patch: CustomerPatch,
+    ) -> StoreResult<Option<Customer>> {
+        let Some(found) = self.customer(account, id).await? else {
+            return Ok(None);
+        };
+        let mut model: customer::ActiveModel = found.clone().into();
+        if let Some(email) = patch.email {
+            model.email = Set(email);
+        }
+        if let Some(name) = patch.name {
+            model.name = Set(name);
+        }
+        if let Some((kind, number)) = patch.tax_id {
+            model.tax_id_type = Set(Some(kind));
+            model.tax_id_number = Set(Some(number));
+        }
+        if let Some(legal_name) = patch.legal_name {
+            model.legal_name = Set(Some(legal_name));
+        }
+        if let Some(address) = patch.address {
+            model.address = Set(Some(address));
+        }
+        if !model.is_changed() {
+            return Ok(Some(found));
+        }
+        Ok(Some(model.update(self.writer()).await?))
     }
 
     pub async fn list_customers(

@@ -15,7 +15,13 @@ crate::db_tests!(
     a_declined_charge_has_no_invoice_and_numbers_stay_gapless,
     a_tax_code_outside_the_vocabulary_is_refused_and_nothing_is_stored,
     refunds_in_parts_are_credit_notes_that_add_up_to_the_invoice,
+    a_customers_tax_identity_is_checked_and_invoices_keep_it_as_it_was,
 );
+
+async fn customer_count(app: &TestApp) -> usize {
+    let (_, page) = read(app.get("/v1/customers?limit=100").await).await;
+    page["data"].as_array().map(Vec::len).unwrap_or(0)
+}
 
 async fn invoices(app: &TestApp, query: &str) -> Vec<Value> {
     let (status, page) = read(app.get(&format!("/v1/invoices?{query}")).await).await;
@@ -355,4 +361,79 @@ async fn refunds_in_parts_are_credit_notes_that_add_up_to_the_invoice(app: TestA
     let (status, _) = crate::refunds::refund(&app, charge, json!({})).await;
     assert_eq!(status, 400);
     assert_invariants(&app).await;
+}
+
+/// A customer's tax identity: a NIT with a wrong check digit, an unknown document or an address
+/// without a DANE city code is a 400 naming the field, and nothing is stored; a valid NIT
+/// answers its check digit; an invoice keeps the customer as they were when it was issued.
+async fn a_customers_tax_identity_is_checked_and_invoices_keep_it_as_it_was(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let before = customer_count(&app).await;
+    for (body, param) in [
+        (
+            json!({"tax_id": {"type": "NIT", "number": "900123456-7"}}),
+            "tax_id",
+        ),
+        (
+            json!({"tax_id": {"type": "RUT", "number": "900123456"}}),
+            "tax_id",
+        ),
+        (
+            json!({"address": {"line": "Calle 93 # 11-26", "city_code": "Bogotá", "country": "CO"}}),
+            "address.city_code",
+        ),
+    ] {
+        let mut full = json!({"email": "e@example.co", "name": "Empresa"});
+        for (k, v) in body.as_object().expect("object") {
+            full[k] = v.clone();
+        }
+        let (status, error) = read(app.post("/v1/customers", full).await).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["param"], param, "{error}");
+    }
+    assert_eq!(customer_count(&app).await, before, "nothing stored");
+    let (status, company) = read(
+        app.post(
+            "/v1/customers",
+            json!({"email": "e@example.co", "name": "Empresa",
+                   "tax_id": {"type": "NIT", "number": "800197268"},
+                   "legal_name": "Empresa S.A.S.",
+                   "address": {"line": "Calle 93 # 11-26", "city_code": "11001", "country": "CO"}}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{company}");
+    assert_eq!(company["tax_id"]["check_digit"], 4);
+    assert_eq!(company["address"]["city_code"], "11001");
+
+    // Ana (no tax id) is invoiced to the final consumer; after her PATCH, as herself.
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let id = sub["id"].as_str().expect("id");
+    let (status, patched) = patch(
+        &app,
+        &format!("/v1/customers/{}", shop.customer),
+        json!({"tax_id": {"type": "CC", "number": "1020304050"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(patched["tax_id"]["type"], "CC");
+    assert_eq!(patched["tax_id"]["check_digit"], Value::Null);
+    advance(&app, 31 * 86_400).await;
+    let query = format!("subscription_id={id}");
+    eventually(Duration::from_secs(20), || async {
+        invoices(&app, &query).await.len() == 2
+    })
+    .await;
+    let all = invoices(&app, &query).await;
+    assert_eq!(
+        all[0]["customer"]["tax_id"],
+        json!({"type": "CC", "number": "1020304050"})
+    );
+    assert_eq!(
+        all[1]["customer"]["tax_id"]["number"], "222222222222",
+        "as it was at issue"
+    );
+    let (status, _) = patch(&app, "/v1/customers/cus_missing", json!({"name": "X"})).await;
+    assert_eq!(status, 404);
 }

@@ -134,6 +134,10 @@ pub fn tax_code() -> Ref {
     Ref::from_schema_name("TaxCode")
 }
 
+pub fn tax_id_kind() -> Object {
+    strings(crate::domain::tax_id::TaxIdKind::WORDS, false)
+}
+
 pub fn optional_tax_code() -> Object {
     strings(TaxCode::WORDS, true)
 }

@@ -88,7 +88,9 @@ pub(super) type Objects = BTreeMap<Kind, String>;
 /// that kind (the caller's own, except in the variant that tries B's).
 pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
     let body = match (method, path) {
-        ("patch", "/v1/plans/{id}" | "/v1/addons/{id}") => json!({"name": "Renamed"}),
+        ("patch", "/v1/plans/{id}" | "/v1/addons/{id}" | "/v1/customers/{id}") => {
+            json!({"name": "Renamed"})
+        }
         ("post", "/v1/customers/{id}/payment-methods") => {
             json!({"processor_payment_source_id": 1})
         }
@@ -201,8 +203,8 @@ pub(super) fn build(
 
 /// Body fields named `*_id` that are not our ids: `processor_payment_source_id` is the
 /// processor's, looked up with the caller's own processor keys (the processor scopes it to
-/// that merchant).
-pub(super) const NOT_OURS: [&str; 1] = ["processor_payment_source_id"];
+/// that merchant); `tax_id` is a customer's identity document.
+pub(super) const NOT_OURS: [&str; 2] = ["processor_payment_source_id", "tax_id"];
 
 /// How a group of routes is guarded (see the file's doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
