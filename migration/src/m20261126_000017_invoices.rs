@@ -9,7 +9,8 @@
 //!   series has no gap.
 //! - `invoices`: one per approved charge (`charge_id` UNIQUE), numbered once per series
 //!   (`UNIQUE (account_id, series, sequence)`), its sums held together by CHECKs.
-//! - `customers`: the tax identity an invoice is made out to (kept on the invoice as issued).
+//! - `customers`: the tax identity an invoice is made out to (kept on the invoice as issued);
+//!   `accounts.invoicing`: the seller's (JSON: legal name, NIT, address, tax regime).
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::sea_orm::DatabaseBackend;
@@ -41,6 +42,7 @@ impl MigrationTrait for Migration {
         }
         for statement in [
             "ALTER TABLE charge_attempts ADD COLUMN invoice_lines TEXT NULL",
+            "ALTER TABLE accounts ADD COLUMN invoicing TEXT NULL",
             "ALTER TABLE customers ADD COLUMN tax_id_type TEXT NULL",
             "ALTER TABLE customers ADD COLUMN tax_id_number TEXT NULL",
             "ALTER TABLE customers ADD COLUMN legal_name TEXT NULL",
@@ -126,6 +128,7 @@ impl MigrationTrait for Migration {
             "ALTER TABLE customers DROP COLUMN tax_id_number",
             "ALTER TABLE customers DROP COLUMN tax_id_type",
             "ALTER TABLE charge_attempts DROP COLUMN invoice_lines",
+            "ALTER TABLE accounts DROP COLUMN invoicing",
             "ALTER TABLE accounts DROP COLUMN default_tax_code",
             "ALTER TABLE catalog_items DROP COLUMN tax_code",
         ] {

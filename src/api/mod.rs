@@ -15,6 +15,7 @@ pub mod events;
 pub mod ingress;
 pub mod internal;
 pub mod invoices;
+pub mod invoicing;
 pub mod openapi;
 pub mod payment_methods;
 pub mod probes;
@@ -126,6 +127,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(accounts::router())
         .merge(catalog::router())
         .merge(customers::router())
+        .merge(invoicing::router())
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(charges::router())

@@ -7,6 +7,26 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryF
 
 pub use account::Model as Account;
 
+/// The seller's invoicing settings (CONTRACT §11), kept as JSON on the account.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Seller {
+    pub legal_name: Option<String>,
+    /// Its digits, without the check digit.
+    pub nit: Option<String>,
+    pub address: Option<serde_json::Value>,
+    pub tax_regime: Option<String>,
+}
+
+impl Account {
+    /// The seller's settings (none set: all empty).
+    pub fn seller(&self) -> Seller {
+        self.invoicing
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw).ok())
+            .unwrap_or_default()
+    }
+}
+
 /// Everything needed to create an account; keys are already generated or given.
 #[derive(Clone)]
 pub struct NewAccount {
@@ -56,8 +76,30 @@ impl Store {
             reserved_cents: Set(0),
             created_at: Set(new.created_at),
             default_tax_code: Set(crate::domain::tax::TaxCode::Iva19),
+            invoicing: Set(None),
         };
         Ok(model.insert(self.writer()).await?)
+    }
+
+    /// Stores the seller's settings and default tax code; the account as it now is.
+    pub async fn update_invoicing(
+        &self,
+        id: &AccountId,
+        seller: &Seller,
+        default_tax_code: crate::domain::tax::TaxCode,
+    ) -> StoreResult<Account> {
+        let raw = serde_json::to_string(seller)
+            .map_err(|err| super::StoreError::invariant(format!("seller settings: {err}")))?;
+        let updated = account::Entity::update_many()
+            .col_expr(account::Column::Invoicing, Some(raw).into())
+            .col_expr(account::Column::DefaultTaxCode, default_tax_code.into())
+            .filter(account::Column::Id.eq(id.as_str()))
+            .exec_with_returning(self.writer())
+            .await?;
+        updated
+            .into_iter()
+            .next()
+            .ok_or_else(|| super::StoreError::invariant(format!("no account {id}")))
     }
 
     pub async fn account_by_key_hash(&self, hash: &str) -> StoreResult<Option<Account>> {

@@ -89,6 +89,7 @@ mod tests {
             reserved_cents: 0,
             created_at: 0,
             default_tax_code: crate::domain::tax::TaxCode::Iva19,
+            invoicing: None,
         }
     }
 

@@ -16,6 +16,7 @@ crate::db_tests!(
     a_tax_code_outside_the_vocabulary_is_refused_and_nothing_is_stored,
     refunds_in_parts_are_credit_notes_that_add_up_to_the_invoice,
     a_customers_tax_identity_is_checked_and_invoices_keep_it_as_it_was,
+    the_sellers_settings_are_checked_and_set_the_default_tax_code,
 );
 
 async fn customer_count(app: &TestApp) -> usize {
@@ -436,4 +437,41 @@ async fn a_customers_tax_identity_is_checked_and_invoices_keep_it_as_it_was(app:
     );
     let (status, _) = patch(&app, "/v1/customers/cus_missing", json!({"name": "X"})).await;
     assert_eq!(status, 404);
+}
+
+/// The seller's settings: read, changed field by field, refused with the field named; the
+/// default tax code is what a plan created without one gets.
+async fn the_sellers_settings_are_checked_and_set_the_default_tax_code(app: TestApp) {
+    let (status, settings) = read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(status, 200, "{settings}");
+    assert_eq!(settings["default_tax_code"], "iva_19");
+    assert_eq!(settings["legal_name"], Value::Null);
+    assert_eq!(settings["dian"], Value::Null);
+    for (body, param) in [
+        (json!({"nit": "900123456-1"}), "nit"),
+        (json!({"tax_regime": "simplificado"}), "tax_regime"),
+        (json!({"default_tax_code": "iva_16"}), "default_tax_code"),
+        (json!({"dian": {"environment": "test"}}), "dian"),
+    ] {
+        let (status, error) = patch(&app, "/v1/account/invoicing", body).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["error"]["param"], param, "{error}");
+    }
+    let (_, unchanged) = read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(unchanged, settings, "a refused change stores nothing");
+    let (status, set) = patch(
+        &app,
+        "/v1/account/invoicing",
+        json!({"legal_name": "Tienda Ejemplo S.A.S.", "nit": "900123456",
+               "address": {"line": "Carrera 7 # 71-21", "city_code": "11001", "country": "CO"},
+               "tax_regime": "responsable_iva", "default_tax_code": "iva_5"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set["nit"], json!({"number": "900123456", "check_digit": 8}));
+    assert_eq!(set["tax_regime"], "responsable_iva");
+    let (_, again) = read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(again, set);
+    let plan = app.create_plan("Cinco", 105, 1_050).await;
+    assert_eq!(plan["tax_code"], "iva_5");
 }

@@ -138,6 +138,10 @@ pub fn tax_id_kind() -> Object {
     strings(crate::domain::tax_id::TaxIdKind::WORDS, false)
 }
 
+pub fn optional_tax_regime() -> Object {
+    strings(crate::api::invoicing::TaxRegime::WORDS, true)
+}
+
 pub fn optional_tax_code() -> Object {
     strings(TaxCode::WORDS, true)
 }

@@ -29,6 +29,8 @@ pub struct Model {
     pub created_at: i64,
     /// The tax code of a plan or add-on created without one (CONTRACT §11).
     pub default_tax_code: TaxCode,
+    /// The seller's invoicing settings (JSON of `store::accounts::Seller`).
+    pub invoicing: Option<String>,
 }
 
 /// Secrets stay out of logs: the Debug form names the account only.
