@@ -4,7 +4,7 @@
 //! `dian` sent is refused, and `dian` reads null.
 
 use super::customers::AddressIn;
-use crate::domain::tax::TaxCode;
+use crate::domain::tax::{TaxCode, TaxRegime};
 use crate::domain::tax_id::{TaxId, is_dane_city_code};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -20,16 +20,6 @@ use utoipa_axum::routes;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(get_invoicing, update_invoicing))
-}
-
-crate::domain::vocabulary! {
-    /// The seller's IVA regime.
-    pub enum TaxRegime {
-        /// Responsable de IVA (DIAN's code 48).
-        ResponsableIva => "responsable_iva",
-        /// No responsable de IVA (49).
-        NoResponsableIva => "no_responsable_iva",
-    }
 }
 
 /// Body of `PATCH /v1/account/invoicing`: what it names changes.

@@ -31,6 +31,16 @@ super::vocabulary! {
     }
 }
 
+super::vocabulary! {
+    /// The seller's IVA regime.
+    pub enum TaxRegime {
+        /// Responsable de IVA (DIAN's code 48).
+        ResponsableIva => "responsable_iva",
+        /// No responsable de IVA (49).
+        NoResponsableIva => "no_responsable_iva",
+    }
+}
+
 impl TaxCode {
     /// The rate in basis points (19 % is 1 900).
     pub fn rate_bps(self) -> i64 {

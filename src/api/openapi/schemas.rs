@@ -139,7 +139,7 @@ pub fn tax_id_kind() -> Object {
 }
 
 pub fn optional_tax_regime() -> Object {
-    strings(crate::api::invoicing::TaxRegime::WORDS, true)
+    strings(crate::domain::tax::TaxRegime::WORDS, true)
 }
 
 pub fn optional_tax_code() -> Object {

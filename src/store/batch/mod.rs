@@ -369,19 +369,8 @@ impl Store {
             );
         }
 
-        // The approved charges' invoices (numbered now, in this transaction), and the events
-        // with their deliveries.
-        let approved: Vec<&ChargeAttempt> = chosen
-            .iter()
-            .map(|s| &s.charge)
-            .filter(|c| c.is(ChargeStatus::Approved))
-            .collect();
-        let invoiced = super::invoices::issue_in(conn, &approved).await?;
-        let rows: Vec<&Event> = chosen
-            .iter()
-            .flat_map(|s| s.events.iter())
-            .chain(&invoiced)
-            .collect();
+        // The events, and their deliveries.
+        let rows: Vec<&Event> = chosen.iter().flat_map(|s| s.events.iter()).collect();
         statements.extend(event_statements(&txn, rows).await?);
 
         // The account's row last (see `begin_many`).
@@ -401,6 +390,19 @@ impl Store {
             );
         }
         execute_together(conn, statements).await?;
+        // The approved charges' invoices, numbered now, with their events: after the account's
+        // row, as every settlement takes the account's row before its series' (no deadlock
+        // between a batch and a charge settled alone).
+        let approved: Vec<&ChargeAttempt> = chosen
+            .iter()
+            .map(|s| &s.charge)
+            .filter(|c| c.is(ChargeStatus::Approved))
+            .collect();
+        let invoiced = super::invoices::issue_in(conn, &approved).await?;
+        if !invoiced.is_empty() {
+            let statements = event_statements(&txn, invoiced.iter().collect()).await?;
+            execute_together(conn, statements).await?;
+        }
         txn.commit().await?;
         for settle in &chosen {
             let outcome = settle.charge.status.as_str();
