@@ -37,8 +37,9 @@ pub struct TaxIdIn {
     #[serde(rename = "type")]
     #[schema(schema_with = super::openapi::schemas::tax_id_kind)]
     pub kind: String,
-    /// A NIT as `900123456` or `900123456-8` (a check digit sent must be DIAN's).
-    #[schema(max_length = 20)]
+    /// A NIT as `900123456` or `900123456-8` (a check digit sent must be DIAN's); a CC or TI
+    /// 3 to 15 digits; a CE, PP or DIE 3 to 20 letters or digits.
+    #[schema(pattern = "^[0-9A-Za-z]{3,20}(-[0-9])?$")]
     pub number: String,
 }
 
@@ -46,9 +47,9 @@ pub struct TaxIdIn {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddressIn {
-    #[schema(max_length = 200)]
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub line: String,
-    #[schema(pattern = "^[0-9]{5}$")]
+    #[schema(pattern = "^(0[5-9]|[1-9][0-9])[0-9]{3}$")]
     pub city_code: String,
     /// ISO 3166-1 alpha-2 (`CO`).
     #[schema(pattern = "^[A-Z]{2}$")]
@@ -73,7 +74,7 @@ pub struct CustomerIn {
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
     pub tax_id: Option<TaxIdIn>,
-    #[schema(max_length = 200)]
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
 }
@@ -88,7 +89,7 @@ pub struct CustomerPatchIn {
     #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub name: Option<String>,
     pub tax_id: Option<TaxIdIn>,
-    #[schema(max_length = 200)]
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
 }
@@ -173,7 +174,7 @@ fn parse_legal_name(raw: &str) -> ApiResult<String> {
 }
 
 /// The address as stored (JSON), refused unless its city is a DANE code.
-fn parse_address(raw: &AddressIn) -> ApiResult<String> {
+pub(super) fn parse_address(raw: &AddressIn) -> ApiResult<String> {
     let line = raw.line.trim();
     if line.is_empty() || line.chars().count() > 200 {
         return Err(

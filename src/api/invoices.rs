@@ -217,20 +217,11 @@ async fn list_invoices(
         .store
         .list_invoices(&caller.account_id(), &filter, &page)
         .await?;
-    let next_cursor = page
-        .has_more
-        .then(|| page.items.last().map(|i| i.id.clone()))
-        .flatten();
-    let data = page
-        .items
-        .into_iter()
-        .map(InvoiceOut::try_from)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(ListOut {
-        data,
-        has_more: page.has_more,
-        next_cursor,
-    }))
+    Ok(Json(ListOut::try_from_page(
+        page,
+        |i| i.id.clone(),
+        InvoiceOut::try_from,
+    )?))
 }
 
 /// One invoice.
@@ -368,20 +359,11 @@ async fn list_credit_notes(
         .store
         .list_credit_notes(&caller.account_id(), &filter, &page)
         .await?;
-    let next_cursor = page
-        .has_more
-        .then(|| page.items.last().map(|n| n.id.clone()))
-        .flatten();
-    let data = page
-        .items
-        .into_iter()
-        .map(CreditNoteOut::try_from)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(ListOut {
-        data,
-        has_more: page.has_more,
-        next_cursor,
-    }))
+    Ok(Json(ListOut::try_from_page(
+        page,
+        |n| n.id.clone(),
+        CreditNoteOut::try_from,
+    )?))
 }
 
 /// One credit note.

@@ -1,11 +1,11 @@
 //! The seller's invoicing settings (CONTRACT §11): `GET` and `PATCH /v1/account/invoicing`:
 //! the legal name, NIT, address and tax regime invoices are issued under, and the tax code of a
-//! plan or add-on created without one. DIAN's settings (§12) are not part of this build: a
-//! `dian` sent is refused, and `dian` reads null.
+//! plan or add-on created without one. DIAN's settings (§12) are not part of this build: the
+//! body has no `dian` (one sent is an unknown field, 400), and `dian` reads null.
 
-use super::customers::AddressIn;
+use super::customers::{AddressIn, parse_address};
 use crate::domain::tax::{TaxCode, TaxRegime};
-use crate::domain::tax_id::{TaxId, is_dane_city_code};
+use crate::domain::tax_id::TaxId;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
@@ -33,7 +33,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     "default_tax_code": "iva_19"
 })))]
 pub struct InvoicingIn {
-    #[schema(max_length = 200)]
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
     pub legal_name: Option<String>,
     /// `900123456` or `900123456-8` (a check digit sent must be DIAN's).
     #[schema(max_length = 20)]
@@ -43,9 +43,6 @@ pub struct InvoicingIn {
     pub tax_regime: Option<String>,
     #[schema(schema_with = super::openapi::schemas::optional_tax_code)]
     pub default_tax_code: Option<String>,
-    /// DIAN's electronic invoicing (CONTRACT §12) is not available in this build.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
 }
 
 /// A NIT with its check digit.
@@ -114,12 +111,6 @@ async fn update_invoicing(
     caller: Caller,
     ApiJson(body): ApiJson<InvoicingIn>,
 ) -> ApiResult<Json<InvoicingOut>> {
-    if body.dian.is_some() {
-        return Err(ApiError::bad_request(
-            "DIAN electronic invoicing is not available in this version.",
-        )
-        .param("dian"));
-    }
     let mut seller = caller.0.seller();
     if let Some(name) = &body.legal_name {
         seller.legal_name = Some(super::catalog::parse_name(name).map_err(|_| {
@@ -133,14 +124,9 @@ async fn update_invoicing(
         seller.nit = Some(nit.number);
     }
     if let Some(address) = &body.address {
-        if !is_dane_city_code(&address.city_code) {
-            return Err(ApiError::bad_request(
-                "address.city_code must be a DANE municipality code (five digits, 11001 for Bogotá).",
-            )
-            .param("address.city_code"));
-        }
+        let stored = parse_address(address)?;
         seller.address =
-            Some(serde_json::to_value(address).map_err(|err| ApiError::Internal(Box::new(err)))?);
+            Some(serde_json::from_str(&stored).map_err(|err| ApiError::Internal(Box::new(err)))?);
     }
     if let Some(regime) = &body.tax_regime {
         let regime = TaxRegime::parse(regime).ok_or_else(|| {

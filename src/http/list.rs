@@ -139,6 +139,25 @@ impl<T> ListOut<T> {
             next_cursor,
         }
     }
+
+    /// `from_page` with a conversion that may fail (a stored document it cannot read): the
+    /// first failure is the answer.
+    pub fn try_from_page<R, E>(
+        page: Page<R>,
+        id_of: impl Fn(&R) -> String,
+        out: impl FnMut(R) -> Result<T, E>,
+    ) -> Result<Self, E> {
+        let ListOut {
+            data,
+            has_more,
+            next_cursor,
+        } = ListOut::from_page(page, id_of, out);
+        Ok(ListOut {
+            data: data.into_iter().collect::<Result<_, _>>()?,
+            has_more,
+            next_cursor,
+        })
+    }
 }
 
 #[cfg(test)]
