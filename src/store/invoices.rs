@@ -125,8 +125,8 @@ impl Store {
 }
 
 /// The lines a charge records (`charge_attempts.invoice_lines`): its draft lines when they add
-/// up to its amount; otherwise (a charge begun before invoices, or without lines) one line of
-/// the whole amount at `default_code`.
+/// up to its amount; otherwise one line of the whole amount: at its first line's tax code when
+/// its lines are wrong (logged), at `default_code` when it has none (begun before invoices).
 fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
     let drafted: Option<Vec<DraftLine>> = charge
         .invoice_lines
@@ -143,11 +143,12 @@ fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
             if drafted.is_some() {
                 tracing::error!(charge = %charge.id, "a charge's lines do not add up to its amount; invoiced as one line");
             }
+            let first_code = drafted.and_then(|lines| lines.first().map(|l| l.tax_code));
             vec![DraftLine {
                 description: "Cargo".into(),
                 quantity: 1,
                 amount_cents: charge.amount_cents,
-                tax_code: default_code,
+                tax_code: first_code.unwrap_or(default_code),
                 period_start: charge.period_start,
                 period_end: None,
                 plan_id: None,
@@ -256,13 +257,18 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     let mut rows = Vec::with_capacity(charges.len());
     let mut events = Vec::with_capacity(charges.len());
     for (account_id, charges) in by_account {
-        let default_code = account::Entity::find_by_id(account_id)
-            .select_only()
-            .column(account::Column::DefaultTaxCode)
-            .into_tuple::<TaxCode>()
-            .one(conn)
-            .await?
-            .unwrap_or_default();
+        // Read only for a charge begun without lines (a renewal's always has them).
+        let default_code = if charges.iter().any(|c| c.invoice_lines.is_none()) {
+            account::Entity::find_by_id(account_id)
+                .select_only()
+                .column(account::Column::DefaultTaxCode)
+                .into_tuple::<TaxCode>()
+                .one(conn)
+                .await?
+                .unwrap_or_default()
+        } else {
+            TaxCode::default()
+        };
         let first = take_numbers(
             conn,
             account_id,
