@@ -157,6 +157,11 @@ pub struct Config {
     /// node on the same database would then act on the same subscriptions.
     #[arg(skip)]
     pub single_node: bool,
+    /// Whether approved charges go uninvoiced: only the renewal benchmark's baseline sets it
+    /// (`billing bench renewals --invoices compare`, what invoicing costs a burst, measured in
+    /// one run), never a flag, since CONTRACT §11 wants an invoice for every approved charge.
+    #[arg(skip)]
+    pub benchmark_without_invoices: bool,
     /// The in-process sandbox processor's timing (settling, event retries, Nequi approval):
     /// Wompi's by default; tests compress it, never a flag.
     #[arg(skip)]
@@ -186,6 +191,7 @@ impl Config {
             resolver: None,
             database_pool_size: None,
             single_node: false,
+            benchmark_without_invoices: false,
             sandbox: crate::processor::sandbox::SandboxConfig::default(),
         }
     }

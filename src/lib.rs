@@ -30,6 +30,7 @@ pub mod checkout_settlement;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod documents;
 pub mod domain;
 pub mod egress;
 pub mod events;
@@ -174,7 +175,11 @@ pub async fn run(
     config.bind = local.to_string();
     // Held until serving ends: SQLite runs one node (`store::lock_sqlite_file`).
     let _single_node = store::lock_sqlite_file(&config.database_url)?;
-    let store = Store::connect_with_pool(&config.database_url, config.database_pool_size).await?;
+    let mut store =
+        Store::connect_with_pool(&config.database_url, config.database_pool_size).await?;
+    if config.benchmark_without_invoices {
+        store = store.issuing(store::Issuing::SkippedForBenchmark);
+    }
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
     // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
     // fenced by the shards it holds, and messages for other shards are forwarded.

@@ -157,6 +157,10 @@ enum BenchCommand {
         /// processes' CPU and memory apart.
         #[arg(long)]
         standalone_sandbox: bool,
+        /// `on`: every renewal invoiced, as in service; `compare`: the burst without invoices,
+        /// then with them, each in a database of its own, and what invoicing costs the rate.
+        #[arg(long, value_enum, default_value_t = Invoices::On)]
+        invoices: Invoices,
     },
     /// What fencing costs one node on PostgreSQL: the renewal burst on fresh schemas of
     /// `--postgres`, without and then with the cluster machinery.
@@ -167,6 +171,13 @@ enum BenchCommand {
         #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
         postgres: String,
     },
+}
+
+/// `billing bench renewals --invoices`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Invoices {
+    On,
+    Compare,
 }
 
 #[derive(Subcommand)]
@@ -234,6 +245,7 @@ async fn main() -> anyhow::Result<()> {
                     subscriptions,
                     dir,
                     standalone_sandbox,
+                    invoices,
                 },
         } => {
             let database = harness::bench::BenchDatabase::from_url(
@@ -246,9 +258,20 @@ async fn main() -> anyhow::Result<()> {
             } else {
                 harness::bench::Processor::InProcess
             };
-            let report =
-                harness::bench::renewals(subscriptions.max(1), &database, &processor).await?;
-            println!("{report}");
+            let n = subscriptions.max(1);
+            match invoices {
+                Invoices::On => {
+                    println!(
+                        "{}",
+                        harness::bench::renewals(n, &database, &processor).await?
+                    )
+                }
+                Invoices::Compare => {
+                    let report =
+                        harness::bench::invoicing_overhead(n, &database, &processor).await?;
+                    println!("{report}");
+                }
+            }
             Ok(())
         }
         Command::Bench {

@@ -2,6 +2,8 @@
 //! invoice, issued in the transaction that settled it (`store::invoices`), and every approved
 //! refund one credit note, issued in the transaction that approved it (`store::credit_notes`).
 
+use crate::documents::sheet::Sheet;
+use crate::documents::text::Locale;
 use crate::domain::money::CURRENCY;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
@@ -9,10 +11,13 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
+use crate::ids::AccountId;
+use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -21,8 +26,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_invoices))
         .routes(routes!(get_invoice))
+        .routes(routes!(get_invoice_pdf))
         .routes(routes!(list_credit_notes))
         .routes(routes!(get_credit_note))
+        .routes(routes!(get_credit_note_pdf))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -131,7 +138,9 @@ pub struct TaxIdOut {
     "tax_breakdown": [{"tax_code": "iva_19", "rate_bps": 1900, "taxable_base_cents": 4193277, "tax_cents": 796723}],
     "issued_at": "2026-11-24T09:15:43.020Z",
     "customer": {"name": "Ana Gómez", "email": "ana@example.co", "tax_id": {"type": "CC", "number": "222222222222"}},
-    "dian": null
+    "dian": null,
+    "pdf_url": "https://billing.example.co/v1/invoices/in_0193a1f9c4d57e6f8a9b0c1d2e3f4a5b/pdf",
+    "hosted_url": "https://billing.example.co/invoices/inv_Q7m2Kx9PzR4tW8yB3nD6fH1jL5vC0sEa"
 })))]
 pub struct InvoiceOut {
     pub id: String,
@@ -153,12 +162,16 @@ pub struct InvoiceOut {
     /// The electronic invoice's state with DIAN; null while DIAN is off.
     #[schema(value_type = Option<Object>)]
     pub dian: Option<serde_json::Value>,
+    /// The PDF, with the API key (`GET /v1/invoices/{id}/pdf`).
+    pub pdf_url: String,
+    /// The page to send the customer: no API key, an unguessable URL, the invoice and its
+    /// credit notes with their PDFs.
+    pub hosted_url: String,
 }
 
-impl TryFrom<Invoice> for InvoiceOut {
-    type Error = ApiError;
-
-    fn try_from(invoice: Invoice) -> Result<Self, ApiError> {
+impl InvoiceOut {
+    /// `invoice` as the API answers it, its URLs under `public_url`.
+    fn of(invoice: Invoice, public_url: &str) -> Result<Self, ApiError> {
         let broken = |err: serde_json::Error| ApiError::Internal(Box::new(err));
         let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines).map_err(broken)?;
         let entries: Vec<TaxEntry> =
@@ -184,6 +197,8 @@ impl TryFrom<Invoice> for InvoiceOut {
                 },
             },
             issued_at: rfc3339(from_millis(invoice.issued_at)),
+            pdf_url: format!("{public_url}/v1/invoices/{}/pdf", invoice.id),
+            hosted_url: format!("{public_url}/invoices/{}", invoice.hosted_token),
             id: invoice.id,
             number: invoice.number,
             status: "paid".to_owned(),
@@ -217,10 +232,11 @@ async fn list_invoices(
         .store
         .list_invoices(&caller.account_id(), &filter, &page)
         .await?;
+    let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |i| i.id.clone(),
-        InvoiceOut::try_from,
+        |invoice| InvoiceOut::of(invoice, &public_url),
     )?))
 }
 
@@ -237,7 +253,91 @@ async fn get_invoice(
         .invoice(&caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
-    Ok(Json(InvoiceOut::try_from(invoice)?))
+    Ok(Json(InvoiceOut::of(invoice, &state.config.public_url())?))
+}
+
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PdfQuery {
+    /// The document's language: Spanish (`es`, the default) or English (`en`).
+    #[param(pattern = "^(es|en)$")]
+    pub lang: Option<String>,
+}
+
+/// A PDF document (A4, fonts embedded), as bytes.
+#[derive(ToSchema)]
+#[schema(value_type = String, format = Binary, example = "%PDF-1.7 …")]
+pub struct PdfFile(pub Vec<u8>);
+
+/// An invoice's PDF: seller, customer, number, date, lines, the IVA breakdown and the totals in
+/// pesos (with DIAN on, also its CUFE and QR code).
+#[utoipa::path(get, path = "/v1/invoices/{id}/pdf", tag = "invoices", params(PdfQuery),
+    responses((status = 200, content_type = "application/pdf", body = PdfFile,
+        description = "The invoice's PDF."), (status = 404, body = ErrorBody)))]
+async fn get_invoice_pdf(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<PdfQuery>,
+) -> ApiResult<Response> {
+    let account = caller.account_id();
+    let invoice =
+        state.store.invoice(&account, &id).await?.ok_or_else(|| {
+            ApiError::not_found(format!("No invoice with id `{id}`.")).param("id")
+        })?;
+    let seller = seller(&state, &account).await?;
+    let sheet = Sheet::of_invoice(&invoice, &seller, locale(&query)?)
+        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+    Ok(crate::documents::pdf_response(&sheet))
+}
+
+/// A credit note's PDF, as an invoice's, naming the invoice it credits.
+#[utoipa::path(get, path = "/v1/credit-notes/{id}/pdf", tag = "invoices", params(PdfQuery),
+    responses((status = 200, content_type = "application/pdf", body = PdfFile,
+        description = "The credit note's PDF."), (status = 404, body = ErrorBody)))]
+async fn get_credit_note_pdf(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<PdfQuery>,
+) -> ApiResult<Response> {
+    let account = caller.account_id();
+    let note = state
+        .store
+        .credit_note(&account, &id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
+        })?;
+    let invoice = state
+        .store
+        .invoice(&account, &note.invoice_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::Internal(format!("credit note {id} without its invoice").into())
+        })?;
+    let seller = seller(&state, &account).await?;
+    let sheet = Sheet::of_credit_note(&note, &invoice, &seller, locale(&query)?)
+        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+    Ok(crate::documents::pdf_response(&sheet))
+}
+
+/// `?lang=`: Spanish unless English is asked for.
+fn locale(query: &PdfQuery) -> ApiResult<Locale> {
+    match query.lang.as_deref() {
+        None | Some("es") => Ok(Locale::Es),
+        Some("en") => Ok(Locale::En),
+        Some(_) => Err(ApiError::bad_request("`lang` must be `es` or `en`.").param("lang")),
+    }
+}
+
+async fn seller(state: &AppState, account: &AccountId) -> ApiResult<Account> {
+    state
+        .store
+        .account(account)
+        .await?
+        .ok_or_else(|| ApiError::Internal("the caller's account is gone".into()))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -300,7 +400,8 @@ impl From<CreditLine> for CreditLineOut {
     "tax_cents": 159664,
     "total_cents": 1000000,
     "issued_at": "2026-11-25T10:00:00.120Z",
-    "dian": null
+    "dian": null,
+    "pdf_url": "https://billing.example.co/v1/credit-notes/cn_0193a1fb2c3d7e4f8a5b6c7d8e9f0a1b/pdf"
 })))]
 pub struct CreditNoteOut {
     pub id: String,
@@ -318,17 +419,19 @@ pub struct CreditNoteOut {
     /// The electronic credit note's state with DIAN; null while DIAN is off.
     #[schema(value_type = Option<Object>)]
     pub dian: Option<serde_json::Value>,
+    /// The PDF, with the API key (`GET /v1/credit-notes/{id}/pdf`).
+    pub pdf_url: String,
 }
 
-impl TryFrom<CreditNote> for CreditNoteOut {
-    type Error = ApiError;
-
-    fn try_from(note: CreditNote) -> Result<Self, ApiError> {
+impl CreditNoteOut {
+    /// `note` as the API answers it, its URL under `public_url`.
+    fn of(note: CreditNote, public_url: &str) -> Result<Self, ApiError> {
         let lines: Vec<CreditLine> =
             serde_json::from_str(&note.lines).map_err(|err| ApiError::Internal(Box::new(err)))?;
         Ok(Self {
             lines: lines.into_iter().map(CreditLineOut::from).collect(),
             issued_at: rfc3339(from_millis(note.issued_at)),
+            pdf_url: format!("{public_url}/v1/credit-notes/{}/pdf", note.id),
             id: note.id,
             number: note.number,
             invoice_id: note.invoice_id,
@@ -359,10 +462,11 @@ async fn list_credit_notes(
         .store
         .list_credit_notes(&caller.account_id(), &filter, &page)
         .await?;
+    let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |n| n.id.clone(),
-        CreditNoteOut::try_from,
+        |note| CreditNoteOut::of(note, &public_url),
     )?))
 }
 
@@ -381,5 +485,5 @@ async fn get_credit_note(
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
-    Ok(Json(CreditNoteOut::try_from(note)?))
+    Ok(Json(CreditNoteOut::of(note, &state.config.public_url())?))
 }

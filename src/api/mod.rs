@@ -166,6 +166,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(admin)
         .merge(ingress::router())
         .merge(crate::checkout::router())
+        .merge(crate::documents::router())
         .merge(probes::router())
 }
 

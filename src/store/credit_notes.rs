@@ -15,7 +15,7 @@ use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
 use crate::ids::{AccountId, CreditNoteId};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
-    QuerySelect,
+    QueryOrder, QuerySelect,
 };
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,15 @@ impl Store {
         Ok(credit_note::Entity::find_by_id(id)
             .filter(credit_note::Column::AccountId.eq(account.as_str()))
             .one(self.conn())
+            .await?)
+    }
+
+    /// Every credit note of `invoice_id`, oldest first (at most one per refund of its charge).
+    pub async fn credit_notes_of_invoice(&self, invoice_id: &str) -> StoreResult<Vec<CreditNote>> {
+        Ok(credit_note::Entity::find()
+            .filter(credit_note::Column::InvoiceId.eq(invoice_id))
+            .order_by_asc(credit_note::Column::Sequence)
+            .all(self.conn())
             .await?)
     }
 

@@ -121,6 +121,20 @@ pub struct Store {
     batches: batch::Batches,
     /// On PostgreSQL, the thread and the connections that write those batches.
     batch_writer: Option<(group::WriteLane, DatabaseConnection)>,
+    /// Whether approved charges are invoiced: always, but in a benchmark's baseline.
+    issuing: Issuing,
+}
+
+/// Whether a store issues invoices.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Issuing {
+    /// Every approved charge invoiced, every approved refund credited (CONTRACT §11).
+    #[default]
+    Issued,
+    /// No invoice issued: only the renewal benchmark's baseline
+    /// (`Config::benchmark_without_invoices`), so that what invoicing costs a burst is measured
+    /// in one run. `audit` reports every approved charge of such a store as uninvoiced.
+    SkippedForBenchmark,
 }
 
 impl Store {
@@ -170,7 +184,14 @@ impl Store {
             signal: webhooks::DeliverySignal::default(),
             batches: batch::Batches::default(),
             batch_writer,
+            issuing: Issuing::Issued,
         })
+    }
+
+    /// This store, issuing invoices or not.
+    pub fn issuing(mut self, issuing: Issuing) -> Self {
+        self.issuing = issuing;
+        self
     }
 
     /// This store with its writes fenced by `ownership` (a node of a cluster).

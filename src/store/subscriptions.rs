@@ -474,6 +474,7 @@ impl StoreTxn {
     ) -> StoreResult<Option<Settled>> {
         let settled = settle_charge_in(
             &self.txn,
+            self.issuing,
             charge_id,
             raw_status,
             message,

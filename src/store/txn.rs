@@ -19,6 +19,8 @@ pub struct StoreTxn {
     pub(super) ownership: std::sync::Arc<crate::store::ownership::Ownership>,
     /// The shards whose fence lock this transaction holds (`store::cluster`).
     pub(super) fenced: std::sync::Mutex<Vec<u16>>,
+    /// Whether it issues invoices (`Store::issuing`).
+    pub(super) issuing: super::Issuing,
 }
 
 impl Store {
@@ -81,6 +83,7 @@ impl Store {
             started,
             ownership: std::sync::Arc::clone(&self.ownership),
             fenced: std::sync::Mutex::new(Vec::new()),
+            issuing: self.issuing,
         }
     }
 }

@@ -7,7 +7,9 @@ use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
 use billing::ids::AccountId;
 use billing::store::StoreResult;
-use billing::store::entities::{account, balance_transaction, charge_attempt, event, subscription};
+use billing::store::entities::{
+    account, balance_transaction, charge_attempt, event, invoice, subscription,
+};
 use billing::store::subscriptions::Subscription;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -126,6 +128,14 @@ impl crate::Raw<'_> {
             .one(self.conn())
             .await?
             .flatten())
+    }
+
+    /// Invoices of `account` (the seeded previous periods have none: the renewals' alone).
+    pub async fn count_invoices(&self, account: &AccountId) -> StoreResult<u64> {
+        Ok(invoice::Entity::find()
+            .filter(invoice::Column::AccountId.eq(account.as_str()))
+            .count(self.conn())
+            .await?)
     }
 
     /// Approved charges of `account`.

@@ -15,16 +15,18 @@
 //! statements; the renewals' rate is reported as a share of it.
 
 pub mod fixtures;
+mod invoicing;
 mod measure;
 mod primitive;
 mod service;
 
+pub use invoicing::{InvoicingReport, invoicing_overhead};
 pub use measure::{process_cpu, rss_mib};
 pub use service::Fixture;
 
 use measure::{cpu_of, cpu_split, rss_of};
 use primitive::{Primitive, round_trips, rows};
-use service::{seeded, shop, start_as};
+use service::{Variant, seeded, shop, start_as};
 
 use anyhow::Context;
 use billing::ids::AccountId;
@@ -53,6 +55,8 @@ pub struct RenewalsReport {
     pub rss_held_mib: f64,
     pub rss_baseline_mib: f64,
     pub settled: usize,
+    /// The invoices the renewals issued (`None` in a run without invoicing).
+    pub invoiced: Option<usize>,
     pub settle: Duration,
     pub peak_rss_mib: f64,
     /// CPU time (user + system) of this whole process during the burst: the service, its
@@ -111,6 +115,17 @@ impl std::fmt::Display for RenewalsReport {
             self.settle.as_secs_f64()
         )?;
         writeln!(f, "  renewals/s                {rate:.0}")?;
+        match self.invoiced {
+            Some(invoiced) => writeln!(
+                f,
+                "  invoices                  {invoiced} of {} (one per approved renewal)",
+                self.settled
+            )?,
+            None => writeln!(
+                f,
+                "  invoices                  none (a run without invoicing)"
+            )?,
+        }
         let per_renewal = |cpu: Duration| cpu.as_secs_f64() * 1e6 / self.settled.max(1) as f64;
         let share = |cpu: Duration| 100.0 * cpu.as_secs_f64() / self.cpu_window.as_secs_f64();
         let whose = if self.sandbox.is_some() {
@@ -179,6 +194,19 @@ pub enum BenchDatabase {
 }
 
 impl BenchDatabase {
+    /// A database beside this one for another run of the same benchmark: a SQLite file named
+    /// with `tag`; on PostgreSQL the same database (each run makes a schema of its own).
+    pub fn another(&self, tag: &str) -> Self {
+        match self {
+            Self::Sqlite(path) => {
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                let name = format!("{}-{tag}.db", stem.unwrap_or_default());
+                Self::Sqlite(path.with_file_name(name))
+            }
+            Self::Postgres(url) => Self::Postgres(url.clone()),
+        }
+    }
+
     /// From `--database-url`: PostgreSQL, a schema of that database; SQLite, that file; the
     /// default (`default_url`), a new file under `dir`.
     pub fn from_url(url: &str, default_url: &str, dir: &std::path::Path) -> anyhow::Result<Self> {
@@ -221,6 +249,21 @@ pub(super) struct Standalone {
 }
 
 impl Standalone {
+    /// The standalone sandbox `processor` asks for, started; `None` for the service's own.
+    async fn of(processor: &Processor) -> anyhow::Result<Option<Self>> {
+        match processor {
+            Processor::InProcess => Ok(None),
+            Processor::Standalone(binary) => Ok(Some(Self::start(binary).await?)),
+        }
+    }
+
+    /// Stops `standalone`, if there is one.
+    async fn stop(standalone: Option<Self>) {
+        if let Some(standalone) = standalone {
+            standalone.sandbox.stop().await;
+        }
+    }
+
     /// Starts `binary`'s sandbox, settling transactions after the in-process sandbox's delay.
     async fn start(binary: &std::path::Path) -> anyhow::Result<Self> {
         let admin_token = billing::secrets::random_token("sandbox_admin_", 32);
@@ -274,14 +317,9 @@ pub async fn renewals(
     database: &BenchDatabase,
     processor: &Processor,
 ) -> anyhow::Result<RenewalsReport> {
-    let standalone = match processor {
-        Processor::InProcess => None,
-        Processor::Standalone(binary) => Some(Standalone::start(binary).await?),
-    };
-    let report = renewals_on(n, database, standalone.as_ref()).await;
-    if let Some(standalone) = standalone {
-        standalone.sandbox.stop().await;
-    }
+    let standalone = Standalone::of(processor).await?;
+    let report = renewals_on(n, database, standalone.as_ref(), Variant::SERVICE, true).await;
+    Standalone::stop(standalone).await;
     report
 }
 
@@ -289,11 +327,13 @@ async fn renewals_on(
     n: usize,
     database: &BenchDatabase,
     standalone: Option<&Standalone>,
+    variant: Variant,
+    with_primitive: bool,
 ) -> anyhow::Result<RenewalsReport> {
     match database {
         BenchDatabase::Sqlite(path) => {
             let database_url = format!("sqlite://{}", path.display());
-            let report = burst(&database_url, n, true, true, standalone).await;
+            let report = burst(&database_url, n, variant, with_primitive, standalone).await;
             // The database and its WAL and shared-memory files (a hundred MiB at a million).
             for suffix in ["", "-wal", "-shm"] {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -306,7 +346,7 @@ async fn renewals_on(
         BenchDatabase::Postgres(url) => {
             let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
             let schema_url = crate::chaos::fixtures::fresh_postgres_schema(url, &schema).await?;
-            let report = burst(&schema_url, n, true, true, standalone).await;
+            let report = burst(&schema_url, n, variant, with_primitive, standalone).await;
             crate::chaos::fixtures::drop_postgres_schema(url, &schema).await?;
             report.map(|r| RenewalsReport {
                 database: format!(
@@ -327,7 +367,11 @@ pub async fn fence_overhead(n: usize, postgres_url: &str) -> anyhow::Result<Fenc
     for cluster in [false, true] {
         let schema = format!("bench_{}", uuid::Uuid::new_v4().simple());
         let url = crate::chaos::fixtures::fresh_postgres_schema(postgres_url, &schema).await?;
-        let report = burst(&url, n, cluster, false, None).await;
+        let variant = Variant {
+            cluster,
+            ..Variant::SERVICE
+        };
+        let report = burst(&url, n, variant, false, None).await;
         crate::chaos::fixtures::drop_postgres_schema(postgres_url, &schema).await?;
         reports.push(report?);
     }
@@ -378,7 +422,7 @@ impl std::fmt::Display for FenceReport {
 async fn burst(
     database_url: &str,
     n: usize,
-    cluster: bool,
+    variant: Variant,
     with_primitive: bool,
     standalone: Option<&Standalone>,
 ) -> anyhow::Result<RenewalsReport> {
@@ -388,7 +432,7 @@ async fn burst(
         .build()?;
     let (rss_baseline, _) = rss_mib();
 
-    let (server, _) = start_as(&database_url, &http, cluster).await?;
+    let (server, _) = start_as(&database_url, &http, variant).await?;
     let store = Store::connect(&database_url).await?;
     let shop = shop(&server, &store, &http, n, standalone).await?;
 
@@ -409,7 +453,7 @@ async fn burst(
     let seed = seed_started.elapsed();
 
     server.stop().await?;
-    let (server, restart_to_ready) = start_as(&database_url, &http, cluster).await?;
+    let (server, restart_to_ready) = start_as(&database_url, &http, variant).await?;
     if let Some(standalone) = standalone {
         standalone
             .point_events(&http, &shop.processor_keys, &server.base, &shop.account)
@@ -486,6 +530,11 @@ async fn burst(
         settle.as_secs_f64()
     );
     server.stop().await?;
+    let invoiced = if variant.invoices {
+        Some(crate::Raw(&store).count_invoices(&shop.account).await? as usize)
+    } else {
+        None
+    };
 
     let primitive = if with_primitive {
         Some(Primitive {
@@ -503,6 +552,7 @@ async fn burst(
         rss_held_mib: rss_held,
         rss_baseline_mib: rss_baseline,
         settled,
+        invoiced,
         settle,
         peak_rss_mib: peak,
         burst_cpu,

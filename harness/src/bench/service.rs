@@ -26,21 +26,39 @@ pub(super) async fn start(
     database_url: &str,
     http: &reqwest::Client,
 ) -> anyhow::Result<(Server, Duration)> {
-    start_as(database_url, http, true).await
+    start_as(database_url, http, Variant::SERVICE).await
 }
 
-/// `start`, with the cluster machinery (leases, fenced writes; PostgreSQL only) or without it.
+/// What the benchmarked service runs with: as in service, or without one of its parts, for a
+/// run that measures what the part costs.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Variant {
+    /// The cluster machinery (leases, fenced writes; PostgreSQL only).
+    pub cluster: bool,
+    /// An invoice for every approved charge (CONTRACT §11).
+    pub invoices: bool,
+}
+
+impl Variant {
+    pub const SERVICE: Self = Self {
+        cluster: true,
+        invoices: true,
+    };
+}
+
+/// `start`, as `variant` says.
 pub(super) async fn start_as(
     database_url: &str,
     http: &reqwest::Client,
-    cluster: bool,
+    variant: Variant,
 ) -> anyhow::Result<(Server, Duration)> {
     let started = Instant::now();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let mut config = Config::new(database_url.to_owned());
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
-    config.single_node = !cluster;
+    config.single_node = !variant.cluster;
+    config.benchmark_without_invoices = !variant.invoices;
     let (shutdown, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(billing::run(config, listener, async {
         let _ = rx.await;

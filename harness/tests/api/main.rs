@@ -21,6 +21,7 @@ mod crash;
 mod generated_client;
 
 mod idempotency;
+mod invoice_documents;
 mod invoices;
 mod isolation;
 mod logs;

@@ -397,6 +397,7 @@ impl Store {
             .iter()
             .map(|s| &s.charge)
             .filter(|c| c.is(ChargeStatus::Approved))
+            .filter(|_| self.issuing == super::Issuing::Issued)
             .collect();
         let invoiced = super::invoices::issue_in(conn, &approved).await?;
         if !invoiced.is_empty() {

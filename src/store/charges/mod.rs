@@ -192,6 +192,7 @@ impl Store {
         let txn = self.begin().await?;
         let settled = settle_charge_in(
             txn.conn(),
+            self.issuing,
             charge_id,
             raw_status,
             message,
@@ -373,6 +374,7 @@ pub(super) fn fee_ledger_row(
 
 pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     conn: &C,
+    issuing: super::Issuing,
     charge_id: &str,
     raw_status: &str,
     message: Option<&str>,
@@ -489,7 +491,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         // Its invoice, in the same transaction (`store::invoices`); a checkout's, once the
         // same transaction has made its customer and subscription (`StoreTxn::issue_invoice`
         // from `checkout_settlement::finish`).
-        if charge.purpose != ChargePurpose::Checkout {
+        if charge.purpose != ChargePurpose::Checkout && issuing == super::Issuing::Issued {
             touched = super::invoices::issue_with_events(conn, &charge).await?;
         }
     } else {

@@ -1,0 +1,221 @@
+//! The hosted invoice (CONTRACT §11, `hosted_url`): `GET /invoices/{token}`, the page an
+//! integrator sends a customer, with the invoice's PDF at `/invoices/{token}/pdf` and its credit
+//! notes' at `/invoices/{token}/credit-notes/{id}/pdf`. No API key: the token (random, 32
+//! characters, unique) is the customer's only credential, as a checkout session's id is on the
+//! hosted checkout; it opens this one invoice and its credit notes, nothing else. The page loads
+//! nothing from elsewhere, runs no script, and may not be framed.
+
+use super::sheet::Sheet;
+use super::text::Locale;
+use crate::http::state::AppState;
+use crate::ids::AccountId;
+use crate::store::accounts::Account;
+use crate::store::invoices::Invoice;
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+
+const STYLE: &str = include_str!("assets/invoice.css");
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .route("/invoices/{token}", get(show_page))
+        .route("/invoices/{token}/pdf", get(invoice_pdf))
+        .route(
+            "/invoices/{token}/credit-notes/{id}/pdf",
+            get(credit_note_pdf),
+        )
+        .route(
+            "/documents/invoice.css",
+            get(|| async {
+                (
+                    [
+                        (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+                        (header::CACHE_CONTROL, "public, max-age=300"),
+                        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                    ],
+                    STYLE,
+                )
+            }),
+        )
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    lang: Option<String>,
+}
+
+/// One of the invoice's credit notes, as the page lists it.
+struct NoteLink {
+    title: String,
+    issued_on: String,
+    total: String,
+    href: String,
+}
+
+#[derive(Template)]
+#[template(path = "documents/templates/invoice.html")]
+struct InvoicePage<'a> {
+    sheet: &'a Sheet,
+    pdf_href: String,
+    credit_notes: Vec<NoteLink>,
+}
+
+fn locale(query: &PageQuery, headers: &HeaderMap) -> Locale {
+    let accept = headers
+        .get(header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok());
+    Locale::choose(query.lang.as_deref(), accept)
+}
+
+/// The invoice at `token` and its seller's account; `None` for an unknown token.
+async fn found(state: &AppState, token: &str) -> Result<Option<(Invoice, Account)>, Response> {
+    // A token is `inv_` and 32 letters or digits: anything else is not looked up.
+    if token.len() != 36
+        || !token.starts_with("inv_")
+        || !token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Ok(None);
+    }
+    let store = &state.store;
+    let Some(invoice) = store
+        .invoice_by_hosted_token(token)
+        .await
+        .map_err(internal)?
+    else {
+        return Ok(None);
+    };
+    let account = store
+        .account(&AccountId::from_stored(invoice.account_id.clone()))
+        .await
+        .map_err(internal)?;
+    Ok(account.map(|account| (invoice, account)))
+}
+
+async fn show_page(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let locale = locale(&query, &headers);
+    let (invoice, account) = match found(&state, &token).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(response) => return response,
+    };
+    let sheet = match Sheet::of_invoice(&invoice, &account, locale) {
+        Ok(sheet) => sheet,
+        Err(err) => return internal(err),
+    };
+    let notes = match state.store.credit_notes_of_invoice(&invoice.id).await {
+        Ok(notes) => notes,
+        Err(err) => return internal(err),
+    };
+    let lang = locale.code();
+    let credit_notes = notes
+        .iter()
+        .map(|note| NoteLink {
+            title: format!("{} {}", super::text::of(locale).credit_note, note.number),
+            issued_on: super::sheet::date(note.issued_at, locale),
+            total: super::sheet::money(note.total_cents, locale),
+            href: format!("/invoices/{token}/credit-notes/{}/pdf?lang={lang}", note.id),
+        })
+        .collect();
+    let page = InvoicePage {
+        sheet: &sheet,
+        pdf_href: format!("/invoices/{token}/pdf?lang={lang}"),
+        credit_notes,
+    };
+    match page.render() {
+        Ok(html) => secured((StatusCode::OK, Html(html)).into_response()),
+        Err(err) => internal(err),
+    }
+}
+
+async fn invoice_pdf(
+    State(state): State<AppState>,
+    Path(token): Path<String>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let locale = locale(&query, &headers);
+    match found(&state, &token).await {
+        Ok(Some((invoice, account))) => match Sheet::of_invoice(&invoice, &account, locale) {
+            Ok(sheet) => secured(super::pdf_response(&sheet)),
+            Err(err) => internal(err),
+        },
+        Ok(None) => not_found(),
+        Err(response) => response,
+    }
+}
+
+async fn credit_note_pdf(
+    State(state): State<AppState>,
+    Path((token, id)): Path<(String, String)>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let locale = locale(&query, &headers);
+    let (invoice, account) = match found(&state, &token).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return not_found(),
+        Err(response) => return response,
+    };
+    let account_id = AccountId::from_stored(invoice.account_id.clone());
+    let note = match state.store.credit_note(&account_id, &id).await {
+        // Only a credit note of this invoice: the token opens nothing else.
+        Ok(Some(note)) if note.invoice_id == invoice.id => note,
+        Ok(_) => return not_found(),
+        Err(err) => return internal(err),
+    };
+    match Sheet::of_credit_note(&note, &invoice, &account, locale) {
+        Ok(sheet) => secured(super::pdf_response(&sheet)),
+        Err(err) => internal(err),
+    }
+}
+
+/// What every answer of these routes carries: nothing loaded from elsewhere, no script, no
+/// framing, not cached by anyone between, and no token leaked to another site by a Referer.
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'none'; \
+             base-uri 'none'; frame-ancestors 'none'",
+        ),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
+    response
+}
+
+fn not_found() -> Response {
+    secured(
+        (
+            StatusCode::NOT_FOUND,
+            Html("<!doctype html><title>404</title><p>Not found / No encontrada</p>"),
+        )
+            .into_response(),
+    )
+}
+
+fn internal(err: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %err, "hosted invoice failed");
+    (StatusCode::INTERNAL_SERVER_ERROR, "Internal error").into_response()
+}
