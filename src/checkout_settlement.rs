@@ -66,6 +66,8 @@ pub async fn settle(
         }
     }
     txn.commit().await?;
+    // Whoever waits for this payment in this process (`checkout::payment`) answers now.
+    store.settled().announce(charge_id);
     Ok(Some(settled))
 }
 

@@ -41,6 +41,9 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 const OUTCOME_WAIT: Duration = Duration::from_secs(20);
 /// After this long without an event, the processor is asked directly, then every as long.
 const POLL_AFTER: Duration = Duration::from_secs(2);
+/// How often the charge's row is read again while no settlement is announced in this process:
+/// the bound on how late a settlement by another node is seen.
+const READ_AGAIN: Duration = Duration::from_millis(250);
 /// Payment attempts per session per minute, over every node: a brake on card testing through
 /// one session.
 const ATTEMPTS_PER_MINUTE: u64 = 10;
@@ -360,6 +363,8 @@ async fn outcome(
 ) -> ApiResult<Response> {
     let started = tokio::time::Instant::now();
     let mut next_poll = started + POLL_AFTER;
+    // Registered before the first read, so a settlement committed after it wakes this at once.
+    let mut settled = state.store.settled().watch(charge_id);
     let charge = loop {
         let Some(charge) = state.store.charge_by_id(charge_id).await? else {
             return Err(ApiError::Internal("checkout charge vanished".into()));
@@ -385,7 +390,14 @@ async fn outcome(
             }
             next_poll = now + POLL_AFTER;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        // Until the settlement is announced in this process; a settlement by another node (the
+        // processor's event reached it) is read within `READ_AGAIN`.
+        let until = next_poll
+            .min(started + OUTCOME_WAIT)
+            .min(tokio::time::Instant::now() + READ_AGAIN);
+        settled
+            .wait(until.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
     };
     let session = state
         .store

@@ -222,8 +222,31 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     conn: &C,
     charges: &[&ChargeAttempt],
 ) -> StoreResult<Vec<Event>> {
+    let Drafts { rows, events } = draft_in(conn, charges, None).await?;
+    number_in(conn, rows).await?;
+    Ok(events)
+}
+
+/// Invoices drafted in a transaction, not yet numbered: their events can be written with the
+/// transaction's others before `number_in` takes their numbers.
+pub(crate) struct Drafts {
+    pub(crate) rows: Vec<Invoice>,
+    pub(crate) events: Vec<Event>,
+}
+
+/// The invoices of `charges` (each just approved) and their `invoice.created` events, read
+/// within `conn`'s transaction: the customers as they are now, and each subscription's metadata
+/// from `metadata` (the caller's rows, by subscription id) or, without it, from the database.
+pub(crate) async fn draft_in<C: ConnectionTrait>(
+    conn: &C,
+    charges: &[&ChargeAttempt],
+    metadata: Option<&HashMap<&str, Option<&str>>>,
+) -> StoreResult<Drafts> {
     if charges.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Drafts {
+            rows: Vec::new(),
+            events: Vec::new(),
+        });
     }
     if let Some(charge) = charges.iter().find(|c| !c.is(ChargeStatus::Approved)) {
         return Err(StoreError::invariant(format!(
@@ -242,74 +265,107 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         .iter()
         .filter_map(|c| c.subscription_id.as_deref())
         .collect();
-    let metadata: HashMap<String, Option<String>> = if with_subscription.is_empty() {
-        HashMap::new()
-    } else {
-        subscription::Entity::find()
-            .select_only()
-            .column(subscription::Column::Id)
-            .column(subscription::Column::Metadata)
-            .filter(subscription::Column::Id.is_in(with_subscription))
-            .into_tuple::<(String, Option<String>)>()
-            .all(conn)
-            .await?
-            .into_iter()
-            .collect()
+    let read: HashMap<String, Option<String>> =
+        if with_subscription.is_empty() || metadata.is_some() {
+            HashMap::new()
+        } else {
+            subscription::Entity::find()
+                .select_only()
+                .column(subscription::Column::Id)
+                .column(subscription::Column::Metadata)
+                .filter(subscription::Column::Id.is_in(with_subscription))
+                .into_tuple::<(String, Option<String>)>()
+                .all(conn)
+                .await?
+                .into_iter()
+                .collect()
+        };
+    let metadata_of = |id: &str| -> Option<String> {
+        match metadata {
+            Some(known) => known.get(id).copied().flatten().map(str::to_owned),
+            None => read.get(id).cloned().flatten(),
+        }
     };
-    let mut by_account: BTreeMap<&str, Vec<&ChargeAttempt>> = BTreeMap::new();
-    for charge in charges {
-        by_account
-            .entry(charge.account_id.as_str())
-            .or_default()
-            .push(charge);
+    // Read only for a charge begun without lines (a renewal's always has them).
+    let mut default_codes: HashMap<&str, TaxCode> = HashMap::new();
+    for charge in charges.iter().filter(|c| c.invoice_lines.is_none()) {
+        let account_id = charge.account_id.as_str();
+        if default_codes.contains_key(account_id) {
+            continue;
+        }
+        let code = account::Entity::find_by_id(account_id)
+            .select_only()
+            .column(account::Column::DefaultTaxCode)
+            .into_tuple::<TaxCode>()
+            .one(conn)
+            .await?
+            .unwrap_or_default();
+        default_codes.insert(account_id, code);
     }
     let mut rows = Vec::with_capacity(charges.len());
     let mut events = Vec::with_capacity(charges.len());
-    for (account_id, charges) in by_account {
-        // Read only for a charge begun without lines (a renewal's always has them).
-        let default_code = if charges.iter().any(|c| c.invoice_lines.is_none()) {
-            account::Entity::find_by_id(account_id)
-                .select_only()
-                .column(account::Column::DefaultTaxCode)
-                .into_tuple::<TaxCode>()
-                .one(conn)
-                .await?
-                .unwrap_or_default()
-        } else {
-            TaxCode::default()
-        };
+    for charge in charges {
+        let default_code = default_codes
+            .get(charge.account_id.as_str())
+            .copied()
+            .unwrap_or_default();
+        let row = invoice_row(charge, &customers, default_code)?;
+        let metadata = charge
+            .subscription_id
+            .as_deref()
+            .and_then(metadata_of)
+            .and_then(|raw| serde_json::from_str(&raw).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let data = serde_json::json!({
+            "subscription_id": charge.subscription_id,
+            "metadata": metadata,
+            "invoice_id": row.id,
+            "amount_in_cents": row.total_cents,
+        });
+        events.push(event_row(
+            &charge.account_id,
+            charge.subscription_id.as_deref(),
+            "invoice.created",
+            data,
+            row.issued_at,
+        ));
+        rows.push(row);
+    }
+    Ok(Drafts { rows, events })
+}
+
+/// Numbers drafted invoices (`Drafts::rows`) in their accounts' series, in order, and writes
+/// them. Takes each series' row, so a caller that also changes the account's row does that
+/// first (one lock order).
+pub(crate) async fn number_in<C: ConnectionTrait>(
+    conn: &C,
+    drafts: Vec<Invoice>,
+) -> StoreResult<()> {
+    let mut by_account: BTreeMap<String, Vec<Invoice>> = BTreeMap::new();
+    for row in drafts {
+        by_account
+            .entry(row.account_id.clone())
+            .or_default()
+            .push(row);
+    }
+    let mut rows = Vec::new();
+    for (account_id, invoices) in by_account {
         let first = take_numbers(
             conn,
-            account_id,
+            &account_id,
             INVOICE_SERIES,
             INVOICE_PREFIX,
-            charges.len() as i64,
+            invoices.len() as i64,
         )
         .await?;
-        for (offset, charge) in charges.into_iter().enumerate() {
-            let sequence = first + offset as i64;
-            let row = invoice_row(charge, &customers, default_code, sequence)?;
-            let metadata = charge
-                .subscription_id
-                .as_ref()
-                .and_then(|id| metadata.get(id).cloned().flatten())
-                .and_then(|raw| serde_json::from_str(&raw).ok())
-                .unwrap_or(serde_json::Value::Null);
-            let data = serde_json::json!({
-                "subscription_id": charge.subscription_id,
-                "metadata": metadata,
-                "invoice_id": row.id,
-                "amount_in_cents": row.total_cents,
-            });
-            events.push(event_row(
-                account_id,
-                charge.subscription_id.as_deref(),
-                "invoice.created",
-                data,
-                row.issued_at,
-            ));
+        for (offset, mut row) in invoices.into_iter().enumerate() {
+            row.sequence = first + offset as i64;
+            row.number = format!("{INVOICE_PREFIX}{}", row.sequence);
             rows.push(row);
         }
+    }
+    if rows.is_empty() {
+        return Ok(());
     }
     invoice::Entity::insert_many(
         rows.into_iter()
@@ -317,7 +373,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     )
     .exec_without_returning(conn)
     .await?;
-    Ok(events)
+    Ok(())
 }
 
 /// Issues the invoice of one approved `charge` and writes its event with the event's
@@ -357,12 +413,11 @@ impl super::txn::StoreTxn {
     }
 }
 
-/// The invoice of an approved `charge`, numbered `sequence`.
+/// The invoice of an approved `charge`, not yet numbered (`number_in` numbers it).
 fn invoice_row(
     charge: &ChargeAttempt,
     customers: &HashMap<String, customer::Model>,
     default_code: TaxCode,
-    sequence: i64,
 ) -> StoreResult<Invoice> {
     // A charge's customer is never deleted; were it missing, the money still settles and the
     // invoice is made out to the final consumer (the error is logged for operators).
@@ -423,8 +478,8 @@ fn invoice_row(
         id: InvoiceId::generate().into_string(),
         account_id: charge.account_id.clone(),
         series: INVOICE_SERIES.to_owned(),
-        sequence,
-        number: format!("{INVOICE_PREFIX}{sequence}"),
+        sequence: 0,
+        number: String::new(),
         charge_id: charge.id.clone(),
         subscription_id: charge.subscription_id.clone(),
         customer_id: charge.customer_id.clone(),

@@ -26,6 +26,7 @@ pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;
 mod secret;
+pub mod settled;
 mod sqlite_lock;
 pub mod subscriptions;
 pub mod txn;
@@ -112,6 +113,8 @@ pub struct Store {
     /// On SQLite, the writer's own thread, where `unit` runs its work.
     lane: Option<group::WriteLane>,
     signal: webhooks::DeliverySignal,
+    /// Charges waited for in this process, woken when they settle (`settled`).
+    settled: settled::SettledSignal,
     /// On PostgreSQL, the lease loop's own small pool (`cluster`).
     coordination: Option<DatabaseConnection>,
     /// What this node holds: every write of a subscription or a delivery is fenced with it.
@@ -182,10 +185,16 @@ impl Store {
             db,
             writer,
             signal: webhooks::DeliverySignal::default(),
+            settled: settled::SettledSignal::default(),
             batches: batch::Batches::default(),
             batch_writer,
             issuing: Issuing::Issued,
         })
+    }
+
+    /// Charges waited for in this process (`settled`).
+    pub fn settled(&self) -> &settled::SettledSignal {
+        &self.settled
     }
 
     /// This store, issuing invoices or not.

@@ -255,6 +255,7 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
     })
     .await;
     let mut seen_events = events(app, &sub_id).await.len();
+    let mut seen_invoices = 1;
     let mut before = get(app, &sub_id).await;
     let mut history: Vec<String> = Vec::new();
     for op in ops {
@@ -317,12 +318,82 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
             }
         }
         seen_events = new_events.len();
+        seen_invoices = check_invoices(app, &sub_id, &old_model, op, seen_invoices).await;
         check_period(&before, &after, op);
         if after["current_period_start"] != before["current_period_start"] {
             model.new_period();
         }
         before = after;
     }
+}
+
+/// Every approved charge of the subscription has exactly one invoice, of its amount, whose
+/// lines add up, with one `invoice.created` each; the invoice this step made (if it made one)
+/// has, for a renewal, the plan's line and one per add-on the model bills, for a proration one
+/// line. Answers how many invoices there are now.
+async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, seen: usize) -> usize {
+    let list = |path: String| async move {
+        let (status, page) = read(app.get(&path).await).await;
+        assert_eq!(status, 200, "{page}");
+        page["data"].as_array().expect("data").clone()
+    };
+    let charges = list(format!(
+        "/v1/charges?subscription_id={sub_id}&status=approved&limit=100"
+    ))
+    .await;
+    let invoices = list(format!("/v1/invoices?subscription_id={sub_id}&limit=100")).await;
+    assert_eq!(
+        invoices.len(),
+        charges.len(),
+        "one invoice per approved charge"
+    );
+    for charge in &charges {
+        let of_charge: Vec<&Value> = invoices
+            .iter()
+            .filter(|i| i["charge_id"] == charge["id"])
+            .collect();
+        assert_eq!(of_charge.len(), 1, "{charge}");
+        let invoice = of_charge[0];
+        assert_eq!(invoice["total_cents"], charge["amount_cents"], "{invoice}");
+        let lines = invoice["lines"].as_array().expect("lines");
+        let sum: i64 = lines
+            .iter()
+            .map(|l| l["amount_cents"].as_i64().expect("amount"))
+            .sum();
+        assert_eq!(Some(sum), invoice["total_cents"].as_i64(), "{invoice}");
+    }
+    let created = events(app, sub_id)
+        .await
+        .iter()
+        .filter(|e| e["type"] == "invoice.created")
+        .count();
+    assert_eq!(created, invoices.len(), "one invoice.created per invoice");
+    // Newest first: the step's own invoice, when it made exactly one.
+    if invoices.len() == seen + 1 {
+        let newest = &invoices[0];
+        let lines = newest["lines"].as_array().expect("lines");
+        match op {
+            Op::ChangePlan { prorate: true, .. } | Op::Attach { prorate: true, .. } => {
+                assert_eq!(lines.len(), 1, "a proration's one line: {newest}");
+            }
+            Op::Advance { .. } | Op::ChargeNow
+                if newest["total_cents"] == model.next_period_amount() =>
+            {
+                assert_eq!(
+                    lines.len(),
+                    1 + model.addons.len(),
+                    "{newest} after {op:?} on {model:?}"
+                );
+                assert!(lines[0]["plan_id"].is_string(), "{newest}");
+                assert!(
+                    lines[1..].iter().all(|l| l["addon_id"].is_string()),
+                    "{newest}"
+                );
+            }
+            _ => {}
+        }
+    }
+    invoices.len()
 }
 
 fn status_str(sub: &Value) -> &'static str {

@@ -33,7 +33,7 @@ use super::{Store, StoreError, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use tokio::sync::oneshot;
 
 mod notes;
@@ -369,8 +369,26 @@ impl Store {
             );
         }
 
+        // The approved charges' invoices, drafted now (customers read, metadata from the rows)
+        // so that their events are written with the others; numbered below.
+        let approved: Vec<&ChargeAttempt> = chosen
+            .iter()
+            .map(|s| &s.charge)
+            .filter(|c| c.is(ChargeStatus::Approved))
+            .filter(|_| self.issuing == super::Issuing::Issued)
+            .collect();
+        let metadata: HashMap<&str, Option<&str>> = chosen
+            .iter()
+            .map(|s| (s.row.id.as_str(), s.row.metadata.as_deref()))
+            .collect();
+        let invoices = super::invoices::draft_in(conn, &approved, Some(&metadata)).await?;
+
         // The events, and their deliveries.
-        let rows: Vec<&Event> = chosen.iter().flat_map(|s| s.events.iter()).collect();
+        let rows: Vec<&Event> = chosen
+            .iter()
+            .flat_map(|s| s.events.iter())
+            .chain(invoices.events.iter())
+            .collect();
         statements.extend(event_statements(&txn, rows).await?);
 
         // The account's row last (see `begin_many`).
@@ -390,20 +408,10 @@ impl Store {
             );
         }
         execute_together(conn, statements).await?;
-        // The approved charges' invoices, numbered now, with their events: after the account's
-        // row, as every settlement takes the account's row before its series' (no deadlock
-        // between a batch and a charge settled alone).
-        let approved: Vec<&ChargeAttempt> = chosen
-            .iter()
-            .map(|s| &s.charge)
-            .filter(|c| c.is(ChargeStatus::Approved))
-            .filter(|_| self.issuing == super::Issuing::Issued)
-            .collect();
-        let invoiced = super::invoices::issue_in(conn, &approved).await?;
-        if !invoiced.is_empty() {
-            let statements = event_statements(&txn, invoiced.iter().collect()).await?;
-            execute_together(conn, statements).await?;
-        }
+        // The invoices numbered now: after the account's row, as every settlement takes the
+        // account's row before its series' (no deadlock between a batch and a charge settled
+        // alone).
+        super::invoices::number_in(conn, invoices.rows).await?;
         txn.commit().await?;
         for settle in &chosen {
             let outcome = settle.charge.status.as_str();
