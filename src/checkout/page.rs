@@ -12,7 +12,7 @@ use crate::ids::AccountId;
 use crate::store::catalog::CatalogKind;
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -225,20 +225,5 @@ fn page_response(status: StatusCode, html: askama::Result<String>, processor: &s
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
          connect-src 'self' {processor}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     );
-    let mut response = (status, Html(html)).into_response();
-    let headers = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&policy) {
-        headers.insert(header::CONTENT_SECURITY_POLICY, value);
-    }
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
-    response
+    crate::http::pages::harden((status, Html(html)).into_response(), &policy)
 }

@@ -13,7 +13,7 @@ use crate::store::accounts::Account;
 use crate::store::invoices::Invoice;
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -183,26 +183,12 @@ async fn credit_note_pdf(
 
 /// What every answer of these routes carries: nothing loaded from elsewhere, no script, no
 /// framing, not cached by anyone between, and no token leaked to another site by a Referer.
-fn secured(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'none'; \
-             base-uri 'none'; frame-ancestors 'none'",
-        ),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
-    response
+fn secured(response: Response) -> Response {
+    crate::http::pages::harden(
+        response,
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'none'; \
+         base-uri 'none'; frame-ancestors 'none'",
+    )
 }
 
 fn not_found() -> Response {

@@ -1,0 +1,26 @@
+//! What every page a customer opens without an API key answers with (the hosted checkout, the
+//! hosted invoice and its PDFs): the page's own Content-Security-Policy, never cached by anyone
+//! between, no `Referer` sent on (the URL is the customer's credential), no type sniffing, and
+//! a `Vary` on the language the page chose by.
+
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+
+/// `response` with those headers, `policy` as its Content-Security-Policy.
+pub fn harden(mut response: Response, policy: &str) -> Response {
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(policy) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
+    response
+}
