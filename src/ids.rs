@@ -67,6 +67,8 @@ id_type! {
     RefundId => "re_",
     InvoiceId => "in_",
     CreditNoteId => "cn_",
+    PortalSessionId => "bps_",
+    PortalActionId => "bpa_",
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ mod m20261126_000015_refund_posting;
 pub mod m20261126_000016_closed_vocabularies;
 pub mod m20261126_000017_invoices;
 mod m20261126_000018_credit_notes;
+mod m20261127_000019_portal;
 
 pub struct Migrator;
 
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000016_closed_vocabularies::Migration),
             Box::new(m20261126_000017_invoices::Migration),
             Box::new(m20261126_000018_credit_notes::Migration),
+            Box::new(m20261127_000019_portal::Migration),
         ]
     }
 }

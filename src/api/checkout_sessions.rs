@@ -200,7 +200,7 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
 }
 
 /// An absolute http(s) URL, or a 400 naming `param`.
-fn web_url(raw: Option<String>, param: &str) -> ApiResult<Option<String>> {
+pub(super) fn web_url(raw: Option<String>, param: &str) -> ApiResult<Option<String>> {
     let Some(raw) = raw else {
         return Ok(None);
     };

@@ -161,12 +161,12 @@ fn parse_email(raw: &str) -> ApiResult<String> {
         .map_err(|why| ApiError::bad_request(format!("email {why}.")).param("email"))
 }
 
-fn parse_tax_id(raw: &TaxIdIn) -> ApiResult<TaxId> {
+pub(super) fn parse_tax_id(raw: &TaxIdIn) -> ApiResult<TaxId> {
     TaxId::parse(&raw.kind, &raw.number)
         .map_err(|why| ApiError::bad_request(format!("tax_id: {why}.")).param("tax_id"))
 }
 
-fn parse_legal_name(raw: &str) -> ApiResult<String> {
+pub(super) fn parse_legal_name(raw: &str) -> ApiResult<String> {
     parse_name(raw).map_err(|_| {
         ApiError::bad_request("legal_name must have a visible character and at most 200.")
             .param("legal_name")

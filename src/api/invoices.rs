@@ -140,7 +140,7 @@ pub struct TaxIdOut {
     "customer": {"name": "Ana Gómez", "email": "ana@example.co", "tax_id": {"type": "CC", "number": "222222222222"}},
     "dian": null,
     "pdf_url": "https://billing.example.co/v1/invoices/in_0193a1f9c4d57e6f8a9b0c1d2e3f4a5b/pdf",
-    "hosted_url": "https://billing.example.co/invoices/inv_Q7m2Kx9PzR4tW8yB3nD6fH1jL5vC0sEa"
+    "hosted_url": "https://billing.example.co/invoices/inv_0193a1f9c4d57e6f8a9b0c1d2e3f4a5bQ7m2Kx9PzR4tW8yB3nD6fH1jL5vC0sEa"
 })))]
 pub struct InvoiceOut {
     pub id: String,
@@ -171,7 +171,7 @@ pub struct InvoiceOut {
 
 impl InvoiceOut {
     /// `invoice` as the API answers it, its URLs under `public_url`.
-    fn of(invoice: Invoice, public_url: &str) -> Result<Self, ApiError> {
+    pub(in crate::api) fn of(invoice: Invoice, public_url: &str) -> Result<Self, ApiError> {
         let broken = |err: serde_json::Error| ApiError::Internal(Box::new(err));
         let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines).map_err(broken)?;
         let entries: Vec<TaxEntry> =
@@ -425,7 +425,7 @@ pub struct CreditNoteOut {
 
 impl CreditNoteOut {
     /// `note` as the API answers it, its URL under `public_url`.
-    fn of(note: CreditNote, public_url: &str) -> Result<Self, ApiError> {
+    pub(in crate::api) fn of(note: CreditNote, public_url: &str) -> Result<Self, ApiError> {
         let lines: Vec<CreditLine> =
             serde_json::from_str(&note.lines).map_err(|err| ApiError::Internal(Box::new(err)))?;
         Ok(Self {

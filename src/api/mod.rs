@@ -18,6 +18,7 @@ pub mod invoices;
 pub mod invoicing;
 pub mod openapi;
 pub mod payment_methods;
+pub mod portal;
 pub mod probes;
 pub mod subscriptions;
 pub mod test_clock;
@@ -73,8 +74,10 @@ pub fn app(state: AppState) -> Router {
                 async move { Json(openapi) }
             }),
         )
-        // A page for people, not part of the API's document.
+        // Pages for people, not part of the API's document (the portal's JSON is documented
+        // in docs/portal.md).
         .merge(dashboard::router())
+        .merge(portal::customer_router(&state))
         // Between the nodes of a cluster, behind the cluster's secret.
         .merge(internal::router())
         // The processor's protocol, not our API: outside the OpenAPI document.
@@ -130,6 +133,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(invoicing::router())
         .merge(balance::router())
         .merge(payment_methods::router())
+        .merge(portal::router())
         .merge(charges::router())
         .merge(invoices::router())
         .merge(subscriptions::router())

@@ -135,9 +135,53 @@ impl From<PaymentMethod> for PaymentMethodOut {
 }
 
 /// What the body asks for: a new payment source from a token, or an existing one.
-enum Source {
+/// Where a new payment method's processor source comes from.
+pub(super) enum Source {
+    /// Made now from the customer's token and acceptances.
     New(SourceRequest),
+    /// One the processor already has (a migration).
     Existing(i64),
+}
+
+/// Makes (or, for `Existing`, reads) the processor's payment source and stores the payment
+/// method of `customer`: what `POST /v1/customers/{id}/payment-methods` and the portal's card
+/// update both do.
+pub(super) async fn add_payment_method(
+    state: &AppState,
+    account: &crate::store::accounts::Account,
+    customer: crate::store::catalog::Customer,
+    source: Source,
+) -> ApiResult<PaymentMethod> {
+    let credentials = state
+        .charger
+        .credentials(account)
+        .map_err(processor_error)?;
+    let source = match source {
+        Source::New(request) => {
+            let request = request.for_customer(customer.email.clone());
+            state
+                .processor
+                .create_payment_source(&credentials, &request)
+                .await
+                .map_err(processor_error)?
+        }
+        Source::Existing(source_id) => state
+            .processor
+            .get_payment_source(&credentials, source_id)
+            .await
+            .map_err(processor_error)?,
+    };
+    let method = PaymentMethod {
+        id: PaymentMethodId::generate().into_string(),
+        account_id: account.id.clone(),
+        customer_id: customer.id,
+        processor_payment_source_id: source.id,
+        brand: source.brand,
+        last4: source.last_four,
+        kind: source.kind.as_str().to_owned(),
+        created_at: chrono::Utc::now().timestamp_millis(),
+    };
+    Ok(state.store.insert_payment_method(method).await?)
 }
 
 /// Reads the body's one valid shape, or says (400) which field is missing or extra.
@@ -176,36 +220,7 @@ async fn create_payment_method(
         state.store.customer(&account, &id).await?.ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{id}`.")).param("id")
         })?;
-    let credentials = state
-        .charger
-        .credentials(&caller.0)
-        .map_err(processor_error)?;
-    let source = match source_of(body)? {
-        Source::New(request) => {
-            let request = request.for_customer(customer.email.clone());
-            state
-                .processor
-                .create_payment_source(&credentials, &request)
-                .await
-                .map_err(processor_error)?
-        }
-        Source::Existing(source_id) => state
-            .processor
-            .get_payment_source(&credentials, source_id)
-            .await
-            .map_err(processor_error)?,
-    };
-    let method = PaymentMethod {
-        id: PaymentMethodId::generate().into_string(),
-        account_id: caller.0.id.clone(),
-        customer_id: customer.id,
-        processor_payment_source_id: source.id,
-        brand: source.brand,
-        last4: source.last_four,
-        kind: source.kind.as_str().to_owned(),
-        created_at: chrono::Utc::now().timestamp_millis(),
-    };
-    let method = state.store.insert_payment_method(method).await?;
+    let method = add_payment_method(&state, &caller.0, customer, source_of(body)?).await?;
     Ok((StatusCode::CREATED, Json(method.into())))
 }
 

@@ -9,6 +9,7 @@ pub mod charge_purpose;
 pub mod charge_status;
 pub mod checkout;
 pub mod money;
+pub mod portal;
 pub mod recheck;
 pub mod schedule;
 pub mod subscription;

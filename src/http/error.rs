@@ -61,6 +61,9 @@ pub enum ApiError {
     /// 401 `authentication_error`.
     #[error("authentication failed")]
     Authentication,
+    /// 401 `authentication_error`: a customer portal token that is unknown or has expired.
+    #[error("portal session unknown or expired")]
+    PortalSession,
     /// 422 `insufficient_balance`.
     #[error("{0}")]
     InsufficientBalance(String),
@@ -156,7 +159,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::InvalidRequest { status, .. } | Self::Idempotency { status, .. } => *status,
-            Self::Authentication => StatusCode::UNAUTHORIZED,
+            Self::Authentication | Self::PortalSession => StatusCode::UNAUTHORIZED,
             Self::InsufficientBalance(_) | Self::Processor(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } | Self::TooManyFailedAuthentications { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -181,6 +184,11 @@ impl ApiError {
             Self::Authentication => (
                 ErrorType::AuthenticationError,
                 "Missing or invalid API key: send `Authorization: Bearer <key>`.".to_owned(),
+                None,
+            ),
+            Self::PortalSession => (
+                ErrorType::AuthenticationError,
+                "This portal link is unknown or has expired: ask for a new one.".to_owned(),
                 None,
             ),
             Self::InsufficientBalance(message) => {

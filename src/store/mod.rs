@@ -21,6 +21,7 @@ pub mod invoices;
 mod nodelay;
 pub mod outbox;
 pub mod ownership;
+pub mod portal;
 pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;

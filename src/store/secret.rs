@@ -90,6 +90,7 @@ mod tests {
             created_at: 0,
             default_tax_code: crate::domain::tax::TaxCode::Iva19,
             invoicing: None,
+            portal: None,
         }
     }
 

@@ -250,10 +250,17 @@ async fn the_hosted_page_opens_its_own_invoice_and_credit_notes_only(app: TestAp
     // A wrong token, a token of the right shape that is nobody's, and another invoice's
     // credit note through this token: nothing.
     let stranger = format!("{}/invoices/inv_{}", app.base, "A".repeat(32));
+    // The token begins with the invoice's id, which is no secret: its random end is checked.
+    let mut guessed = hosted.clone();
+    let last = guessed.pop().expect("a token");
+    guessed.push(if last == 'A' { 'B' } else { 'A' });
     for url in [
         format!("{}/invoices/nope", app.base),
         stranger.clone(),
         format!("{stranger}/pdf"),
+        format!("{}/invoices/inv_{}", app.base, "A".repeat(64)),
+        guessed.clone(),
+        format!("{guessed}/pdf"),
     ] {
         let status = anonymous.get(&url).send().await.expect("send").status();
         assert_eq!(status, 404, "{url}");

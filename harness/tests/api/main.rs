@@ -29,6 +29,8 @@ mod model;
 mod multi_node;
 mod nequi;
 mod openapi;
+mod portal;
+mod portal_browser;
 mod posting_races;
 mod processor;
 mod processor_conflicts;

@@ -288,3 +288,19 @@ mod tests {
         }
     }
 }
+
+pub fn portal_flow() -> Object {
+    strings(crate::domain::portal::FlowKind::WORDS, false)
+}
+
+pub fn optional_locale() -> Object {
+    strings(&["es", "en"], true)
+}
+
+pub fn cancel_mode() -> Object {
+    strings(crate::domain::portal::CancelMode::WORDS, false)
+}
+
+pub fn optional_cancel_mode() -> Object {
+    strings(crate::domain::portal::CancelMode::WORDS, true)
+}

@@ -198,23 +198,31 @@ pub(super) async fn charge_now(
         ));
     };
     let charge = settled_charge(&state, &caller.account_id(), charge).await?;
-    let out = ChargeOut {
-        created_at: rfc3339(from_millis(charge.created_at)),
-        id: charge.id,
-        subscription_id: charge.subscription_id,
-        amount_in_cents: charge.amount_cents,
-        status: charge.status,
-        processor_status: charge.processor_status.clone(),
-        processor_transaction_id: charge.processor_transaction_id,
-        reference: charge.reference,
-    };
-    match charge.status {
+    let status = charge.status;
+    let processor_status = charge.processor_status.clone();
+    let out = ChargeOut::from(charge);
+    match status {
         ChargeStatus::Approved => Ok((StatusCode::OK, Json(out)).into_response()),
         ChargeStatus::Pending => Ok((StatusCode::ACCEPTED, Json(out)).into_response()),
         _ => Err(ApiError::Processor(format!(
             "The payment processor rejected the charge ({}).",
-            charge.processor_status.as_deref().unwrap_or("ERROR")
+            processor_status.as_deref().unwrap_or("ERROR")
         ))),
+    }
+}
+
+impl From<ChargeAttempt> for ChargeOut {
+    fn from(charge: ChargeAttempt) -> Self {
+        Self {
+            created_at: rfc3339(from_millis(charge.created_at)),
+            id: charge.id,
+            subscription_id: charge.subscription_id,
+            amount_in_cents: charge.amount_cents,
+            status: charge.status,
+            processor_status: charge.processor_status,
+            processor_transaction_id: charge.processor_transaction_id,
+            reference: charge.reference,
+        }
     }
 }
 
@@ -252,7 +260,7 @@ pub(super) async fn attach_addon(
 const CHARGE_WAIT: Duration = Duration::from_secs(10);
 
 /// Waits (up to `CHARGE_WAIT`) for `charge` to leave `pending`, and returns it as stored.
-pub(super) async fn settled_charge(
+pub(in crate::api) async fn settled_charge(
     state: &AppState,
     account: &AccountId,
     charge: ChargeAttempt,
@@ -293,7 +301,7 @@ async fn wait_for(
 /// The answer of an action that may have made a charge it takes effect with: the subscription
 /// as it stands once the charge is approved (200); 422 `processor_error` when the charge was
 /// declined (nothing changed); 202 with the subscription as it is while still pending.
-pub(super) async fn action_after_charge(
+pub(in crate::api) async fn action_after_charge(
     state: &AppState,
     caller: &Caller,
     outcome: ActionOutcome,

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-mod actions;
+pub(super) mod actions;
 mod create;
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -168,7 +168,7 @@ pub fn parse_cycle(raw: &str) -> ApiResult<Cycle> {
 }
 
 /// Maps an actor's business failure to the contract's errors.
-fn action_error(err: ActionError) -> ApiError {
+pub(super) fn action_error(err: ActionError) -> ApiError {
     match err {
         ActionError::NotFound(message) => ApiError::not_found(message),
         ActionError::Conflict(message) => ApiError::conflict(message),
@@ -187,7 +187,7 @@ fn action_error(err: ActionError) -> ApiError {
     }
 }
 
-async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
+pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
     state
         .store
         .subscription(&caller.account_id(), id)
@@ -195,7 +195,7 @@ async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscr
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
 }
 
-async fn act(
+pub(super) async fn act(
     state: &AppState,
     caller: &Caller,
     id: &str,

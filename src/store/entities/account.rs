@@ -31,6 +31,9 @@ pub struct Model {
     pub default_tax_code: TaxCode,
     /// The seller's invoicing settings (JSON of `store::accounts::Seller`).
     pub invoicing: Option<String>,
+    /// What customers may do in the portal (JSON of `domain::portal::PortalConfig`; `None`:
+    /// the defaults).
+    pub portal: Option<String>,
 }
 
 /// Secrets stay out of logs: the Debug form names the account only.

@@ -15,6 +15,8 @@ pub mod idempotency_key;
 pub mod invoice;
 pub mod invoice_series;
 pub mod payment_method;
+pub mod portal_action;
+pub mod portal_session;
 pub mod processor_event;
 pub mod refund;
 pub mod setting;

@@ -1,0 +1,25 @@
+//! An action a customer took through the portal, with the session it came from.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "portal_actions")]
+pub struct Model {
+    /// `bpa_…`.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub account_id: String,
+    pub session_id: String,
+    pub customer_id: String,
+    pub subscription_id: Option<String>,
+    /// `payment_method_update`, `subscription_cancel`, `plan_switch` or `customer_update`.
+    pub action: String,
+    /// JSON: what the action carried (the reason given, the plan switched to, …).
+    pub detail: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
