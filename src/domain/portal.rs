@@ -148,7 +148,10 @@ mod tests {
             ..PortalPatch::default()
         });
         assert_eq!(later.cancel.mode, CancelMode::Immediately);
-        assert_eq!(later.plan_switch, config.plan_switch, "the other rule stayed");
+        assert_eq!(
+            later.plan_switch, config.plan_switch,
+            "the other rule stayed"
+        );
     }
 
     #[test]

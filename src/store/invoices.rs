@@ -524,7 +524,10 @@ mod tests {
         sorted.sort();
         assert_eq!(sorted, tokens, "tokens sort as their invoices were issued");
         for (id, token) in ids.iter().zip(&tokens) {
-            let ordered = id.as_str().strip_prefix(InvoiceId::PREFIX).unwrap_or_default();
+            let ordered = id
+                .as_str()
+                .strip_prefix(InvoiceId::PREFIX)
+                .unwrap_or_default();
             let rest = token.strip_prefix("inv_").unwrap_or_default();
             assert!(rest.starts_with(ordered), "{token} begins with {id}'s hex");
             let secret = &rest[ordered.len()..];

@@ -35,7 +35,9 @@ pub(crate) async fn open(app: &TestApp, customer: &str, extra: Value) -> Value {
 /// The path part of a session's URL: `/portal/bpt_…`.
 pub(crate) fn path_of(app: &TestApp, session: &Value) -> String {
     let url = session["url"].as_str().expect("url");
-    url.strip_prefix(&app.base).expect("the url is ours").to_owned()
+    url.strip_prefix(&app.base)
+        .expect("the url is ours")
+        .to_owned()
 }
 
 /// A request to the portal's JSON, with no API key: the token in the path is the credential.
@@ -43,7 +45,12 @@ fn portal(app: &TestApp, method: Method, path: &str) -> reqwest::RequestBuilder 
     app.client.request(method, app.url(path))
 }
 
-async fn portal_json(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+async fn portal_json(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut request = portal(app, method, path);
     if let Some(body) = body {
         request = request.json(&body);
@@ -117,10 +124,15 @@ async fn a_session_opens_for_an_hour_and_its_token_reaches_its_customer_only(app
     let base = path_of(&app, &session);
     assert!(base.starts_with("/portal/bpt_"), "{base}");
 
-    let (status, data) = portal_json(&app, Method::GET, &format!("{base}/api/customer"), None).await;
+    let (status, data) =
+        portal_json(&app, Method::GET, &format!("{base}/api/customer"), None).await;
     assert_eq!(status, 200, "{data}");
     assert_eq!(data["customer"]["id"], shop.customer.as_str());
-    assert_eq!(data["customer"]["metadata"], Value::Null, "the merchant's metadata stays theirs");
+    assert_eq!(
+        data["customer"]["metadata"],
+        Value::Null,
+        "the merchant's metadata stays theirs"
+    );
     let subs: Vec<&str> = data["subscriptions"]
         .as_array()
         .expect("array")
@@ -134,7 +146,10 @@ async fn a_session_opens_for_an_hour_and_its_token_reaches_its_customer_only(app
     assert_eq!(invoices[0]["customer_id"], shop.customer.as_str());
     assert!(data["credit_notes"].as_array().expect("notes").is_empty());
     let text = data.to_string();
-    assert!(!text.contains(&other_customer) && !text.contains(&other_sub), "{text}");
+    assert!(
+        !text.contains(&other_customer) && !text.contains(&other_sub),
+        "{text}"
+    );
 
     // Another customer's subscription through this token: 404, and nothing changes.
     let (status, body) = portal_json(
@@ -158,7 +173,8 @@ async fn a_session_opens_for_an_hour_and_its_token_reaches_its_customer_only(app
     }
     // An hour later (the account's clock) the token no longer opens anything.
     advance(&app, 3601).await;
-    let (status, body) = portal_json(&app, Method::GET, &format!("{base}/api/customer"), None).await;
+    let (status, body) =
+        portal_json(&app, Method::GET, &format!("{base}/api/customer"), None).await;
     assert_eq!(status, 401, "{body}");
     assert_eq!(body["error"]["type"], "authentication_error");
     let page = portal(&app, Method::GET, &base).send().await.expect("send");
@@ -206,7 +222,11 @@ async fn a_session_refuses_what_is_not_the_customers_or_not_offered(app: TestApp
         .await,
     )
     .await;
-    assert_eq!((status, answer["error"]["param"].clone()), (400, json!("flow.type")), "{answer}");
+    assert_eq!(
+        (status, answer["error"]["param"].clone()),
+        (400, json!("flow.type")),
+        "{answer}"
+    );
     let session = open(
         &app,
         &shop.customer,
@@ -232,7 +252,10 @@ async fn the_configuration_merges_and_applies_to_sessions_opened_before(app: Tes
     let base = path_of(&app, &session);
     // Opened before: the configuration changed after it applies to it.
     let merged = configure(&app, json!({"cancel": {"enabled": false}})).await;
-    assert_eq!(merged["cancel"], json!({"enabled": false, "mode": "at_period_end"}));
+    assert_eq!(
+        merged["cancel"],
+        json!({"enabled": false, "mode": "at_period_end"})
+    );
     let (status, body) = portal_json(
         &app,
         Method::POST,
@@ -240,15 +263,34 @@ async fn the_configuration_merges_and_applies_to_sessions_opened_before(app: Tes
         Some(json!({})),
     )
     .await;
-    assert_eq!((status, body["error"]["type"].clone()), (403, json!("invalid_request")), "{body}");
-    let merged = configure(&app, json!({"invoice_history": {"enabled": false}, "cancel": {"mode": "immediately"}})).await;
-    assert_eq!(merged["cancel"], json!({"enabled": false, "mode": "immediately"}), "nested fields merge");
+    assert_eq!(
+        (status, body["error"]["type"].clone()),
+        (403, json!("invalid_request")),
+        "{body}"
+    );
+    let merged = configure(
+        &app,
+        json!({"invoice_history": {"enabled": false}, "cancel": {"mode": "immediately"}}),
+    )
+    .await;
+    assert_eq!(
+        merged["cancel"],
+        json!({"enabled": false, "mode": "immediately"}),
+        "nested fields merge"
+    );
     assert_eq!(merged["invoice_history"]["enabled"], false);
     let (_, data) = portal_json(&app, Method::GET, &format!("{base}/api/customer"), None).await;
-    assert_eq!(data["invoices"], json!([]), "no invoices while the history is off");
+    assert_eq!(
+        data["invoices"],
+        json!([]),
+        "no invoices while the history is off"
+    );
     for (patch, param) in [
         (json!({"cancel": {"mode": "whenever"}}), "cancel.mode"),
-        (json!({"plan_switch": {"plan_ids": ["plan_nope"]}}), "plan_switch.plan_ids"),
+        (
+            json!({"plan_switch": {"plan_ids": ["plan_nope"]}}),
+            "plan_switch.plan_ids",
+        ),
     ] {
         let (status, body) = read(
             app.request(Method::PATCH, "/v1/account/portal")
@@ -258,7 +300,11 @@ async fn the_configuration_merges_and_applies_to_sessions_opened_before(app: Tes
                 .expect("send"),
         )
         .await;
-        assert_eq!((status, body["error"]["param"].clone()), (400, json!(param)), "{body}");
+        assert_eq!(
+            (status, body["error"]["param"].clone()),
+            (400, json!(param)),
+            "{body}"
+        );
     }
     let (_, unchanged) = read(app.get("/v1/account/portal").await).await;
     assert_eq!(unchanged, merged, "a refused PATCH stored nothing");
@@ -278,7 +324,13 @@ async fn cancelling_asks_the_configuration_when_and_records_the_reason(app: Test
     )
     .await;
     assert_eq!(status, 200, "{canceled}");
-    assert_eq!((canceled["status"].clone(), canceled["cancel_at_period_end"].clone()), (json!("active"), json!(true)));
+    assert_eq!(
+        (
+            canceled["status"].clone(),
+            canceled["cancel_at_period_end"].clone()
+        ),
+        (json!("active"), json!(true))
+    );
     configure(&app, json!({"cancel": {"mode": "immediately"}})).await;
     let (status, canceled) = portal_json(
         &app,
@@ -287,7 +339,11 @@ async fn cancelling_asks_the_configuration_when_and_records_the_reason(app: Test
         Some(json!({})),
     )
     .await;
-    assert_eq!((status, canceled["status"].clone()), (200, json!("canceled")), "{canceled}");
+    assert_eq!(
+        (status, canceled["status"].clone()),
+        (200, json!("canceled")),
+        "{canceled}"
+    );
     let (status, too_long) = portal_json(
         &app,
         Method::POST,
@@ -295,17 +351,38 @@ async fn cancelling_asks_the_configuration_when_and_records_the_reason(app: Test
         Some(json!({"reason": "x".repeat(501)})),
     )
     .await;
-    assert_eq!((status, too_long["error"]["param"].clone()), (400, json!("reason")));
+    assert_eq!(
+        (status, too_long["error"]["param"].clone()),
+        (400, json!("reason"))
+    );
     // The same events as the API's cancel.
-    assert!(events(&app, &second).await.iter().any(|e| e["type"] == "subscription.canceled"));
-    let (_, read_back) = read(app.get(&format!("/v1/portal-sessions/{}", id(&session))).await).await;
+    assert!(
+        events(&app, &second)
+            .await
+            .iter()
+            .any(|e| e["type"] == "subscription.canceled")
+    );
+    let (_, read_back) = read(
+        app.get(&format!("/v1/portal-sessions/{}", id(&session)))
+            .await,
+    )
+    .await;
     let actions = read_back["actions"].as_array().expect("actions");
     assert_eq!(actions.len(), 2, "{read_back}");
     assert_eq!(actions[0]["action"], "subscription_cancel");
     assert_eq!(actions[0]["subscription_id"], first.as_str());
-    assert_eq!(actions[0]["detail"], json!({"reason": "Muy caro", "mode": "at_period_end"}));
-    assert_eq!(actions[1]["detail"], json!({"reason": null, "mode": "immediately"}));
-    assert!(read_back.get("url").is_none(), "the URL is shown once: {read_back}");
+    assert_eq!(
+        actions[0]["detail"],
+        json!({"reason": "Muy caro", "mode": "at_period_end"})
+    );
+    assert_eq!(
+        actions[1]["detail"],
+        json!({"reason": null, "mode": "immediately"})
+    );
+    assert!(
+        read_back.get("url").is_none(),
+        "the URL is shown once: {read_back}"
+    );
     assert_invariants(&app).await;
 }
 
@@ -330,7 +407,11 @@ async fn a_new_card_in_past_due_is_charged_at_once_and_the_subscription_recovers
         Some(json!({"card_token": token.token, "acceptance_token": token.acceptance})),
     )
     .await;
-    assert_eq!((status, body["error"]["param"].clone()), (400, json!("accept_personal_auth")), "{body}");
+    assert_eq!(
+        (status, body["error"]["param"].clone()),
+        (400, json!("accept_personal_auth")),
+        "{body}"
+    );
     let (status, body) = portal_json(
         &app,
         Method::POST,
@@ -341,10 +422,16 @@ async fn a_new_card_in_past_due_is_charged_at_once_and_the_subscription_recovers
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["charge"]["status"], "approved", "{body}");
     assert_eq!(body["subscription"]["status"], "active", "{body}");
-    assert_eq!(body["subscription"]["default_payment_method_id"], body["payment_method"]["id"]);
+    assert_eq!(
+        body["subscription"]["default_payment_method_id"],
+        body["payment_method"]["id"]
+    );
     assert_eq!(body["payment_method"]["last4"], "4242");
     let now = get(&app, &sub).await;
-    assert_eq!((now["status"].clone(), now["failed_attempts"].clone()), (json!("active"), json!(0)));
+    assert_eq!(
+        (now["status"].clone(), now["failed_attempts"].clone()),
+        (json!("active"), json!(0))
+    );
     let kinds: Vec<String> = events(&app, &sub)
         .await
         .iter()
@@ -352,14 +439,27 @@ async fn a_new_card_in_past_due_is_charged_at_once_and_the_subscription_recovers
         .collect();
     assert_eq!(
         kinds,
-        ["subscription.created", "charge.declined", "subscription.past_due", "charge.approved", "invoice.created"]
+        [
+            "subscription.created",
+            "charge.declined",
+            "subscription.past_due",
+            "charge.approved",
+            "invoice.created"
+        ]
     );
     // The next renewal uses the new card.
     advance(&app, 31 * DAY).await;
     assert_eq!(get(&app, &sub).await["status"], "active");
-    let (_, read_back) = read(app.get(&format!("/v1/portal-sessions/{}", id(&session))).await).await;
+    let (_, read_back) = read(
+        app.get(&format!("/v1/portal-sessions/{}", id(&session)))
+            .await,
+    )
+    .await;
     assert_eq!(read_back["actions"][0]["action"], "payment_method_update");
-    assert_eq!(read_back["actions"][0]["detail"]["retried_charge_id"], body["charge"]["id"]);
+    assert_eq!(
+        read_back["actions"][0]["detail"]["retried_charge_id"],
+        body["charge"]["id"]
+    );
     assert_invariants(&app).await;
 }
 
@@ -372,14 +472,43 @@ async fn a_plan_switch_previews_then_charges_what_the_preview_said(app: TestApp)
     let session = open(&app, &shop.customer, json!({})).await;
     let base = path_of(&app, &session);
     let preview_path = format!("{base}/api/subscriptions/{sub}/change-plan/preview");
-    let (status, body) = portal_json(&app, Method::POST, &preview_path, Some(json!({"plan_id": bigger}))).await;
+    let (status, body) = portal_json(
+        &app,
+        Method::POST,
+        &preview_path,
+        Some(json!({"plan_id": bigger})),
+    )
+    .await;
     assert_eq!(status, 403, "no plan switch by default: {body}");
-    configure(&app, json!({"plan_switch": {"enabled": true, "plan_ids": [bigger]}})).await;
-    let (status, body) = portal_json(&app, Method::POST, &preview_path, Some(json!({"plan_id": unlisted}))).await;
-    assert_eq!((status, body["error"]["param"].clone()), (403, json!("plan_id")), "{body}");
-    let (status, preview) = portal_json(&app, Method::POST, &preview_path, Some(json!({"plan_id": bigger}))).await;
+    configure(
+        &app,
+        json!({"plan_switch": {"enabled": true, "plan_ids": [bigger]}}),
+    )
+    .await;
+    let (status, body) = portal_json(
+        &app,
+        Method::POST,
+        &preview_path,
+        Some(json!({"plan_id": unlisted})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["param"].clone()),
+        (403, json!("plan_id")),
+        "{body}"
+    );
+    let (status, preview) = portal_json(
+        &app,
+        Method::POST,
+        &preview_path,
+        Some(json!({"plan_id": bigger})),
+    )
+    .await;
     assert_eq!(status, 200, "{preview}");
-    assert!(preview["prorated_amount_cents"].as_i64().expect("cents") > 0, "{preview}");
+    assert!(
+        preview["prorated_amount_cents"].as_i64().expect("cents") > 0,
+        "{preview}"
+    );
     let (status, switched) = portal_json(
         &app,
         Method::POST,
@@ -391,7 +520,10 @@ async fn a_plan_switch_previews_then_charges_what_the_preview_said(app: TestApp)
     assert_eq!(switched["plan_id"], bigger.as_str());
     let (_, charges) = read(app.get(&format!("/v1/charges?subscription_id={sub}")).await).await;
     let proration = &charges["data"][0];
-    assert_eq!(proration["amount_cents"], preview["prorated_amount_cents"], "{charges}");
+    assert_eq!(
+        proration["amount_cents"], preview["prorated_amount_cents"],
+        "{charges}"
+    );
     assert_invariants(&app).await;
 }
 
@@ -400,15 +532,30 @@ async fn the_customer_edits_their_invoicing_data_and_a_bad_nit_is_refused(app: T
     let session = open(&app, &shop.customer, json!({})).await;
     let path = format!("{}/api/customer", path_of(&app, &session));
     for (body, param) in [
-        (json!({"tax_id": {"type": "NIT", "number": "900123456-1"}}), "tax_id"),
-        (json!({"address": {"line": "Calle 1", "city_code": "123", "country": "CO"}}), "address.city_code"),
+        (
+            json!({"tax_id": {"type": "NIT", "number": "900123456-1"}}),
+            "tax_id",
+        ),
+        (
+            json!({"address": {"line": "Calle 1", "city_code": "123", "country": "CO"}}),
+            "address.city_code",
+        ),
         (json!({"email": "otro@example.co"}), "email"),
     ] {
         let (status, answer) = portal_json(&app, Method::PATCH, &path, Some(body.clone())).await;
         assert_eq!(status, 400, "{body}: {answer}");
-        let named = answer["error"]["param"].as_str().unwrap_or_default().to_owned();
-        let message = answer["error"]["message"].as_str().unwrap_or_default().to_owned();
-        assert!(named.starts_with(param) || message.contains(param), "{param}: {answer}");
+        let named = answer["error"]["param"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let message = answer["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            named.starts_with(param) || message.contains(param),
+            "{param}: {answer}"
+        );
     }
     let (status, customer) = portal_json(
         &app,
@@ -420,9 +567,15 @@ async fn the_customer_edits_their_invoicing_data_and_a_bad_nit_is_refused(app: T
     .await;
     assert_eq!(status, 200, "{customer}");
     let (_, stored) = read(app.get(&format!("/v1/customers/{}", shop.customer)).await).await;
-    assert_eq!(stored["tax_id"], json!({"type": "NIT", "number": "900123456", "check_digit": 8}));
+    assert_eq!(
+        stored["tax_id"],
+        json!({"type": "NIT", "number": "900123456", "check_digit": 8})
+    );
     assert_eq!(stored["legal_name"], "Gómez Asociados S.A.S.");
-    assert_eq!(stored["email"], "ana@example.co", "the e-mail is not the customer's to change here");
+    assert_eq!(
+        stored["email"], "ana@example.co",
+        "the e-mail is not the customer's to change here"
+    );
 }
 
 async fn a_repeated_action_with_its_idempotency_key_happens_once(app: TestApp) {
@@ -442,6 +595,14 @@ async fn a_repeated_action_with_its_idempotency_key_happens_once(app: TestApp) {
     }
     assert_eq!(answers[0], answers[1]);
     assert_eq!(answers[0].0, 200);
-    let (_, read_back) = read(app.get(&format!("/v1/portal-sessions/{}", id(&session))).await).await;
-    assert_eq!(read_back["actions"].as_array().expect("actions").len(), 1, "{read_back}");
+    let (_, read_back) = read(
+        app.get(&format!("/v1/portal-sessions/{}", id(&session)))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        read_back["actions"].as_array().expect("actions").len(),
+        1,
+        "{read_back}"
+    );
 }

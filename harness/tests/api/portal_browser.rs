@@ -63,15 +63,28 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
     let url = format!("{}?lang=es", session["url"].as_str().expect("url"));
     browser.client.goto(&url).await.expect("open the portal");
     // The flow opened the card panel; the subscription says what is wrong and names its plan.
-    browser.wait_for_text(".subscription .plan-name", "Pro").await;
-    browser.wait_for_text(".subscription .warning", "no se pudo cobrar").await;
-    browser.wait_for_text("#method-title", "Cambiar tarjeta").await;
-    assert_eq!(overflow(&browser).await, json!(0), "nothing wider than a phone");
+    browser
+        .wait_for_text(".subscription .plan-name", "Pro")
+        .await;
+    browser
+        .wait_for_text(".subscription .warning", "no se pudo cobrar")
+        .await;
+    browser
+        .wait_for_text("#method-title", "Cambiar tarjeta")
+        .await;
+    assert_eq!(
+        overflow(&browser).await,
+        json!(0),
+        "nothing wider than a phone"
+    );
     browser.screenshot("portal-past-due-phone").await;
     browser
         .wait_for_attribute("#terms-link", "href", "https://")
         .await;
-    assert!(!browser.is_enabled("#method-save").await, "both acceptances first");
+    assert!(
+        !browser.is_enabled("#method-save").await,
+        "both acceptances first"
+    );
     browser.fill("#card-number", "4242 4242 4242 4242").await;
     browser.fill("#card-expiry", "1234").await;
     browser.fill("#card-cvc", "123").await;
@@ -82,20 +95,33 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
     browser.screenshot("portal-new-card-phone").await;
     browser.click("#method-save").await;
     browser.wait_for_text("#notice", "pago pendiente").await;
-    browser.wait_for_text(".subscription .badge", "Activa").await;
+    browser
+        .wait_for_text(".subscription .badge", "Activa")
+        .await;
     assert_eq!(
-        browser.attribute("#panel-method", "hidden").await.as_deref(),
+        browser
+            .attribute("#panel-method", "hidden")
+            .await
+            .as_deref(),
         Some("true"),
         "back from the action, the flow's panel stays closed"
     );
-    assert!(browser.text(".subscription .pay-with").await.contains("4242"));
+    assert!(
+        browser
+            .text(".subscription .pay-with")
+            .await
+            .contains("4242")
+    );
     browser.screenshot("portal-recovered-phone").await;
     let now = get(&app, &sub).await;
     assert_eq!(now["status"], "active", "{now}");
 
     // The recovery's invoice is listed; its link downloads the PDF, no API key needed.
     browser.wait_for_text(".documents", "FV-1").await;
-    let href = browser.attribute("a.pdf", "href").await.expect("a PDF link");
+    let href = browser
+        .attribute("a.pdf", "href")
+        .await
+        .expect("a PDF link");
     let pdf = app.client.get(&href).send().await.expect("download");
     assert_eq!(pdf.status(), 200);
     assert_eq!(
@@ -110,11 +136,21 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
         .set_window_size(1280, 900)
         .await
         .expect("resize");
-    browser.click(&format!("button.open[data-panel='switch'][data-sub='{sub}']")).await;
-    browser.wait_for_text("#switch-preview", "Se cobrará ahora").await;
+    browser
+        .click(&format!(
+            "button.open[data-panel='switch'][data-sub='{sub}']"
+        ))
+        .await;
+    browser
+        .wait_for_text("#switch-preview", "Se cobrará ahora")
+        .await;
     let preview = browser.text("#switch-preview").await;
     browser.screenshot("portal-switch-preview-desktop").await;
-    assert_eq!(get(&app, &sub).await["plan_id"], now["plan_id"], "a preview changes nothing");
+    assert_eq!(
+        get(&app, &sub).await["plan_id"],
+        now["plan_id"],
+        "a preview changes nothing"
+    );
     browser.click("#switch-confirm").await;
     browser.wait_for_text("#notice", "cambiaste de plan").await;
     assert_eq!(get(&app, &sub).await["plan_id"], bigger.as_str());
@@ -124,8 +160,14 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
     assert!(preview.contains(&pesos), "{preview} says {pesos}");
 
     // Cancel: when access ends is said, the reason is asked for.
-    browser.click(&format!("button.open[data-panel='cancel'][data-sub='{sub}']")).await;
-    browser.wait_for_text("#cancel-when", "acceso hasta el").await;
+    browser
+        .click(&format!(
+            "button.open[data-panel='cancel'][data-sub='{sub}']"
+        ))
+        .await;
+    browser
+        .wait_for_text("#cancel-when", "acceso hasta el")
+        .await;
     browser.fill("#cancel-reason", "Ya no lo uso").await;
     browser.screenshot("portal-cancel-desktop").await;
     browser.click("#cancel-confirm").await;
@@ -133,8 +175,11 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
     browser.wait_for_text(".subscription", "Termina el").await;
     browser.screenshot("portal-canceled-desktop").await;
     assert_eq!(get(&app, &sub).await["cancel_at_period_end"], true);
-    let (_, read_back) =
-        read(app.get(&format!("/v1/portal-sessions/{}", id(&session))).await).await;
+    let (_, read_back) = read(
+        app.get(&format!("/v1/portal-sessions/{}", id(&session)))
+            .await,
+    )
+    .await;
     let actions: Vec<&str> = read_back["actions"]
         .as_array()
         .expect("actions")
@@ -143,7 +188,11 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
         .collect();
     assert_eq!(
         actions,
-        ["payment_method_update", "plan_switch", "subscription_cancel"]
+        [
+            "payment_method_update",
+            "plan_switch",
+            "subscription_cancel"
+        ]
     );
     assert_eq!(read_back["actions"][2]["detail"]["reason"], "Ya no lo uso");
     browser.close().await;
@@ -154,7 +203,7 @@ fn group(whole: i64) -> String {
     let digits = whole.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push('.');
         }
         out.push(c);
@@ -173,13 +222,24 @@ async fn the_portal_speaks_english_and_an_expired_link_says_so() {
     let url = session["url"].as_str().expect("url").to_owned();
     browser.client.goto(&url).await.expect("open the portal");
     browser.wait_for_text("h1", "Your account").await;
-    browser.wait_for_text(".subscription .badge", "Payment due").await;
+    browser
+        .wait_for_text(".subscription .badge", "Payment due")
+        .await;
     browser.screenshot("portal-english-desktop").await;
     // The invoicing data: a NIT with a wrong check digit is refused beside its field.
     browser.fill("#tax-id-number", "900123456-1").await;
-    browser.client.execute("document.getElementById('tax-id-type').value = 'NIT';", vec![]).await.expect("select");
+    browser
+        .client
+        .execute(
+            "document.getElementById('tax-id-type').value = 'NIT';",
+            vec![],
+        )
+        .await
+        .expect("select");
     browser.click("#invoicing-save").await;
-    browser.wait_for_text("#tax-id-number-error", "check digit").await;
+    browser
+        .wait_for_text("#tax-id-number-error", "check digit")
+        .await;
     browser.fill("#tax-id-number", "900123456-8").await;
     browser.click("#invoicing-save").await;
     browser.wait_for_text("#notice", "Saved").await;
@@ -190,7 +250,13 @@ async fn the_portal_speaks_english_and_an_expired_link_says_so() {
     browser.client.goto(&url).await.expect("open again");
     browser.wait_for_text("#expired", "no longer valid").await;
     browser.screenshot("portal-expired").await;
-    let status = app.client.get(app.url(&path)).send().await.expect("send").status();
+    let status = app
+        .client
+        .get(app.url(&path))
+        .send()
+        .await
+        .expect("send")
+        .status();
     assert_eq!(status, 401);
 }
 
@@ -227,6 +293,9 @@ async fn a_portal_token_is_stored_only_as_its_hash() {
             .windows(needle.len())
             .any(|window| window == needle.as_bytes())
     };
-    assert!(holds(&billing::secrets::sha256_hex(&token)), "its hash is stored");
+    assert!(
+        holds(&billing::secrets::sha256_hex(&token)),
+        "its hash is stored"
+    );
     assert!(!holds(&token), "the token is stored in the clear");
 }

@@ -85,7 +85,7 @@ async fn the_readme_walk_through_runs_as_written() {
     );
     for expected in [
         "\"type\":\"card\"",
-        "\"type\":\"nequi\"",
+        "/portal/bpt_",
         "\"refunded_amount_cents\":3000000",
         "\"status\":\"approved\"",
         "/checkout/cs_",

@@ -268,6 +268,22 @@ pub fn null() -> Object {
     ObjectBuilder::new().schema_type(Type::Null).build()
 }
 
+pub fn portal_flow() -> Object {
+    strings(crate::domain::portal::FlowKind::WORDS, false)
+}
+
+pub fn optional_locale() -> Object {
+    strings(&["es", "en"], true)
+}
+
+pub fn cancel_mode() -> Object {
+    strings(crate::domain::portal::CancelMode::WORDS, false)
+}
+
+pub fn optional_cancel_mode() -> Object {
+    strings(crate::domain::portal::CancelMode::WORDS, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,20 +303,4 @@ mod tests {
             assert!(SessionStatus::parse(status).is_some(), "{status}");
         }
     }
-}
-
-pub fn portal_flow() -> Object {
-    strings(crate::domain::portal::FlowKind::WORDS, false)
-}
-
-pub fn optional_locale() -> Object {
-    strings(&["es", "en"], true)
-}
-
-pub fn cancel_mode() -> Object {
-    strings(crate::domain::portal::CancelMode::WORDS, false)
-}
-
-pub fn optional_cancel_mode() -> Object {
-    strings(crate::domain::portal::CancelMode::WORDS, true)
 }

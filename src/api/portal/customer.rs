@@ -228,9 +228,7 @@ async fn cancel(
         .map(|reason| reason.trim().to_owned())
         .filter(|reason| !reason.is_empty());
     if reason.as_ref().is_some_and(|r| r.chars().count() > 500) {
-        return Err(
-            ApiError::bad_request("reason takes at most 500 characters.").param("reason"),
-        );
+        return Err(ApiError::bad_request("reason takes at most 500 characters.").param("reason"));
     }
     theirs(&state, &portal, &id).await?;
     let at_period_end = config.cancel.mode == CancelMode::AtPeriodEnd;
@@ -300,7 +298,8 @@ async fn replace_payment_method(
         .customer(&portal.account_id(), portal.customer_id())
         .await?
         .ok_or(ApiError::PortalSession)?;
-    let method = add_payment_method(&state, &portal.account, customer, Source::New(request)).await?;
+    let method =
+        add_payment_method(&state, &portal.account, customer, Source::New(request)).await?;
     let command = Command::SetPaymentMethod {
         payment_method_id: method.id.clone(),
     };

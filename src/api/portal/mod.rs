@@ -311,6 +311,9 @@ mod tests {
         assert!(!well_formed_token(&token[1..]));
         assert!(!well_formed_token(&format!("{token}x")));
         assert!(!well_formed_token(&token.replace(TOKEN_PREFIX, "bpx_")));
-        assert!(!well_formed_token(&format!("{}%", &token[..token.len() - 1])));
+        assert!(!well_formed_token(&format!(
+            "{}%",
+            &token[..token.len() - 1]
+        )));
     }
 }

@@ -215,7 +215,11 @@ async fn render(
             can_switch: live
                 && sub.status != Status::PastDue
                 && config.plan_switch.enabled
-                && config.plan_switch.plan_ids.iter().any(|p| *p != sub.plan_id),
+                && config
+                    .plan_switch
+                    .plan_ids
+                    .iter()
+                    .any(|p| *p != sub.plan_id),
             can_cancel: live && !sub.cancel_at_period_end && config.cancel.enabled,
         });
     }
