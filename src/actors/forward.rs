@@ -46,6 +46,8 @@ pub enum Message {
     },
     Preview {
         plan_id: String,
+        #[serde(default)]
+        at: Option<i64>,
     },
     Due,
     Outcome {
@@ -317,9 +319,10 @@ impl super::Runtime {
                 .call(id, |reply| Request::Act(command.clone(), reply))
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
-            Message::Preview { plan_id } => self
+            Message::Preview { plan_id, at } => self
                 .call(id, |reply| Request::Preview {
                     plan_id: plan_id.clone(),
+                    at,
                     reply,
                 })
                 .await

@@ -349,10 +349,17 @@ impl Runtime {
             .await
     }
 
-    pub async fn preview(&self, id: &str, plan_id: &str) -> Result<i64, ActionError> {
+    /// What changing to `plan_id` would charge now, priced at `at` (`None`: now).
+    pub async fn preview(
+        &self,
+        id: &str,
+        plan_id: &str,
+        at: Option<i64>,
+    ) -> Result<i64, ActionError> {
         if let Some(shard) = self.elsewhere(id) {
             let message = Message::Preview {
                 plan_id: plan_id.to_owned(),
+                at,
             };
             return match self.forward(shard, id, message).await? {
                 Reply::Amount(amount) => Ok(amount),
@@ -361,6 +368,7 @@ impl Runtime {
         }
         self.call(id, |reply| Request::Preview {
             plan_id: plan_id.to_owned(),
+            at,
             reply,
         })
         .await

@@ -59,6 +59,7 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
     let session = json!({"plan_id": shop.plan, "cycle": "monthly", "customer_id": shop.customer});
     let (status, session) = read(app.post("/v1/checkout-sessions", session).await).await;
     assert_eq!(status, 201, "{session}");
+    let portal = crate::portal::open(app, &shop.customer, json!({})).await;
     let (_, charges) = read(
         app.get(&format!("/v1/charges?subscription_id={}", id(&sub)))
             .await,
@@ -111,6 +112,7 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         (Kind::Refund, id(&refund)),
         (Kind::Invoice, invoice),
         (Kind::CreditNote, credit_note),
+        (Kind::PortalSession, id(&portal)),
     ])
 }
 

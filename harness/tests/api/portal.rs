@@ -17,6 +17,7 @@ crate::db_tests!(
     a_plan_switch_previews_then_charges_what_the_preview_said,
     the_customer_edits_their_invoicing_data_and_a_bad_nit_is_refused,
     a_repeated_action_with_its_idempotency_key_happens_once,
+    each_session_has_the_accounts_rate_limit_of_its_own,
 );
 
 const DAY: i64 = 86_400;
@@ -509,11 +510,26 @@ async fn a_plan_switch_previews_then_charges_what_the_preview_said(app: TestApp)
         preview["prorated_amount_cents"].as_i64().expect("cents") > 0,
         "{preview}"
     );
+    // Two minutes later the rest of the period is shorter, yet the switch sent with the
+    // preview's proration_date is charged exactly what the preview said.
+    advance(&app, 120).await;
+    let (status, later) = portal_json(
+        &app,
+        Method::POST,
+        &preview_path,
+        Some(json!({"plan_id": bigger})),
+    )
+    .await;
+    assert_eq!(status, 200, "{later}");
+    assert!(
+        later["prorated_amount_cents"].as_i64() < preview["prorated_amount_cents"].as_i64(),
+        "{later} {preview}"
+    );
     let (status, switched) = portal_json(
         &app,
         Method::POST,
         &format!("{base}/api/subscriptions/{sub}/change-plan"),
-        Some(json!({"plan_id": bigger})),
+        Some(json!({"plan_id": bigger, "proration_date": preview["proration_date"]})),
     )
     .await;
     assert_eq!(status, 200, "{switched}");
@@ -524,6 +540,33 @@ async fn a_plan_switch_previews_then_charges_what_the_preview_said(app: TestApp)
         proration["amount_cents"], preview["prorated_amount_cents"],
         "{charges}"
     );
+    // Through the API, a preview's date too old to honour is refused, and nothing changes.
+    let (_, api_preview) = read(
+        app.post(
+            &format!("/v1/subscriptions/{sub}/change-plan/preview"),
+            json!({"plan_id": shop.plan}),
+        )
+        .await,
+    )
+    .await;
+    advance(&app, 301).await;
+    let (status, stale) = read(
+        app.post(
+            &format!("/v1/subscriptions/{sub}/change-plan"),
+            json!({"plan_id": shop.plan, "proration_date": api_preview["proration_date"]}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{stale}");
+    assert!(
+        stale["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("proration_date"),
+        "{stale}"
+    );
+    assert_eq!(get(&app, &sub).await["plan_id"], bigger.as_str());
     assert_invariants(&app).await;
 }
 
@@ -605,4 +648,41 @@ async fn a_repeated_action_with_its_idempotency_key_happens_once(app: TestApp) {
         1,
         "{read_back}"
     );
+}
+
+async fn each_session_has_the_accounts_rate_limit_of_its_own(app: TestApp) {
+    let (shop, _) = shop(&app, "4242424242424242").await;
+    let first = path_of(&app, &open(&app, &shop.customer, json!({})).await);
+    let second = path_of(&app, &open(&app, &shop.customer, json!({})).await);
+    let response = app
+        .admin(
+            Method::PATCH,
+            &format!("/admin/accounts/{}", app.account_id),
+        )
+        .json(&json!({"rate_limit_per_minute": 20}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(response.status(), 200);
+    let mut statuses = Vec::new();
+    for _ in 0..24 {
+        let (status, _) =
+            portal_json(&app, Method::GET, &format!("{first}/api/customer"), None).await;
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        20,
+        "{statuses:?}"
+    );
+    let limited = portal(&app, Method::GET, &format!("{first}/api/customer"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(limited.status(), 429);
+    assert!(limited.headers().contains_key("retry-after"));
+    // Another session, and the merchant's own API key, have budgets of their own.
+    let (status, _) = portal_json(&app, Method::GET, &format!("{second}/api/customer"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(app.get("/v1/customers").await.status(), 200);
 }

@@ -77,6 +77,9 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
         json!(0),
         "nothing wider than a phone"
     );
+    if let Some(violations) = browser.accessibility_violations().await {
+        assert!(violations.is_empty(), "axe-core: {violations:#?}");
+    }
     browser.screenshot("portal-past-due-phone").await;
     browser
         .wait_for_attribute("#terms-link", "href", "https://")
@@ -168,6 +171,9 @@ async fn a_customer_fixes_their_card_switches_plan_and_cancels_in_the_browser() 
     browser
         .wait_for_text("#cancel-when", "acceso hasta el")
         .await;
+    if let Some(violations) = browser.accessibility_violations().await {
+        assert!(violations.is_empty(), "axe-core, desktop: {violations:#?}");
+    }
     browser.fill("#cancel-reason", "Ya no lo uso").await;
     browser.screenshot("portal-cancel-desktop").await;
     browser.click("#cancel-confirm").await;
@@ -298,4 +304,53 @@ async fn a_portal_token_is_stored_only_as_its_hash() {
         "its hash is stored"
     );
     assert!(!holds(&token), "the token is stored in the clear");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_replaces_a_declined_card_with_nequi_in_the_browser() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let app = spawn_app(Backend::Sqlite).await.expect("sqlite");
+    let (customer, sub, _) = declined_customer(&app).await;
+    let session = open(
+        &app,
+        &customer,
+        json!({"flow": {"type": "payment_method_update", "subscription_id": sub}}),
+    )
+    .await;
+    let url = format!("{}?lang=es", session["url"].as_str().expect("url"));
+    browser.client.goto(&url).await.expect("open the portal");
+    browser
+        .wait_for_attribute("#terms-link", "href", "https://")
+        .await;
+    browser.click("#kind-nequi").await;
+    browser.click("#accept-terms").await;
+    browser.click("#accept-personal-data").await;
+    browser.wait_enabled("#method-save").await;
+    // A number that is not a Colombian mobile is caught on the page.
+    browser.fill("#nequi-phone", "2991111111").await;
+    browser.click("#method-save").await;
+    browser
+        .wait_for_text("#nequi-phone-error", "empiece por 3")
+        .await;
+    // 3991111111 approves in the (sandbox) app after a few seconds; the page waits for it.
+    browser.fill("#nequi-phone", "3991111111").await;
+    browser.click("#method-save").await;
+    browser.wait_for_text("#method-error", "Nequi").await;
+    browser.screenshot("portal-nequi-waiting-phone").await;
+    browser.wait_for_text("#notice", "pago pendiente").await;
+    browser
+        .wait_for_text(".subscription .pay-with", "1111")
+        .await;
+    let now = get(&app, &sub).await;
+    assert_eq!(now["status"], "active", "{now}");
+    let (_, methods) = read(
+        app.get(&format!("/v1/customers/{customer}/payment-methods"))
+            .await,
+    )
+    .await;
+    assert_eq!(methods["data"][0]["type"], "nequi", "{methods}");
+    assert_eq!(now["default_payment_method_id"], methods["data"][0]["id"]);
+    browser.close().await;
 }

@@ -823,9 +823,14 @@ async fn downgrades_cycle_changes_trials_and_card_changes(app: TestApp) {
     )
     .await;
     assert_eq!(
-        preview,
-        json!({"prorated_amount_cents": 0, "immediate_charge": false})
+        (
+            &preview["prorated_amount_cents"],
+            &preview["immediate_charge"]
+        ),
+        (&json!(0), &json!(false)),
+        "{preview}"
     );
+    assert!(preview["proration_date"].is_string(), "{preview}");
     let (status, _) = read(
         app.post(
             &format!("/v1/subscriptions/{trial}/change-plan"),

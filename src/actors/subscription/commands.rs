@@ -90,7 +90,11 @@ impl Context<'_> {
                 plan_id,
                 cycle,
                 prorate,
-            } => self.change_plan(target, plan_id, cycle, prorate).await?,
+                proration_at,
+            } => {
+                self.change_plan(target, plan_id, cycle, prorate, proration_at)
+                    .await?
+            }
             Command::AttachAddon { addon_id, prorate } => {
                 self.attach_addon(target, addon_id, prorate).await?
             }
@@ -250,11 +254,13 @@ impl Context<'_> {
         plan_id: String,
         cycle: Option<Cycle>,
         with_proration: bool,
+        proration_at: Option<i64>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target {
             sub, account, now, ..
         } = target;
-        let (preview, plan) = self.prorated_change(sub, &plan_id, cycle, now).await?;
+        let at = proration_instant(proration_at, now, sub.current_period_start)?;
+        let (preview, plan) = self.prorated_change(sub, &plan_id, cycle, at).await?;
         self.refuse_while_change_pending(sub).await?;
         // Only a real change of cycle is recorded as one.
         let cycle = cycle.filter(|c| *c != sub.cycle);
@@ -262,7 +268,7 @@ impl Context<'_> {
             // An upgrade takes effect when its prorated charge is approved: the
             // charge carries the change, and nothing else is written now.
             let change = PendingChange::Plan { plan_id, cycle };
-            let line = plan.line_of(preview, now, sub.current_period_end);
+            let line = plan.line_of(preview, at, sub.current_period_end);
             return Ok(Some(
                 self.one_off_charge(sub, account, line, ChargePurpose::Proration, change, now)
                     .await?,
@@ -453,4 +459,28 @@ impl Context<'_> {
         );
         Ok((amount, plan))
     }
+}
+
+/// How old a preview's `proration_date` may be when the change it priced arrives.
+pub(crate) const PRORATION_DATE_WINDOW_MS: i64 = 5 * 60 * 1000;
+
+/// The instant a change's proration is priced at: `proration_at` (a preview's) when it is in
+/// the current period, no later than now (a minute of skew between nodes' clocks allowed) and
+/// at most `PRORATION_DATE_WINDOW_MS` old; now without one.
+fn proration_instant(
+    proration_at: Option<i64>,
+    now: i64,
+    period_start: i64,
+) -> Result<i64, ActionError> {
+    let Some(at) = proration_at else {
+        return Ok(now);
+    };
+    if at > now + 60_000 || now - at > PRORATION_DATE_WINDOW_MS || at < period_start {
+        return Err(ActionError::Invalid(
+            "proration_date must be a preview's, at most five minutes old and in the current \
+             period: preview again."
+                .into(),
+        ));
+    }
+    Ok(at)
 }

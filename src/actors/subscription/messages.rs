@@ -22,6 +22,10 @@ pub enum Command {
         plan_id: String,
         cycle: Option<Cycle>,
         prorate: bool,
+        /// The instant a preview priced the proration at (`proration_date`): the charge is
+        /// then exactly what the preview said. `None`: now.
+        #[serde(default)]
+        proration_at: Option<i64>,
     },
     ChargeNow,
     AttachAddon {
@@ -85,6 +89,8 @@ pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
         plan_id: String,
+        /// The instant to price at; `None`: now.
+        at: Option<i64>,
         reply: RpcReplyPort<Result<i64, ActionError>>,
     },
     Due(RpcReplyPort<Result<(), ActionError>>),

@@ -153,7 +153,7 @@ impl SubscriptionActor {
                 runtime.in_flight().forget_began(&state.id);
                 let _ = reply.send(Box::pin(cx.apply_command(&state.id, command)).await);
             }
-            Request::Preview { plan_id, reply } => {
+            Request::Preview { plan_id, at, reply } => {
                 let result = async {
                     let sub = runtime
                         .store()
@@ -164,7 +164,9 @@ impl SubscriptionActor {
                         .clock()
                         .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
                         .await?;
-                    let (amount, _) = cx.prorated_change(&sub, &plan_id, None, now).await?;
+                    let (amount, _) = cx
+                        .prorated_change(&sub, &plan_id, None, at.unwrap_or(now))
+                        .await?;
                     Ok(amount)
                 };
                 let _ = reply.send(Box::pin(result).await);

@@ -11,7 +11,7 @@ use crate::api::customers::{
 use crate::api::invoices::{CreditNoteOut, InvoiceOut};
 use crate::api::payment_methods::{PaymentMethodOut, Source, add_payment_method};
 use crate::api::subscriptions::actions::{
-    ChargeOut, PreviewOut, action_after_charge, settled_charge,
+    ChargeOut, PreviewOut, action_after_charge, parse_proration_date, settled_charge,
 };
 use crate::api::subscriptions::{SubscriptionOut, act, action_error};
 use crate::domain::portal::{CancelMode, PortalConfig};
@@ -346,6 +346,8 @@ async fn replace_payment_method(
 #[serde(deny_unknown_fields)]
 pub struct PlanIn {
     pub plan_id: String,
+    /// The preview's `proration_date`: the switch is charged what the page showed.
+    pub proration_date: Option<String>,
 }
 
 /// The plan switch the configuration offers: the plan must be one of its `plan_ids`.
@@ -374,11 +376,13 @@ async fn change_plan(
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Response> {
     let prorate = offered(&state, &portal, &body.plan_id).await?;
+    let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     theirs(&state, &portal, &id).await?;
     let command = Command::ChangePlan {
         plan_id: body.plan_id.clone(),
         cycle: None,
         prorate,
+        proration_at,
     };
     let outcome = act(&state, &caller, &id, command).await?;
     let answer = action_after_charge(&state, &caller, outcome).await?;
@@ -404,19 +408,17 @@ async fn preview_change_plan(
 ) -> ApiResult<Json<PreviewOut>> {
     let prorate = offered(&state, &portal, &body.plan_id).await?;
     theirs(&state, &portal, &id).await?;
+    let at = state.runtime.clock().now_ms(&portal.account_id()).await?;
     let amount = if prorate {
         state
             .runtime
-            .preview(&id, &body.plan_id)
+            .preview(&id, &body.plan_id, Some(at))
             .await
             .map_err(action_error)?
     } else {
         0
     };
-    Ok(Json(PreviewOut {
-        prorated_amount_cents: amount,
-        immediate_charge: amount > 0,
-    }))
+    Ok(Json(PreviewOut::at(amount, at)))
 }
 
 /// What a customer may change of themselves: whom their invoices are made out to.

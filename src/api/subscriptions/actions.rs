@@ -92,6 +92,23 @@ pub struct ChangePlanIn {
     pub cycle: Option<String>,
     /// Default true.
     pub prorate: Option<bool>,
+    /// A preview's `proration_date` (at most five minutes old, in the current period): the
+    /// upgrade is then charged exactly what that preview said. Default: now.
+    #[schema(format = DateTime)]
+    pub proration_date: Option<String>,
+}
+
+/// A `proration_date` as sent: an RFC 3339 instant, or a 400 naming it.
+pub(in crate::api) fn parse_proration_date(raw: Option<&str>) -> ApiResult<Option<i64>> {
+    raw.map(|raw| {
+        chrono::DateTime::parse_from_rfc3339(raw)
+            .map(|at| at.timestamp_millis())
+            .map_err(|_| {
+                ApiError::bad_request("proration_date must be an RFC 3339 instant.")
+                    .param("proration_date")
+            })
+    })
+    .transpose()
 }
 
 /// Change plan (and optionally cycle). An upgrade with proration is charged at once and takes
@@ -110,10 +127,12 @@ pub(super) async fn change_plan(
     ApiJson(body): ApiJson<ChangePlanIn>,
 ) -> ApiResult<Response> {
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
+    let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     let command = Command::ChangePlan {
         plan_id: body.plan_id,
         cycle,
         prorate: body.prorate.unwrap_or(true),
+        proration_at,
     };
     let outcome = act(&state, &caller, &id, command).await?;
     action_after_charge(&state, &caller, outcome).await
@@ -127,10 +146,14 @@ pub struct PreviewIn {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
-#[schema(examples(json!({"prorated_amount_cents": 2495000, "immediate_charge": true})))]
+#[schema(examples(json!({"prorated_amount_cents": 2495000, "immediate_charge": true, "proration_date": "2026-11-17T14:30:00.000Z"})))]
 pub struct PreviewOut {
     pub prorated_amount_cents: i64,
     pub immediate_charge: bool,
+    /// The instant the proration was priced at: send it as change-plan's `proration_date` to
+    /// be charged exactly this amount.
+    #[schema(format = DateTime)]
+    pub proration_date: String,
 }
 
 /// What change-plan would charge now, for the current cycle. Changes nothing.
@@ -143,15 +166,24 @@ pub(super) async fn preview_change_plan(
     ApiJson(body): ApiJson<PreviewIn>,
 ) -> ApiResult<Json<PreviewOut>> {
     scoped(&state, &caller, &id).await?;
+    let at = state.runtime.clock().now_ms(&caller.account_id()).await?;
     let amount = state
         .runtime
-        .preview(&id, &body.plan_id)
+        .preview(&id, &body.plan_id, Some(at))
         .await
         .map_err(action_error)?;
-    Ok(Json(PreviewOut {
-        prorated_amount_cents: amount,
-        immediate_charge: amount > 0,
-    }))
+    Ok(Json(PreviewOut::at(amount, at)))
+}
+
+impl PreviewOut {
+    /// A preview of `amount`, priced at `at`.
+    pub(in crate::api) fn at(amount: i64, at: i64) -> Self {
+        Self {
+            prorated_amount_cents: amount,
+            immediate_charge: amount > 0,
+            proration_date: rfc3339(from_millis(at)),
+        }
+    }
 }
 
 /// A charge attempt as charge-now answers it.

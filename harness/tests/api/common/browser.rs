@@ -13,6 +13,8 @@ use std::time::Duration;
 
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// Where `.ci/run` installs axe-core (`npm install --prefix /opt/axe axe-core@4.10.3`).
+const AXE_JS: &str = "/opt/axe/node_modules/axe-core/axe.min.js";
 
 /// Flags that keep Chromium quiet on a machine with no network beyond loopback.
 const FLAGS: &[&str] = &[
@@ -191,6 +193,48 @@ impl Browser {
         })
         .await;
         self.client.current_url().await.expect("url")
+    }
+
+    /// The WCAG 2 A and AA rules the page breaks, as axe-core (Deque's checker, installed by
+    /// `.ci/run` with npm; `BILLING_AXE_JS` names another copy) finds them: `rule (impact):
+    /// the elements`. `None` when axe-core is missing and the browser is not required.
+    pub async fn accessibility_violations(&self) -> Option<Vec<String>> {
+        let path = std::env::var("BILLING_AXE_JS").unwrap_or_else(|_| AXE_JS.to_owned());
+        let Ok(axe) = std::fs::read_to_string(&path) else {
+            let required = std::env::var("BILLING_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
+            assert!(
+                !required,
+                "axe-core required but missing at {path}: npm install --prefix /opt/axe axe-core"
+            );
+            eprintln!("axe-core is not installed; skipping the accessibility check");
+            return None;
+        };
+        // Injected through WebDriver, which the page's Content-Security-Policy does not govern.
+        self.client
+            .execute(&format!("{axe}\nreturn true;"), vec![])
+            .await
+            .expect("load axe-core");
+        let found = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})
+                   .then(r => done(r.violations.map(v =>
+                     v.id + ' (' + v.impact + '): ' + v.nodes.map(n => n.target.join(' ')).join(', '))));",
+                vec![],
+            )
+            .await
+            .expect("run axe-core");
+        Some(
+            found
+                .as_array()
+                .map(|all| {
+                    all.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
     }
 
     /// Ends the WebDriver session (Chromium exits), then chromedriver.

@@ -22,6 +22,7 @@ pub(super) enum Kind {
     Refund,
     Invoice,
     CreditNote,
+    PortalSession,
 }
 
 impl Kind {
@@ -52,6 +53,7 @@ impl Kind {
             "refunds" => Some(Kind::Refund),
             "invoices" => Some(Kind::Invoice),
             "credit-notes" => Some(Kind::CreditNote),
+            "portal-sessions" => Some(Kind::PortalSession),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -78,6 +80,7 @@ impl Kind {
             Kind::Refund => ids::RefundId::generate().into_string(),
             Kind::Invoice => ids::InvoiceId::generate().into_string(),
             Kind::CreditNote => ids::CreditNoteId::generate().into_string(),
+            Kind::PortalSession => ids::PortalSessionId::generate().into_string(),
         }
     }
 }
@@ -116,6 +119,7 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
         ("patch", "/v1/webhook-endpoints/{id}") => json!({"events": ["*"], "active": false}),
         ("post", "/v1/subscriptions") => json!({"customer_id": "@Customer", "plan_id": "@Plan",
             "cycle": "monthly", "payment_method_id": "@PaymentMethod"}),
+        ("post", "/v1/portal-sessions") => json!({"customer_id": "@Customer"}),
         ("post", "/v1/checkout-sessions") => {
             json!({"plan_id": "@Plan", "cycle": "monthly", "customer_id": "@Customer"})
         }

@@ -15,6 +15,7 @@
   var NEQUI_POLL_MS = 1500, NEQUI_WAIT_MS = 3 * 60 * 1000;
   var acceptance = null, personalAuth = null, documentsAsked = false;
   var current = null; // the subscription the open panel is about
+  var prorationDate = null; // the shown preview's instant: the switch is charged what it said
 
   function $(id) { return document.getElementById(id); }
   function digits(s) { return (s || "").replace(/\D/g, ""); }
@@ -275,6 +276,7 @@
     api("POST", "/subscriptions/" + encodeURIComponent(current) + "/change-plan/preview", { plan_id: plan })
       .then(function (r) {
         if (r.status !== 200) { $("switch-error").textContent = errorOf(r).message || d.errNetwork; return; }
+        prorationDate = r.body.proration_date;
         $("switch-preview").textContent = r.body.immediate_charge
           ? d.chargedNow + ": " + money(r.body.prorated_amount_cents)
           : d.nothingNow;
@@ -288,7 +290,7 @@
     var button = $("switch-confirm"), idem = key();
     button.disabled = true;
     button.textContent = d.saving;
-    api("POST", "/subscriptions/" + encodeURIComponent(current) + "/change-plan", { plan_id: $("switch-plan").value }, idem)
+    api("POST", "/subscriptions/" + encodeURIComponent(current) + "/change-plan", { plan_id: $("switch-plan").value, proration_date: prorationDate }, idem)
       .then(function (r) {
         if (r.status === 200 || r.status === 202) { reloadSaying(d.doneSwitch); return; }
         var error = errorOf(r);
