@@ -161,12 +161,12 @@ fn parse_email(raw: &str) -> ApiResult<String> {
         .map_err(|why| ApiError::bad_request(format!("email {why}.")).param("email"))
 }
 
-pub(super) fn parse_tax_id(raw: &TaxIdIn) -> ApiResult<TaxId> {
+fn parse_tax_id(raw: &TaxIdIn) -> ApiResult<TaxId> {
     TaxId::parse(&raw.kind, &raw.number)
         .map_err(|why| ApiError::bad_request(format!("tax_id: {why}.")).param("tax_id"))
 }
 
-pub(super) fn parse_legal_name(raw: &str) -> ApiResult<String> {
+fn parse_legal_name(raw: &str) -> ApiResult<String> {
     parse_name(raw).map_err(|_| {
         ApiError::bad_request("legal_name must have a visible character and at most 200.")
             .param("legal_name")
@@ -240,17 +240,14 @@ async fn update_customer(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CustomerPatchIn>,
 ) -> ApiResult<Json<CustomerOut>> {
-    let tax_id = body.tax_id.as_ref().map(parse_tax_id).transpose()?;
     let patch = CustomerPatch {
         email: body.email.as_deref().map(parse_email).transpose()?,
         name: body.name.as_deref().map(parse_name).transpose()?,
-        tax_id: tax_id.map(|id| (id.kind.as_str().to_owned(), id.number)),
-        legal_name: body
-            .legal_name
-            .as_deref()
-            .map(parse_legal_name)
-            .transpose()?,
-        address: body.address.as_ref().map(parse_address).transpose()?,
+        ..invoicing_patch(
+            body.tax_id.as_ref(),
+            body.legal_name.as_deref(),
+            body.address.as_ref(),
+        )?
     };
     state
         .store
@@ -258,6 +255,23 @@ async fn update_customer(
         .await?
         .map(|c| Json(c.into()))
         .ok_or_else(|| no_customer(&id))
+}
+
+/// A change of whom invoices are made out to (the customer's PATCH and the portal's), each
+/// field checked and a 400 naming the first bad one.
+pub(super) fn invoicing_patch(
+    tax_id: Option<&TaxIdIn>,
+    legal_name: Option<&str>,
+    address: Option<&AddressIn>,
+) -> ApiResult<CustomerPatch> {
+    let tax_id = tax_id.map(parse_tax_id).transpose()?;
+    Ok(CustomerPatch {
+        email: None,
+        name: None,
+        tax_id: tax_id.map(|id| (id.kind.as_str().to_owned(), id.number)),
+        legal_name: legal_name.map(parse_legal_name).transpose()?,
+        address: address.map(parse_address).transpose()?,
+    })
 }
 
 fn no_customer(id: &str) -> ApiError {

@@ -26,24 +26,12 @@ pub fn router() -> OpenApiRouter<AppState> {
         .route("/checkout/{id}", get(show_page))
         .route(
             "/checkout/assets/checkout.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+            get(|| async { crate::http::pages::asset("text/javascript; charset=utf-8", SCRIPT) }),
         )
         .route(
             "/checkout/assets/checkout.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+            get(|| async { crate::http::pages::asset("text/css; charset=utf-8", STYLE) }),
         )
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "public, max-age=300"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 #[derive(Deserialize)]
@@ -203,14 +191,7 @@ async fn render(
             .render()
         }
     };
-    Ok(Some((html, origin(&processor))))
-}
-
-/// `https://host:port` of a URL, for the Content-Security-Policy.
-fn origin(url: &str) -> String {
-    url::Url::parse(url)
-        .map(|u| u.origin().ascii_serialization())
-        .unwrap_or_default()
+    Ok(Some((html, crate::http::pages::origin(&processor))))
 }
 
 fn page_response(status: StatusCode, html: askama::Result<String>, processor: &str) -> Response {

@@ -4,7 +4,7 @@
 //! a `Vary` on the language the page chose by.
 
 use axum::http::{HeaderValue, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 /// `response` with those headers, `policy` as its Content-Security-Policy.
 pub fn harden(mut response: Response, policy: &str) -> Response {
@@ -23,4 +23,24 @@ pub fn harden(mut response: Response, policy: &str) -> Response {
     );
     headers.insert(header::VARY, HeaderValue::from_static("Accept-Language"));
     response
+}
+
+/// A page's stylesheet or script, compiled in: cached five minutes, never sniffed.
+pub fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `https://host:port` of a URL (empty for none), for a Content-Security-Policy.
+pub fn origin(url: &str) -> String {
+    url::Url::parse(url)
+        .map(|u| u.origin().ascii_serialization())
+        .unwrap_or_default()
 }

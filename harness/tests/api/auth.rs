@@ -166,22 +166,7 @@ async fn sqlite_keys_and_the_admin_token_are_stored_hashed() {
     )
     .await;
     assert_eq!(status, 201);
-    let path = app
-        .database_url
-        .strip_prefix("sqlite://")
-        .expect("sqlite url")
-        .to_owned();
-    let mut stored = Vec::new();
-    for file in [path.clone(), format!("{path}-wal")] {
-        if let Ok(bytes) = std::fs::read(&file) {
-            stored.extend(bytes);
-        }
-    }
-    let holds = |needle: &str| {
-        stored
-            .windows(needle.len())
-            .any(|window| window == needle.as_bytes())
-    };
+    let holds = |needle: &str| crate::common::sqlite_files_hold(&app, needle);
     assert!(
         holds(&billing::secrets::sha256_hex(&app.api_key)),
         "the key's hash is what is stored"

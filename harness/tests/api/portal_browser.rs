@@ -283,22 +283,7 @@ async fn a_portal_token_is_stored_only_as_its_hash() {
         .to_owned();
     // A write after the session's, so that it is on disk.
     app.create_plan("Pro", 100, 1_000).await;
-    let path = app
-        .database_url
-        .strip_prefix("sqlite://")
-        .expect("sqlite url")
-        .to_owned();
-    let mut stored = Vec::new();
-    for file in [path.clone(), format!("{path}-wal")] {
-        if let Ok(bytes) = std::fs::read(&file) {
-            stored.extend(bytes);
-        }
-    }
-    let holds = |needle: &str| {
-        stored
-            .windows(needle.len())
-            .any(|window| window == needle.as_bytes())
-    };
+    let holds = |needle: &str| crate::common::sqlite_files_hold(&app, needle);
     assert!(
         holds(&billing::secrets::sha256_hex(&token)),
         "its hash is stored"

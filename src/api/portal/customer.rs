@@ -5,9 +5,7 @@
 
 use super::session::{PortalCaller, limit_session, require_session};
 use crate::actors::{ActionError, Command};
-use crate::api::customers::{
-    AddressIn, CustomerOut, TaxIdIn, parse_address, parse_legal_name, parse_tax_id,
-};
+use crate::api::customers::{AddressIn, CustomerOut, TaxIdIn, invoicing_patch};
 use crate::api::invoices::{CreditNoteOut, InvoiceOut};
 use crate::api::payment_methods::{PaymentMethodOut, Source, add_payment_method};
 use crate::api::subscriptions::actions::{
@@ -23,7 +21,6 @@ use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
 use crate::processor::client::SourceKind;
 use crate::store::PageRequest;
-use crate::store::catalog::CustomerPatch;
 use crate::store::invoices::InvoiceFilter;
 use crate::store::portal::NewPortalAction;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
@@ -436,18 +433,11 @@ async fn update_customer(
     portal: PortalCaller,
     ApiJson(body): ApiJson<CustomerPatchIn>,
 ) -> ApiResult<Response> {
-    let tax_id = body.tax_id.as_ref().map(parse_tax_id).transpose()?;
-    let patch = CustomerPatch {
-        email: None,
-        name: None,
-        tax_id: tax_id.map(|id| (id.kind.as_str().to_owned(), id.number)),
-        legal_name: body
-            .legal_name
-            .as_deref()
-            .map(parse_legal_name)
-            .transpose()?,
-        address: body.address.as_ref().map(parse_address).transpose()?,
-    };
+    let patch = invoicing_patch(
+        body.tax_id.as_ref(),
+        body.legal_name.as_deref(),
+        body.address.as_ref(),
+    )?;
     let changed: Vec<&str> = [
         ("tax_id", patch.tax_id.is_some()),
         ("legal_name", patch.legal_name.is_some()),

@@ -32,24 +32,12 @@ pub fn router() -> Router<AppState> {
         .route("/portal/{token}", get(show_page))
         .route(
             "/portal/assets/portal.js",
-            get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }),
+            get(|| async { crate::http::pages::asset("text/javascript; charset=utf-8", SCRIPT) }),
         )
         .route(
             "/portal/assets/portal.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE) }),
+            get(|| async { crate::http::pages::asset("text/css; charset=utf-8", STYLE) }),
         )
-}
-
-fn asset(content_type: &'static str, body: &'static str) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "public, max-age=300"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 #[derive(Deserialize)]
@@ -150,7 +138,11 @@ async fn show_page(
     };
     let locale = chosen(portal.session.locale.as_deref());
     match render(&state, &portal, &token, locale).await {
-        Ok((html, processor)) => respond(StatusCode::OK, html, &origin(&processor)),
+        Ok((html, processor)) => respond(
+            StatusCode::OK,
+            html,
+            &crate::http::pages::origin(&processor),
+        ),
         Err(err) => err.into_response(),
     }
 }
@@ -326,13 +318,6 @@ fn address_part(customer: &crate::api::customers::CustomerOut, field: &str) -> S
 fn ms_of(raw: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(raw)
         .map(|d| d.timestamp_millis())
-        .unwrap_or_default()
-}
-
-/// `https://host:port` of a URL, for the Content-Security-Policy.
-fn origin(url: &str) -> String {
-    url::Url::parse(url)
-        .map(|u| u.origin().ascii_serialization())
         .unwrap_or_default()
 }
 

@@ -461,3 +461,22 @@ pub async fn assert_invariants(app: &TestApp) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Whether the SQLite database of `app` (its file and its WAL, as on disk now) holds `needle`
+/// anywhere: for the claims that a secret is stored only hashed.
+pub fn sqlite_files_hold(app: &TestApp, needle: &str) -> bool {
+    let path = app
+        .database_url
+        .strip_prefix("sqlite://")
+        .expect("sqlite url")
+        .to_owned();
+    let mut stored = Vec::new();
+    for file in [path.clone(), format!("{path}-wal")] {
+        if let Ok(bytes) = std::fs::read(&file) {
+            stored.extend(bytes);
+        }
+    }
+    stored
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
