@@ -56,7 +56,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
             "/portal/{token}/api/subscriptions/{id}/change-plan/preview",
             post(preview_change_plan),
         )
-        // Inner to outer: the session, then its rate limit, then the API's Idempotency-Keys
+        // Each request meets, in this order (the last layer added runs first): the session,
+        // its rate limit, then the API's Idempotency-Keys
         // (which read the account the session put in place).
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
