@@ -322,7 +322,12 @@ async fn a_customer_replaces_a_declined_card_with_nequi_in_the_browser() {
     // 3991111111 approves in the (sandbox) app after a few seconds; the page waits for it.
     browser.fill("#nequi-phone", "3991111111").await;
     browser.click("#method-save").await;
-    browser.wait_for_text("#method-error", "Nequi").await;
+    browser.wait_for_text("#method-status", "Nequi").await;
+    assert_eq!(
+        browser.text("#method-error").await,
+        "",
+        "waiting is no error"
+    );
     browser.screenshot("portal-nequi-waiting-phone").await;
     browser.wait_for_text("#notice", "pago pendiente").await;
     browser

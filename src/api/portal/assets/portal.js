@@ -197,18 +197,18 @@
     }).then(json).then(function (t) {
       var token = t.status === 201 && t.body && t.body.data;
       if (!token || !token.id) throw new Error("token");
-      $("method-error").textContent = d.nequiWaiting;
+      $("method-status").textContent = d.nequiWaiting;
       var deadline = Date.now() + NEQUI_WAIT_MS;
       function poll() {
-        if (Date.now() > deadline) throw new Error("declined");
+        if (Date.now() > deadline) { $("method-status").textContent = ""; throw new Error("declined"); }
         return later(NEQUI_POLL_MS).then(function () {
           return fetch(d.processor + "/tokens/nequi/" + encodeURIComponent(token.id), {
             headers: { "Authorization": "Bearer " + d.key }
           }).then(json);
         }).then(function (r) {
           var status = r.status === 200 && r.body && r.body.data && r.body.data.status;
-          if (status === "APPROVED") { $("method-error").textContent = ""; return { type: "nequi", nequi_token: token.id }; }
-          if (status === "DECLINED") throw new Error("declined");
+          if (status === "APPROVED") { $("method-status").textContent = d.saving; return { type: "nequi", nequi_token: token.id }; }
+          if (status === "DECLINED") { $("method-status").textContent = ""; throw new Error("declined"); }
           return poll();
         }, function () { return poll(); });
       }
@@ -238,12 +238,14 @@
           return;
         }
         var error = errorOf(r);
+        $("method-status").textContent = "";
         $("method-error").textContent = error.type === "processor_error" ? d.errDeclined : (error.message || d.errNetwork);
         button.disabled = false;
         button.textContent = label;
       })
       .catch(function (err) {
         if (err && err.message === "expired") return;
+        $("method-status").textContent = "";
         $("method-error").textContent = err && err.message === "declined" ? d.errDeclined : d.errNetwork;
         button.disabled = false;
         button.textContent = label;
