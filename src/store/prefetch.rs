@@ -38,6 +38,11 @@ pub struct DueSnapshot {
 }
 
 impl DueSnapshot {
+    /// The subscription's plan, if it exists in its account.
+    pub fn plan(&self) -> Option<&CatalogItem> {
+        self.plan.as_ref()
+    }
+
     /// The per-period amount of the subscription's own plan at `cycle` with its add-ons, as
     /// `Context::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
     /// missing (the caller reads and reports it).

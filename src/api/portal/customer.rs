@@ -85,6 +85,7 @@ pub struct PortalCustomerOut {
 pub(super) async fn customer_data(
     state: &AppState,
     portal: &PortalCaller,
+    config: &PortalConfig,
 ) -> ApiResult<PortalCustomerOut> {
     let account = portal.account_id();
     let store = &state.store;
@@ -112,7 +113,6 @@ pub(super) async fn customer_data(
         .list_payment_methods(&account, &customer.id, &page)
         .await?
         .items;
-    let config = store.portal_config(&account).await?;
     let public_url = state.config.public_url();
     let mut invoices = Vec::new();
     let mut credit_notes = Vec::new();
@@ -152,7 +152,8 @@ async fn customer(
     State(state): State<AppState>,
     portal: PortalCaller,
 ) -> ApiResult<Json<PortalCustomerOut>> {
-    Ok(Json(customer_data(&state, &portal).await?))
+    let config = config(&state, &portal).await?;
+    Ok(Json(customer_data(&state, &portal, &config).await?))
 }
 
 /// 403 `invalid_request`: the account's configuration does not offer `what`.
@@ -383,17 +384,17 @@ async fn change_plan(
         proration_at,
     };
     let outcome = act(&state, &caller, &id, command).await?;
+    // 200, or 202 while the upgrade's charge is pending (it applies once approved); a declined
+    // one is an error here, with nothing changed and nothing to record.
     let answer = action_after_charge(&state, &caller, outcome).await?;
-    if answer.status() == StatusCode::OK || answer.status() == StatusCode::ACCEPTED {
-        record(
-            &state,
-            &portal,
-            Some(&id),
-            "plan_switch",
-            serde_json::json!({"plan_id": body.plan_id, "prorate": prorate}),
-        )
-        .await;
-    }
+    record(
+        &state,
+        &portal,
+        Some(&id),
+        "plan_switch",
+        serde_json::json!({"plan_id": body.plan_id, "prorate": prorate}),
+    )
+    .await;
     Ok(answer)
 }
 

@@ -154,18 +154,18 @@ async fn render(
     locale: Locale,
 ) -> Result<(askama::Result<String>, String), ApiError> {
     let t = i18n::of(locale);
-    let data: PortalCustomerOut = customer_data(state, portal).await?;
     let account = portal.account_id();
     let config: PortalConfig = state.store.portal_config(&account).await?;
+    let data: PortalCustomerOut = customer_data(state, portal, &config).await?;
     let ids: Vec<String> = data.subscriptions.iter().map(|s| s.id.clone()).collect();
     let snapshots = state.store.due_snapshots(&ids).await?;
     let mut subscriptions = Vec::new();
     for sub in &data.subscriptions {
-        let plan = state
-            .store
-            .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
-            .await?;
         let snapshot = snapshots.get(&sub.id);
+        // The snapshot holds the subscription's plan (read with the batch, not once each).
+        let plan_name = snapshot
+            .and_then(|s| s.plan())
+            .map_or_else(|| sub.plan_id.clone(), |p| p.name.clone());
         let amount = snapshot
             .and_then(|s| s.recurring_amount(&sub.plan_id, sub.cycle))
             .map_or_else(|| t.none.to_owned(), |cents| money(cents, locale));
@@ -184,7 +184,7 @@ async fn render(
         let live = sub.status != Status::Canceled;
         subscriptions.push(SubView {
             id: sub.id.clone(),
-            plan_name: plan.map_or_else(|| sub.plan_id.clone(), |p| p.name),
+            plan_name,
             cycle: if sub.cycle == Cycle::Annual {
                 t.annual
             } else {
