@@ -71,6 +71,62 @@ id_type! {
     PortalActionId => "bpa_",
 }
 
+/// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and
+/// the prefix tells them apart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CatalogItemId {
+    Plan(PlanId),
+    Addon(AddonId),
+}
+
+impl CatalogItemId {
+    /// A plan's or an add-on's id by its prefix; `None` for any other string.
+    pub fn parse(raw: &str) -> Option<Self> {
+        PlanId::parse(raw)
+            .map(Self::Plan)
+            .or_else(|| AddonId::parse(raw).map(Self::Addon))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Plan(id) => id.as_str(),
+            Self::Addon(id) => id.as_str(),
+        }
+    }
+
+    pub fn plan(&self) -> Option<&PlanId> {
+        match self {
+            Self::Plan(id) => Some(id),
+            Self::Addon(_) => None,
+        }
+    }
+
+    pub fn addon(&self) -> Option<&AddonId> {
+        match self {
+            Self::Plan(_) => None,
+            Self::Addon(id) => Some(id),
+        }
+    }
+}
+
+impl From<PlanId> for CatalogItemId {
+    fn from(id: PlanId) -> Self {
+        Self::Plan(id)
+    }
+}
+
+impl From<AddonId> for CatalogItemId {
+    fn from(id: AddonId) -> Self {
+        Self::Addon(id)
+    }
+}
+
+impl fmt::Display for CatalogItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +144,20 @@ mod tests {
     fn parse_refuses_another_resources_prefix() {
         assert!(PlanId::parse("cus_123").is_none());
         assert!(PlanId::parse("plan_123").is_some());
+    }
+
+    #[test]
+    fn a_catalog_items_id_is_a_plans_or_an_add_ons_by_its_prefix() {
+        let plan = PlanId::generate();
+        let addon = AddonId::generate();
+        assert_eq!(
+            CatalogItemId::parse(plan.as_str()),
+            Some(CatalogItemId::Plan(plan))
+        );
+        assert_eq!(
+            CatalogItemId::parse(addon.as_str()),
+            Some(CatalogItemId::Addon(addon))
+        );
+        assert_eq!(CatalogItemId::parse("cus_123"), None);
     }
 }

@@ -12,6 +12,7 @@ pub mod customer;
 pub mod dashboard_session;
 pub mod event;
 pub mod idempotency_key;
+mod ids;
 pub mod invoice;
 pub mod invoice_series;
 pub mod payment_method;
