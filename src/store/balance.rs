@@ -7,6 +7,7 @@
 use super::entities::{account, balance_transaction};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::ids::{AccountId, BalanceTransactionId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     sea_query::{Expr, ExprTrait},
@@ -100,8 +101,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<BalanceTransaction>> {
-        let select = balance_transaction::Entity::find()
-            .filter(balance_transaction::Column::AccountId.eq(account.as_str()));
+        let select = balance_transaction::Entity::scoped(account);
         fetch_page(self.conn(), select, balance_transaction::Column::Id, page).await
     }
 }

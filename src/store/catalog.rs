@@ -4,7 +4,8 @@ use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use crate::store::Scoped;
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 
 pub use catalog_item::Model as CatalogItem;
 pub use customer::Model as Customer;
@@ -89,8 +90,7 @@ impl Store {
         kind: CatalogKind,
         id: &str,
     ) -> StoreResult<Option<CatalogItem>> {
-        Ok(catalog_item::Entity::find_by_id(id)
-            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
+        Ok(catalog_item::Entity::find_scoped(account, id)
             .filter(catalog_item::Column::Kind.eq(kind.as_str()))
             .one(self.conn())
             .await?)
@@ -102,8 +102,7 @@ impl Store {
         kind: CatalogKind,
         page: &PageRequest,
     ) -> StoreResult<Page<CatalogItem>> {
-        let select = catalog_item::Entity::find()
-            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
+        let select = catalog_item::Entity::scoped(account)
             .filter(catalog_item::Column::Kind.eq(kind.as_str()));
         fetch_page(self.conn(), select, catalog_item::Column::Id, page).await
     }
@@ -140,8 +139,7 @@ impl Store {
     }
 
     pub async fn customer(&self, account: &AccountId, id: &str) -> StoreResult<Option<Customer>> {
-        Ok(customer::Entity::find_by_id(id)
-            .filter(customer::Column::AccountId.eq(account.as_str()))
+        Ok(customer::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -184,8 +182,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<Customer>> {
-        let select =
-            customer::Entity::find().filter(customer::Column::AccountId.eq(account.as_str()));
+        let select = customer::Entity::scoped(account);
         fetch_page(self.conn(), select, customer::Column::Id, page).await
     }
 }

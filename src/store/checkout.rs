@@ -10,6 +10,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
 use crate::ids::AccountId;
+use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
 use crate::processor::client::SourceKind;
@@ -48,8 +49,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<CheckoutSession>> {
-        Ok(checkout_session::Entity::find_by_id(id)
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()))
+        Ok(checkout_session::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -64,7 +64,7 @@ impl Store {
         checkout_session::Entity::update_many()
             .col_expr(checkout_session::Column::Status, Expired.as_str().into())
             .col_expr(checkout_session::Column::UpdatedAt, now_ms.into())
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()))
+            .filter(checkout_session::Entity::of(account))
             .filter(checkout_session::Column::Status.eq(Open.as_str()))
             .filter(checkout_session::Column::ExpiresAt.lte(now_ms))
             .filter(checkout_session::Column::AttemptChargeId.is_null())
@@ -80,8 +80,7 @@ impl Store {
         status: Option<&str>,
         page: &PageRequest,
     ) -> StoreResult<Page<CheckoutSession>> {
-        let mut select = checkout_session::Entity::find()
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()));
+        let mut select = checkout_session::Entity::scoped(account);
         if let Some(status) = status {
             select = select.filter(checkout_session::Column::Status.eq(status));
         }

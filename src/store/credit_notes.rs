@@ -13,6 +13,7 @@ use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
 use crate::ids::{AccountId, CreditNoteId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect,
@@ -51,8 +52,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<CreditNote>> {
-        Ok(credit_note::Entity::find_by_id(id)
-            .filter(credit_note::Column::AccountId.eq(account.as_str()))
+        Ok(credit_note::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -72,8 +72,7 @@ impl Store {
         filter: &CreditNoteFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<CreditNote>> {
-        let mut select =
-            credit_note::Entity::find().filter(credit_note::Column::AccountId.eq(account.as_str()));
+        let mut select = credit_note::Entity::scoped(account);
         if let Some(invoice) = &filter.invoice_id {
             select = select.filter(credit_note::Column::InvoiceId.eq(invoice.as_str()));
         }

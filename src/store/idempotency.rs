@@ -7,6 +7,7 @@
 use super::entities::idempotency_key;
 use super::{Store, StoreError, StoreResult};
 use crate::ids::AccountId;
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
@@ -70,7 +71,7 @@ impl Store {
                 // An expired record is forgotten, as if the key had never been used. Only that
                 // record: a concurrent claim may already have replaced it.
                 idempotency_key::Entity::delete_many()
-                    .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+                    .filter(idempotency_key::Entity::of(account))
                     .filter(idempotency_key::Column::Key.eq(key))
                     .filter(idempotency_key::Column::CreatedAt.lt(now_ms - RETENTION_MS))
                     .exec(self.writer())
@@ -112,7 +113,7 @@ impl Store {
                 i32::from(status).into(),
             )
             .col_expr(idempotency_key::Column::ResponseBody, body.into())
-            .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+            .filter(idempotency_key::Entity::of(account))
             .filter(idempotency_key::Column::Key.eq(key))
             .exec(self.writer())
             .await?;
@@ -122,7 +123,7 @@ impl Store {
     /// Forgets a key whose request committed nothing, so that a retry runs it again.
     pub async fn release_idempotency_key(&self, account: &AccountId, key: &str) -> StoreResult<()> {
         idempotency_key::Entity::delete_many()
-            .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+            .filter(idempotency_key::Entity::of(account))
             .filter(idempotency_key::Column::Key.eq(key))
             .filter(idempotency_key::Column::State.eq("running"))
             .exec(self.writer())

@@ -13,6 +13,7 @@ use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
 use crate::ids::{AccountId, InvoiceId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -97,8 +98,7 @@ pub struct InvoiceFilter {
 
 impl Store {
     pub async fn invoice(&self, account: &AccountId, id: &str) -> StoreResult<Option<Invoice>> {
-        Ok(invoice::Entity::find_by_id(id)
-            .filter(invoice::Column::AccountId.eq(account.as_str()))
+        Ok(invoice::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -118,8 +118,7 @@ impl Store {
         filter: &InvoiceFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<Invoice>> {
-        let mut select =
-            invoice::Entity::find().filter(invoice::Column::AccountId.eq(account.as_str()));
+        let mut select = invoice::Entity::scoped(account);
         if let Some(customer) = &filter.customer_id {
             select = select.filter(invoice::Column::CustomerId.eq(customer.as_str()));
         }

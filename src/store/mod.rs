@@ -26,6 +26,7 @@ pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;
+mod scoped;
 mod secret;
 pub mod settled;
 mod sqlite_lock;
@@ -85,6 +86,7 @@ impl StoreError {
     }
 }
 
+pub use scoped::Scoped;
 pub use secret::Secret;
 
 /// The database's clock in milliseconds since the Unix epoch (PostgreSQL), as SQL: the one

@@ -5,6 +5,7 @@ use super::entities::{account, portal_action, portal_session};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::portal::{PortalConfig, PortalPatch};
 use crate::ids::{AccountId, PortalActionId};
+use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
 pub type PortalSession = portal_session::Model;
@@ -95,8 +96,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<PortalSession>> {
-        Ok(portal_session::Entity::find_by_id(id)
-            .filter(portal_session::Column::AccountId.eq(account.as_str()))
+        Ok(portal_session::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -137,8 +137,7 @@ impl Store {
         session_id: &str,
     ) -> StoreResult<Vec<PortalAction>> {
         use sea_orm::QueryOrder;
-        Ok(portal_action::Entity::find()
-            .filter(portal_action::Column::AccountId.eq(account.as_str()))
+        Ok(portal_action::Entity::scoped(account)
             .filter(portal_action::Column::SessionId.eq(session_id))
             .order_by_asc(portal_action::Column::Id)
             .all(self.conn())

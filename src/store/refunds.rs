@@ -26,6 +26,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::ids::{AccountId, RefundId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -93,8 +94,7 @@ impl Store {
     ) -> Result<(Refund, ChargeAttempt), BeginRefundError> {
         let unit = self.begin().await?;
         let txn = unit.conn();
-        let charge = charge_attempt::Entity::find_by_id(&new.charge_id)
-            .filter(charge_attempt::Column::AccountId.eq(new.account.as_str()))
+        let charge = charge_attempt::Entity::find_scoped(&new.account, &new.charge_id)
             .one(txn)
             .await
             .map_err(StoreError::from)?
@@ -174,8 +174,7 @@ impl Store {
     }
 
     pub async fn refund(&self, account: &AccountId, id: &str) -> StoreResult<Option<Refund>> {
-        Ok(refund::Entity::find_by_id(id)
-            .filter(refund::Column::AccountId.eq(account.as_str()))
+        Ok(refund::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -187,9 +186,7 @@ impl Store {
         charge_id: &str,
         page: &PageRequest,
     ) -> StoreResult<Page<Refund>> {
-        let select = refund::Entity::find()
-            .filter(refund::Column::AccountId.eq(account.as_str()))
-            .filter(refund::Column::ChargeId.eq(charge_id));
+        let select = refund::Entity::scoped(account).filter(refund::Column::ChargeId.eq(charge_id));
         fetch_page(self.conn(), select, refund::Column::Id, page).await
     }
 
@@ -316,8 +313,7 @@ impl Store {
         filter: &ChargeFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<ChargeAttempt>> {
-        let mut select = charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()));
+        let mut select = charge_attempt::Entity::scoped(account);
         if let Some(subscription) = &filter.subscription_id {
             select = select.filter(charge_attempt::Column::SubscriptionId.eq(subscription));
         }

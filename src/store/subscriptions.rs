@@ -9,6 +9,7 @@ use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
 use crate::ids::AccountId;
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, PaginatorTrait,
@@ -87,8 +88,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<Subscription>> {
-        Ok(subscription::Entity::find_by_id(id)
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        Ok(subscription::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -113,8 +113,7 @@ impl Store {
         filter: &SubscriptionFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<Subscription>> {
-        let mut select = subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()));
+        let mut select = subscription::Entity::scoped(account);
         if let Some(status) = &filter.status {
             select = select.filter(subscription::Column::Status.eq(*status));
         }
@@ -134,8 +133,7 @@ impl Store {
         now_ms: i64,
         limit: u64,
     ) -> StoreResult<Vec<Subscription>> {
-        Ok(subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        Ok(subscription::Entity::scoped(account)
             .filter(subscription::Column::DueAt.lte(now_ms))
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
@@ -162,7 +160,7 @@ impl Store {
             .select_only()
             .column(subscription::Column::Id)
             .column(subscription::Column::DueAt)
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::DueAt.lte(horizon_ms));
         if let Some(shards) = shards {
             select = select.filter(super::cluster::in_shards("id", shards));
@@ -261,8 +259,7 @@ impl Store {
     }
 
     pub async fn count_pending_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .count(self.conn())
             .await?)
@@ -275,8 +272,7 @@ impl Store {
         subscription_id: Option<&str>,
         page: &PageRequest,
     ) -> StoreResult<Page<Event>> {
-        let mut select =
-            event::Entity::find().filter(event::Column::AccountId.eq(account.as_str()));
+        let mut select = event::Entity::scoped(account);
         if let Some(event_type) = event_type {
             select = select.filter(event::Column::EventType.eq(event_type));
         }
@@ -287,8 +283,7 @@ impl Store {
     }
 
     pub async fn event(&self, account: &AccountId, id: &str) -> StoreResult<Option<Event>> {
-        Ok(event::Entity::find_by_id(id)
-            .filter(event::Column::AccountId.eq(account.as_str()))
+        Ok(event::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -387,7 +382,7 @@ impl StoreTxn {
                 subscription::Column::Version,
                 Expr::col(subscription::Column::Version).add(1),
             )
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::Status.eq(Status::PausedInsufficientBalance))
             .exec_with_returning(&self.txn)
             .await?;

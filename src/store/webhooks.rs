@@ -9,6 +9,7 @@
 use super::entities::{account, event, webhook_attempt, webhook_delivery, webhook_endpoint};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::ids::{AccountId, DeliveryId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect, Set,
@@ -195,8 +196,7 @@ impl Store {
             .insert(txn.conn())
             .await
             .map_err(StoreError::from)?;
-        let count = webhook_endpoint::Entity::find()
-            .filter(webhook_endpoint::Column::AccountId.eq(account_id.as_str()))
+        let count = webhook_endpoint::Entity::scoped(&AccountId::from_stored(account_id.clone()))
             .count(txn.conn())
             .await
             .map_err(StoreError::from)?;
@@ -213,8 +213,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<WebhookEndpoint>> {
-        Ok(webhook_endpoint::Entity::find_by_id(id)
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()))
+        Ok(webhook_endpoint::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -231,8 +230,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<WebhookEndpoint>> {
-        let select = webhook_endpoint::Entity::find()
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()));
+        let select = webhook_endpoint::Entity::scoped(account);
         fetch_page(self.conn(), select, webhook_endpoint::Column::Id, page).await
     }
 
@@ -281,7 +279,7 @@ impl Store {
         let txn = self.begin().await?;
         let deleted = webhook_endpoint::Entity::delete_many()
             .filter(webhook_endpoint::Column::Id.eq(id))
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()))
+            .filter(webhook_endpoint::Entity::of(account))
             .exec(txn.conn())
             .await?;
         if deleted.rows_affected == 0 {
@@ -338,8 +336,7 @@ impl Store {
     /// Pending deliveries of `account` due by `now_ms` (what the test clock waits for).
     pub async fn count_due_deliveries(&self, account: &AccountId, now_ms: i64) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(webhook_delivery::Entity::find()
-            .filter(webhook_delivery::Column::AccountId.eq(account.as_str()))
+        Ok(webhook_delivery::Entity::scoped(account)
             .filter(webhook_delivery::Column::NextAttemptAt.lte(now_ms))
             .count(self.conn())
             .await?)
@@ -428,8 +425,7 @@ impl Store {
         endpoint_id: &str,
         page: &PageRequest,
     ) -> StoreResult<Page<WebhookDelivery>> {
-        let select = webhook_delivery::Entity::find()
-            .filter(webhook_delivery::Column::AccountId.eq(account.as_str()))
+        let select = webhook_delivery::Entity::scoped(account)
             .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id));
         fetch_page(self.conn(), select, webhook_delivery::Column::Id, page).await
     }

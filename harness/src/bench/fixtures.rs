@@ -6,6 +6,7 @@ use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
 use billing::ids::AccountId;
+use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{
     account, balance_transaction, charge_attempt, event, invoice, subscription,
@@ -103,7 +104,7 @@ impl crate::Raw<'_> {
             )
             .col_expr(subscription::Column::NextChargeDate, Expr::value(at))
             .col_expr(subscription::Column::DueAt, Expr::value(at))
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::Status.eq(Status::Active))
             .exec(self.writer())
             .await?;
@@ -132,16 +133,12 @@ impl crate::Raw<'_> {
 
     /// Invoices of `account` (the seeded previous periods have none: the renewals' alone).
     pub async fn count_invoices(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(invoice::Entity::find()
-            .filter(invoice::Column::AccountId.eq(account.as_str()))
-            .count(self.conn())
-            .await?)
+        Ok(invoice::Entity::scoped(account).count(self.conn()).await?)
     }
 
     /// Approved charges of `account`.
     pub async fn count_approved_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
             .count(self.conn())
             .await?)
@@ -252,9 +249,8 @@ pub struct RenewalRows {
 /// The active subscriptions of `account` renewed after `at`: their next timer is the next
 /// period's end, a month on.
 fn renewed(account: &AccountId, at: i64) -> sea_orm::Select<subscription::Entity> {
-    subscription::Entity::find()
+    subscription::Entity::scoped(account)
         .filter(subscription::Column::DueAt.gt(at + 86_400_000))
-        .filter(subscription::Column::AccountId.eq(account.as_str()))
         .filter(subscription::Column::NextChargeDate.gt(at))
         .filter(subscription::Column::Status.eq(Status::Active))
 }

@@ -3,11 +3,10 @@
 //! plain rows, and a fresh PostgreSQL schema per run. Nothing here is on a request's path.
 
 use billing::ids::AccountId;
+use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{charge_attempt, subscription};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, Database, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ConnectionTrait, Database, PaginatorTrait, QueryOrder};
 
 /// A charge attempt as the harness judges it: which card it went to and how it ended.
 #[derive(Clone, Debug)]
@@ -33,16 +32,14 @@ pub struct ChaosSubscription {
 impl crate::Raw<'_> {
     /// How many charge attempts the account has made, whatever their status.
     pub async fn count_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .count(self.conn())
             .await?)
     }
 
     /// Every charge attempt of the account, oldest first.
     pub async fn chaos_charges(&self, account: &AccountId) -> StoreResult<Vec<ChaosCharge>> {
-        let rows = charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        let rows = charge_attempt::Entity::scoped(account)
             .order_by_asc(charge_attempt::Column::Id)
             .all(self.conn())
             .await?;
@@ -65,8 +62,7 @@ impl crate::Raw<'_> {
         &self,
         account: &AccountId,
     ) -> StoreResult<Vec<ChaosSubscription>> {
-        let rows = subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        let rows = subscription::Entity::scoped(account)
             .order_by_asc(subscription::Column::Id)
             .all(self.conn())
             .await?;

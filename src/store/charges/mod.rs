@@ -20,6 +20,7 @@ use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::{AccountId, ChargeAttemptId};
+use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -98,8 +99,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<PaymentMethod>> {
-        Ok(payment_method::Entity::find_by_id(id)
-            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+        Ok(payment_method::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -110,8 +110,7 @@ impl Store {
         customer_id: &str,
         page: &PageRequest,
     ) -> StoreResult<Page<PaymentMethod>> {
-        let select = payment_method::Entity::find()
-            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+        let select = payment_method::Entity::scoped(account)
             .filter(payment_method::Column::CustomerId.eq(customer_id));
         fetch_page(self.conn(), select, payment_method::Column::Id, page).await
     }
@@ -129,8 +128,7 @@ impl Store {
         account: &AccountId,
         id: &str,
     ) -> StoreResult<Option<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find_by_id(id)
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::find_scoped(account, id)
             .one(self.conn())
             .await?)
     }
@@ -247,8 +245,7 @@ impl Store {
 
     pub async fn count_processor_events(&self, account: &AccountId) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(processor_event::Entity::find()
-            .filter(processor_event::Column::AccountId.eq(account.as_str()))
+        Ok(processor_event::Entity::scoped(account)
             .count(self.conn())
             .await?)
     }
