@@ -14,7 +14,6 @@
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
-use crate::ids::AccountId;
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
@@ -160,7 +159,7 @@ impl Charger {
         account: &Account,
         request: ChargeRequest,
     ) -> Result<ChargeAttempt, ChargeError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = account.id.clone();
         // Both must exist before any money moves.
         if self
             .store
@@ -307,7 +306,7 @@ impl Charger {
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<Option<Payer>, StoreError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = account.id.clone();
         let method = self
             .store
             .payment_method(&account_id, &charge.payment_method_id)

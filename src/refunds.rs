@@ -30,7 +30,6 @@ use crate::clock::Clock;
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::recheck::{recheck_delay, stale_after};
 use crate::events::charge_refunded_event;
-use crate::ids::AccountId;
 use crate::processor::client::ProcessorCredentials;
 use crate::processor::outcome::{ProcessorOutcome, Settlement};
 use crate::processor::refunds::{NewRefund as ProcessorRefund, Refund as ProcessorRefundRecord};
@@ -83,7 +82,7 @@ impl Refunds {
         account: &Account,
         request: RefundRequest,
     ) -> Result<Refund, RefundError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = account.id.clone();
         let store = self.charger.store();
         let (refund, charge) = store
             .begin_refund(NewRefund {
@@ -185,7 +184,7 @@ impl Refunds {
         refund: &Refund,
         settlement: Settlement<'_>,
     ) -> Result<(), StoreError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = account.id.clone();
         let store = self.charger.store();
         let charge = store.charge(&account_id, &refund.charge_id).await?;
         let subscription = match charge.as_ref().and_then(|c| c.subscription_id.as_deref()) {
@@ -248,7 +247,7 @@ impl Refunds {
 
     async fn recheck(&self, refund: &Refund) -> Result<(), StoreError> {
         let store = self.charger.store();
-        let account_id = AccountId::from_stored(refund.account_id.clone());
+        let account_id = refund.account_id.clone();
         let Some(account) = store.account(&account_id).await? else {
             return Ok(());
         };
@@ -286,7 +285,7 @@ impl Refunds {
         refund: &Refund,
     ) -> Result<ProcessorOutcome<ProcessorRefundRecord>, StoreError> {
         let store = self.charger.store();
-        let account_id = AccountId::from_stored(refund.account_id.clone());
+        let account_id = refund.account_id.clone();
         let Some(transaction_id) = store
             .charge(&account_id, &refund.charge_id)
             .await?

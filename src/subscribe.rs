@@ -6,7 +6,7 @@
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::store::StoreResult;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
@@ -29,7 +29,7 @@ pub enum Start {
 pub struct NewSubscription {
     /// Its id (`cluster::Ownership::local_subscription_id`, or any fresh one).
     pub id: SubscriptionId,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub customer_id: String,
     pub plan_id: String,
     pub cycle: Cycle,
@@ -98,7 +98,7 @@ mod tests {
     fn new(start: Start) -> NewSubscription {
         NewSubscription {
             id: SubscriptionId::generate(),
-            account_id: "acct_1".into(),
+            account_id: AccountId::generate(),
             customer_id: "cus_1".into(),
             plan_id: "plan_1".into(),
             cycle: Cycle::Monthly,

@@ -138,7 +138,7 @@ fn main() -> anyhow::Result<()> {
         let db = Database::connect(options).await?;
         let bare = Bare {
             db,
-            account: fixture.account_id.clone(),
+            account: fixture.account_id.to_string(),
         };
         let app = Router::new()
             .route("/bare/subscriptions/{id}", get(bare_get))

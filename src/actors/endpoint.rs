@@ -131,7 +131,7 @@ impl EndpointActor {
                 return Ok(());
             }
         };
-        let account = AccountId::from_stored(endpoint.account_id.clone());
+        let account = endpoint.account_id.clone();
         let now = self.runtime.clock().now_ms(&account).await?;
         // The account's mode decides which addresses its endpoints may reach (CONTRACT §9).
         let Some(owner) = self.runtime.account(&account).await? else {
@@ -214,7 +214,7 @@ impl EndpointActor {
         delivery: &WebhookDelivery,
         result: AttemptResult,
     ) -> Result<(), ActorProcessingErr> {
-        let account = AccountId::from_stored(delivery.account_id.clone());
+        let account = delivery.account_id.clone();
         let now = self.runtime.clock().now_ms(&account).await?;
         let made = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
         let verdict = if result.delivered() {

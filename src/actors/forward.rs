@@ -13,6 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
+use crate::ids::AccountId;
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -226,16 +227,19 @@ impl Forwarder {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Broadcast {
     /// An account's test clock moved: its new offset.
-    Clock { account_id: String, offset_ms: i64 },
+    Clock {
+        account_id: AccountId,
+        offset_ms: i64,
+    },
     /// An operator changed an account (its rate limits): cached copies are dropped.
-    Account { account_id: String },
+    Account { account_id: AccountId },
     /// A node gave its shards back (it is stopping): take them now, not at the next pass.
     Released,
     /// Timers of an account's subscriptions were set to now in the database (a top-up woke
     /// those paused for want of balance): each node loads that account's due rows of its own
     /// shards now, instead of at its next full rescan. One message per node, however many
     /// subscriptions were woken.
-    Timers { account_id: String },
+    Timers { account_id: AccountId },
 }
 
 impl Forwarder {

@@ -58,7 +58,7 @@ struct Inner {
     /// redirects, addresses checked when connecting).
     webhook_clients: crate::webhooks::send::Clients,
     /// Accounts as actors read them (see `Runtime::account`).
-    accounts: dashmap::DashMap<String, (Arc<crate::store::accounts::Account>, Instant)>,
+    accounts: dashmap::DashMap<AccountId, (Arc<crate::store::accounts::Account>, Instant)>,
     /// A subscription actor that has handled nothing for this long stops (the next message
     /// respawns it). A renewal's actor is needed for its charge's outcome, a fraction of a
     /// second later, and then not for a month: it stops once that outcome is applied, and
@@ -72,7 +72,7 @@ struct Inner {
     forwarder: Option<crate::actors::forward::Forwarder>,
     /// Accounts whose due rows the scheduler is to load again from the start (their timers
     /// were set behind its marks: `Runtime::wake_paused`), and the signal that some wait.
-    rescans: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    rescans: std::sync::Mutex<std::collections::BTreeSet<AccountId>>,
     rescan: tokio::sync::Notify,
 }
 
@@ -130,7 +130,7 @@ impl Runtime {
         id: &AccountId,
     ) -> crate::store::StoreResult<Option<Arc<crate::store::accounts::Account>>> {
         const TTL: Duration = Duration::from_secs(5);
-        if let Some(entry) = self.inner.accounts.get(id.as_str())
+        if let Some(entry) = self.inner.accounts.get(id)
             && entry.1.elapsed() < TTL
         {
             return Ok(Some(Arc::clone(&entry.0)));
@@ -139,10 +139,9 @@ impl Runtime {
             return Ok(None);
         };
         let account = Arc::new(account);
-        self.inner.accounts.insert(
-            id.as_str().to_owned(),
-            (Arc::clone(&account), Instant::now()),
-        );
+        self.inner
+            .accounts
+            .insert(id.clone(), (Arc::clone(&account), Instant::now()));
         Ok(Some(account))
     }
 
@@ -203,7 +202,7 @@ impl Runtime {
             return;
         };
         let change = crate::actors::forward::Broadcast::Timers {
-            account_id: account.as_str().to_owned(),
+            account_id: account.clone(),
         };
         // After the top-up committed and whatever its client does: the timers are in the rows.
         tokio::spawn(async move {
@@ -214,15 +213,15 @@ impl Runtime {
     }
 
     /// Has the scheduler load `account`'s due rows again from the start, at once.
-    fn rescan(&self, account: &str) {
+    fn rescan(&self, account: &AccountId) {
         if let Ok(mut rescans) = self.inner.rescans.lock() {
-            rescans.insert(account.to_owned());
+            rescans.insert(account.clone());
         }
         self.inner.rescan.notify_one();
     }
 
     /// The accounts whose due rows are to be loaded again from the start.
-    fn take_rescans(&self) -> std::collections::BTreeSet<String> {
+    fn take_rescans(&self) -> std::collections::BTreeSet<AccountId> {
         self.inner
             .rescans
             .lock()
@@ -458,7 +457,7 @@ impl Runtime {
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
                 .broadcast(&crate::actors::forward::Broadcast::Clock {
-                    account_id: account.as_str().to_owned(),
+                    account_id: account.clone(),
                     offset_ms,
                 })
                 .await?;
@@ -467,12 +466,12 @@ impl Runtime {
     }
 
     /// Tells every other node that an operator changed `account` (its cached copies go).
-    pub async fn account_changed(&self, account: &str) -> Result<(), StoreError> {
+    pub async fn account_changed(&self, account: &AccountId) -> Result<(), StoreError> {
         self.inner.accounts.remove(account);
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
                 .broadcast(&crate::actors::forward::Broadcast::Account {
-                    account_id: account.to_owned(),
+                    account_id: account.clone(),
                 })
                 .await?;
         }

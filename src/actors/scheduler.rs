@@ -134,7 +134,7 @@ struct Marks {
     /// mark arrive through the arm channel, or (set on another node: a top-up's wake) as a
     /// rescan of their account from the start (`Runtime::wake_paused`); a full rescan every
     /// `FULL_RESCAN` catches the rest (a timer whose handling failed, for one).
-    after: HashMap<String, (i64, String)>,
+    after: HashMap<AccountId, (i64, String)>,
     last_full: tokio::time::Instant,
 }
 
@@ -313,7 +313,7 @@ async fn load_window(
         return Ok(());
     }
     for account in runtime.store().all_accounts().await? {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = account.id.clone();
         let now = runtime.clock().now_ms(&account_id).await?;
         let read_at = tokio::time::Instant::now();
         let horizon = now + WINDOW.as_millis() as i64;
@@ -413,7 +413,7 @@ async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize 
 }
 
 async fn recheck_one(runtime: &Runtime, charge: &ChargeAttempt) -> anyhow::Result<()> {
-    let account_id = AccountId::from_stored(charge.account_id.clone());
+    let account_id = charge.account_id.clone();
     let Some(account) = runtime.store().account(&account_id).await? else {
         anyhow::bail!("the charge's account is gone");
     };

@@ -195,7 +195,7 @@ pub struct FeeOut {
 impl AccountOut {
     pub fn new(account: &Account, api_key: Option<String>, public_url: &str) -> Self {
         Self {
-            id: account.id.clone(),
+            id: account.id.to_string(),
             name: account.name.clone(),
             sandbox: account.sandbox,
             api_key,

@@ -81,7 +81,7 @@ impl From<BalanceTransaction> for BalanceTransactionOut {
 async fn get_balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<BalanceOut>> {
     let balance = state
         .store
-        .balance(&caller.account_id())
+        .balance(caller.account_id())
         .await?
         .ok_or(ApiError::Authentication)?;
     Ok(Json(balance.into()))
@@ -97,7 +97,7 @@ async fn list_balance_transactions(
 ) -> ApiResult<Json<ListOut<BalanceTransactionOut>>> {
     let page = state
         .store
-        .list_balance_transactions(&caller.account_id(), &query.page()?)
+        .list_balance_transactions(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,

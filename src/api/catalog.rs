@@ -168,7 +168,7 @@ async fn list_items(
 ) -> ApiResult<Json<ListOut<CatalogItemOut>>> {
     let page = state
         .store
-        .list_catalog_items(&caller.account_id(), kind, &query.page()?)
+        .list_catalog_items(caller.account_id(), kind, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -185,7 +185,7 @@ async fn get_item(
 ) -> ApiResult<Json<CatalogItemOut>> {
     state
         .store
-        .catalog_item(&caller.account_id(), kind, id)
+        .catalog_item(caller.account_id(), kind, id)
         .await?
         .map(|item| Json(item.into()))
         .ok_or_else(|| not_found(kind, id))
@@ -205,7 +205,7 @@ async fn update_item(
     };
     state
         .store
-        .update_catalog_item(&caller.account_id(), kind, id, patch)
+        .update_catalog_item(caller.account_id(), kind, id, patch)
         .await?
         .map(|item| Json(item.into()))
         .ok_or_else(|| not_found(kind, id))

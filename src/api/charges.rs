@@ -187,7 +187,7 @@ async fn list_charges(
     };
     let page = state
         .store
-        .list_charges(&caller.account_id(), &filter, &page)
+        .list_charges(caller.account_id(), &filter, &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -206,7 +206,7 @@ async fn get_charge(
 ) -> ApiResult<Json<ChargeOut>> {
     let charge = state
         .store
-        .charge(&caller.account_id(), &id)
+        .charge(caller.account_id(), &id)
         .await?
         .ok_or_else(|| no_charge(&id))?;
     Ok(Json(charge.into()))
@@ -286,12 +286,12 @@ async fn list_refunds(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<RefundOut>>> {
     let account = caller.account_id();
-    if state.store.charge(&account, &id).await?.is_none() {
+    if state.store.charge(account, &id).await?.is_none() {
         return Err(no_charge(&id));
     }
     let page = state
         .store
-        .refunds_of_charge(&account, &id, &query.page()?)
+        .refunds_of_charge(account, &id, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -310,7 +310,7 @@ async fn get_refund(
 ) -> ApiResult<Json<RefundOut>> {
     let refund = state
         .store
-        .refund(&caller.account_id(), &id)
+        .refund(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No refund with id `{id}`.")).param("id"))?;
     Ok(Json(refund.into()))

@@ -217,12 +217,12 @@ async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Checko
     let account = caller.account_id();
     let session = state
         .store
-        .checkout_session(&account, id)
+        .checkout_session(account, id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id")
         })?;
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     Ok(crate::checkout::current(&state.store, session, now).await?)
 }
 
@@ -267,7 +267,7 @@ async fn create_checkout_session(
             .param("customer"));
         }
         (None, Some(id)) => {
-            state.store.customer(&account, &id).await?.ok_or_else(|| {
+            state.store.customer(account, &id).await?.ok_or_else(|| {
                 ApiError::not_found(format!("No customer with id `{id}`.")).param("customer_id")
             })?;
             (Some(id), None, None)
@@ -282,9 +282,9 @@ async fn create_checkout_session(
             (None, Some(email.into_string()), Some(name.into_string()))
         }
     };
-    let plan = active_plan(&state, &account, &body.plan_id).await?;
+    let plan = active_plan(&state, account, &body.plan_id).await?;
     let amount_cents = plan.price(cycle);
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let session = CheckoutSession {
         id: CheckoutSessionId::generate().into_string(),
         account_id: caller.0.id.clone(),
@@ -333,11 +333,11 @@ async fn list_checkout_sessions(
     }
     let page = page_request(query.limit, query.cursor.clone())?;
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
-    state.store.expire_checkout_sessions(&account, now).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
+    state.store.expire_checkout_sessions(account, now).await?;
     let page = state
         .store
-        .list_checkout_sessions(&account, query.status.as_deref(), &page)
+        .list_checkout_sessions(account, query.status.as_deref(), &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,

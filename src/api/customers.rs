@@ -251,7 +251,7 @@ async fn update_customer(
     };
     state
         .store
-        .update_customer(&caller.account_id(), &id, patch)
+        .update_customer(caller.account_id(), &id, patch)
         .await?
         .map(|c| Json(c.into()))
         .ok_or_else(|| no_customer(&id))
@@ -288,7 +288,7 @@ async fn list_customers(
 ) -> ApiResult<Json<ListOut<CustomerOut>>> {
     let page = state
         .store
-        .list_customers(&caller.account_id(), &query.page()?)
+        .list_customers(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -307,7 +307,7 @@ async fn get_customer(
 ) -> ApiResult<Json<CustomerOut>> {
     state
         .store
-        .customer(&caller.account_id(), &id)
+        .customer(caller.account_id(), &id)
         .await?
         .map(|c| Json(c.into()))
         .ok_or_else(|| no_customer(&id))

@@ -124,7 +124,7 @@ async fn list_events(
     let page = state
         .store
         .list_events(
-            &caller.account_id(),
+            caller.account_id(),
             query.event_type.as_deref(),
             query.subscription_id.as_deref(),
             &page,
@@ -147,7 +147,7 @@ async fn get_event(
 ) -> ApiResult<Json<EventOut>> {
     let event = state
         .store
-        .event(&caller.account_id(), &id)
+        .event(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
     Ok(Json(event_out(event.body)))
@@ -185,10 +185,10 @@ async fn redeliver_event(
     let account = caller.account_id();
     let event = state
         .store
-        .event(&account, &id)
+        .event(account, &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let deliveries = state.store.redeliver(&event, now).await?;
     Ok((
         axum::http::StatusCode::ACCEPTED,

@@ -230,7 +230,7 @@ async fn list_invoices(
     };
     let page = state
         .store
-        .list_invoices(&caller.account_id(), &filter, &page)
+        .list_invoices(caller.account_id(), &filter, &page)
         .await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
@@ -250,7 +250,7 @@ async fn get_invoice(
 ) -> ApiResult<Json<InvoiceOut>> {
     let invoice = state
         .store
-        .invoice(&caller.account_id(), &id)
+        .invoice(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
     Ok(Json(InvoiceOut::of(invoice, &state.config.public_url())?))
@@ -283,10 +283,10 @@ async fn get_invoice_pdf(
 ) -> ApiResult<Response> {
     let account = caller.account_id();
     let invoice =
-        state.store.invoice(&account, &id).await?.ok_or_else(|| {
+        state.store.invoice(account, &id).await?.ok_or_else(|| {
             ApiError::not_found(format!("No invoice with id `{id}`.")).param("id")
         })?;
-    let seller = seller(&state, &account).await?;
+    let seller = seller(&state, account).await?;
     let sheet = Sheet::of_invoice(&invoice, &seller, locale(&query)?)
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
@@ -305,19 +305,19 @@ async fn get_credit_note_pdf(
     let account = caller.account_id();
     let note = state
         .store
-        .credit_note(&account, &id)
+        .credit_note(account, &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
     let invoice = state
         .store
-        .invoice(&account, &note.invoice_id)
+        .invoice(account, &note.invoice_id)
         .await?
         .ok_or_else(|| {
             ApiError::Internal(format!("credit note {id} without its invoice").into())
         })?;
-    let seller = seller(&state, &account).await?;
+    let seller = seller(&state, account).await?;
     let sheet = Sheet::of_credit_note(&note, &invoice, &seller, locale(&query)?)
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
@@ -460,7 +460,7 @@ async fn list_credit_notes(
     };
     let page = state
         .store
-        .list_credit_notes(&caller.account_id(), &filter, &page)
+        .list_credit_notes(caller.account_id(), &filter, &page)
         .await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
@@ -480,7 +480,7 @@ async fn get_credit_note(
 ) -> ApiResult<Json<CreditNoteOut>> {
     let note = state
         .store
-        .credit_note(&caller.account_id(), &id)
+        .credit_note(caller.account_id(), &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")

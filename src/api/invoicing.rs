@@ -150,7 +150,7 @@ async fn update_invoicing(
     };
     let account = state
         .store
-        .update_invoicing(&caller.account_id(), &seller, default_tax_code)
+        .update_invoicing(caller.account_id(), &seller, default_tax_code)
         .await?;
     // Every node drops its cached copy before this answers: the next request, wherever it
     // lands, creates plans with the new default.

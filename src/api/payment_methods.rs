@@ -217,7 +217,7 @@ async fn create_payment_method(
 ) -> ApiResult<(StatusCode, Json<PaymentMethodOut>)> {
     let account = caller.account_id();
     let customer =
-        state.store.customer(&account, &id).await?.ok_or_else(|| {
+        state.store.customer(account, &id).await?.ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{id}`.")).param("id")
         })?;
     let method = add_payment_method(&state, &caller.0, customer, source_of(body)?).await?;
@@ -234,12 +234,12 @@ async fn list_payment_methods(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<PaymentMethodOut>>> {
     let account = caller.account_id();
-    if state.store.customer(&account, &id).await?.is_none() {
+    if state.store.customer(account, &id).await?.is_none() {
         return Err(ApiError::not_found(format!("No customer with id `{id}`.")).param("id"));
     }
     let page = state
         .store
-        .list_payment_methods(&account, &id, &query.page()?)
+        .list_payment_methods(account, &id, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,

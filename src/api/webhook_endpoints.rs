@@ -198,7 +198,7 @@ fn checked_events(events: Vec<String>) -> ApiResult<Vec<String>> {
 async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookEndpoint> {
     state
         .store
-        .webhook_endpoint(&caller.account_id(), id)
+        .webhook_endpoint(caller.account_id(), id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No webhook endpoint with id `{id}`.")).param("id")
@@ -219,7 +219,7 @@ async fn create_endpoint(
     let now = chrono::Utc::now().timestamp_millis();
     let row = WebhookEndpoint {
         id: WebhookEndpointId::generate().into_string(),
-        account_id: caller.account_id().into_string(),
+        account_id: caller.account_id().clone(),
         url,
         secret: signing::new_secret().into(),
         events: serde_json::Value::from(events).to_string(),
@@ -254,7 +254,7 @@ async fn list_endpoints(
 ) -> ApiResult<Json<ListOut<EndpointOut>>> {
     let page = state
         .store
-        .list_webhook_endpoints(&caller.account_id(), &query.page()?)
+        .list_webhook_endpoints(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -297,7 +297,7 @@ async fn update_endpoint(
     let updated = state
         .store
         .update_webhook_endpoint(
-            &caller.account_id(),
+            caller.account_id(),
             &id,
             patch,
             chrono::Utc::now().timestamp_millis(),
@@ -324,7 +324,7 @@ async fn delete_endpoint(
 ) -> ApiResult<Json<DeletedOut>> {
     if !state
         .store
-        .delete_webhook_endpoint(&caller.account_id(), &id)
+        .delete_webhook_endpoint(caller.account_id(), &id)
         .await?
     {
         return Err(
@@ -347,7 +347,7 @@ async fn list_deliveries(
     find(&state, &caller, &id).await?;
     let page = state
         .store
-        .list_deliveries(&caller.account_id(), &id, &query.page()?)
+        .list_deliveries(caller.account_id(), &id, &query.page()?)
         .await?;
     let ids: Vec<String> = page.items.iter().map(|d| d.id.clone()).collect();
     let attempts = state.store.attempts_of(&ids).await?;

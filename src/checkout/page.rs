@@ -8,7 +8,6 @@ use crate::accounts::processor_base_url;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::time::Cycle;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
 use crate::store::catalog::CatalogKind;
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -117,7 +116,7 @@ async fn render(
     let Some(session) = state.store.checkout_session_by_id(id).await? else {
         return Ok(None);
     };
-    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account_id = session.account_id.clone();
     let Some(account) = state.store.account(&account_id).await? else {
         return Ok(None);
     };

@@ -185,7 +185,7 @@ async fn complete_checkout(
             session.last_error.as_deref().unwrap_or("declined")
         )));
     }
-    let account_id = AccountId::from_stored(account.id.clone());
+    let account_id = account.id.clone();
     let (customer_id, email, name) = payer(
         &state,
         &account_id,
@@ -334,7 +334,7 @@ async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession,
         .checkout_session_by_id(id)
         .await?
         .ok_or_else(not_found)?;
-    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account_id = session.account_id.clone();
     let account = state
         .store
         .account(&account_id)
@@ -417,11 +417,7 @@ async fn outcome(
     };
     let plan_name = state
         .store
-        .catalog_item(
-            &AccountId::from_stored(account.id.clone()),
-            CatalogKind::Plan,
-            &session.plan_id,
-        )
+        .catalog_item(&account.id, CatalogKind::Plan, &session.plan_id)
         .await?
         .map(|plan| plan.name)
         .unwrap_or_default();

@@ -8,7 +8,6 @@
 use super::sheet::Sheet;
 use super::text::Locale;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
 use crate::store::accounts::Account;
 use crate::store::invoices::Invoice;
 use askama::Template;
@@ -91,7 +90,7 @@ async fn found(state: &AppState, token: &str) -> Result<Option<(Invoice, Account
         return Ok(None);
     };
     let account = store
-        .account(&AccountId::from_stored(invoice.account_id.clone()))
+        .account(&invoice.account_id)
         .await
         .map_err(internal)?;
     Ok(account.map(|account| (invoice, account)))
@@ -167,7 +166,7 @@ async fn credit_note_pdf(
         Ok(None) => return not_found(),
         Err(response) => return response,
     };
-    let account_id = AccountId::from_stored(invoice.account_id.clone());
+    let account_id = invoice.account_id.clone();
     let note = match state.store.credit_note(&account_id, &id).await {
         // Only a credit note of this invoice: the token opens nothing else.
         Ok(Some(note)) if note.invoice_id == invoice.id => note,

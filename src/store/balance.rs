@@ -110,7 +110,7 @@ pub(crate) async fn balance_of<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
 ) -> StoreResult<Option<Balance>> {
-    Ok(account::Entity::find_by_id(account.as_str())
+    Ok(account::Entity::find_by_id(account.clone())
         .one(conn)
         .await?
         .map(|row| Balance {
@@ -137,7 +137,7 @@ pub(crate) fn ledger_row(
 ) -> BalanceTransaction {
     BalanceTransaction {
         id: BalanceTransactionId::generate().into_string(),
-        account_id: account.as_str().to_owned(),
+        account_id: account.clone(),
         kind: kind.to_owned(),
         amount_cents,
         charge_attempt_id,

@@ -323,7 +323,7 @@ pub(crate) mod tests {
                     let txn = store.begin().await.expect("begin");
                     txn.insert_event(Event {
                         id: EventId::generate().into_string(),
-                        account_id: id.as_str().to_owned(),
+                        account_id: id.clone(),
                         event_type: "subscription.created".into(),
                         subscription_id: None,
                         body: "{}".into(),
@@ -382,7 +382,7 @@ pub(crate) mod tests {
     fn event(id: &AccountId, body: &str) -> Event {
         Event {
             id: EventId::generate().into_string(),
-            account_id: id.as_str().to_owned(),
+            account_id: id.clone(),
             event_type: "subscription.created".into(),
             subscription_id: None,
             body: body.into(),

@@ -42,7 +42,7 @@ impl Store {
         // read makes us insert again; more than that is a crowd, and the crowd waits.
         for _ in 0..3 {
             let row = idempotency_key::ActiveModel {
-                account_id: Set(account.as_str().to_owned()),
+                account_id: Set(account.clone()),
                 key: Set(key.to_owned()),
                 request_hash: Set(request_hash.to_owned()),
                 state: Set("running".to_owned()),
@@ -59,10 +59,9 @@ impl Store {
                     }
                 }
             }
-            let existing =
-                idempotency_key::Entity::find_by_id((account.as_str().to_owned(), key.to_owned()))
-                    .one(self.conn())
-                    .await?;
+            let existing = idempotency_key::Entity::find_by_id((account.clone(), key.to_owned()))
+                .one(self.conn())
+                .await?;
             let Some(existing) = existing else {
                 // Released by a request that committed nothing: the key is free again.
                 continue;

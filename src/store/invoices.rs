@@ -170,7 +170,7 @@ fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
 /// transaction, so its rollback gives them back.
 pub(super) async fn take_numbers<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
     series: &str,
     prefix: &str,
     count: i64,
@@ -181,7 +181,7 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
                 invoice_series::Column::NextNumber,
                 Expr::col(invoice_series::Column::NextNumber).add(count),
             )
-            .filter(invoice_series::Column::AccountId.eq(account_id))
+            .filter(invoice_series::Entity::of(account))
             .filter(invoice_series::Column::Series.eq(series))
             .exec_with_returning(conn)
             .await?;
@@ -191,7 +191,7 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
         // The account's first document of the series: its counter starts at 1.
         invoice_series::Entity::insert(
             invoice_series::Model {
-                account_id: account_id.to_owned(),
+                account_id: account.clone(),
                 series: series.to_owned(),
                 prefix: prefix.to_owned(),
                 next_number: 1,
@@ -210,7 +210,7 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
         .await?;
     }
     Err(StoreError::invariant(format!(
-        "the {series} series of {account_id} could not be created"
+        "the {series} series of {account} could not be created"
     )))
 }
 
@@ -286,13 +286,13 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         }
     };
     // Read only for a charge begun without lines (a renewal's always has them).
-    let mut default_codes: HashMap<&str, TaxCode> = HashMap::new();
+    let mut default_codes: HashMap<&AccountId, TaxCode> = HashMap::new();
     for charge in charges.iter().filter(|c| c.invoice_lines.is_none()) {
-        let account_id = charge.account_id.as_str();
+        let account_id = &charge.account_id;
         if default_codes.contains_key(account_id) {
             continue;
         }
-        let code = account::Entity::find_by_id(account_id)
+        let code = account::Entity::find_by_id(account_id.clone())
             .select_only()
             .column(account::Column::DefaultTaxCode)
             .into_tuple::<TaxCode>()
@@ -305,7 +305,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
     let mut events = Vec::with_capacity(charges.len());
     for charge in charges {
         let default_code = default_codes
-            .get(charge.account_id.as_str())
+            .get(&charge.account_id)
             .copied()
             .unwrap_or_default();
         let row = invoice_row(charge, &customers, default_code)?;
@@ -340,7 +340,7 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
     conn: &C,
     drafts: Vec<Invoice>,
 ) -> StoreResult<()> {
-    let mut by_account: BTreeMap<String, Vec<Invoice>> = BTreeMap::new();
+    let mut by_account: BTreeMap<AccountId, Vec<Invoice>> = BTreeMap::new();
     for row in drafts {
         by_account
             .entry(row.account_id.clone())

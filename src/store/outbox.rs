@@ -2,13 +2,14 @@
 //! of the change it reports; this is the envelope they share.
 
 use super::entities::event;
+use crate::ids::AccountId;
 
 pub use event::Model as Event;
 
 /// An event row as delivered: the envelope every event shares (`id`, `type`, `created`, and the
 /// `data` its builder gives: `events` for a subscription's, `invoices` for a document's).
 pub fn event_row(
-    account_id: &str,
+    account: &AccountId,
     subscription_id: Option<&str>,
     event_type: &str,
     data: serde_json::Value,
@@ -19,7 +20,7 @@ pub fn event_row(
     let body = serde_json::json!({"id": id, "type": event_type, "created": created, "data": data});
     Event {
         id,
-        account_id: account_id.to_owned(),
+        account_id: account.clone(),
         event_type: event_type.to_owned(),
         subscription_id: subscription_id.map(str::to_owned),
         body: body.to_string(),

@@ -26,7 +26,7 @@ impl Store {
     /// cached account row: the configuration in force when an action arrives is the one that
     /// applies).
     pub async fn portal_config(&self, account: &AccountId) -> StoreResult<PortalConfig> {
-        let raw: Option<Option<String>> = account::Entity::find_by_id(account.as_str())
+        let raw: Option<Option<String>> = account::Entity::find_by_id(account.clone())
             .select_only()
             .column(account::Column::Portal)
             .into_tuple()
@@ -43,7 +43,7 @@ impl Store {
         patch: &PortalPatch,
     ) -> StoreResult<PortalConfig> {
         for _ in 0..16 {
-            let stored: Option<Option<String>> = account::Entity::find_by_id(account.as_str())
+            let stored: Option<Option<String>> = account::Entity::find_by_id(account.clone())
                 .select_only()
                 .column(account::Column::Portal)
                 .into_tuple()

@@ -19,6 +19,7 @@ use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
+use crate::ids::AccountId;
 use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -165,7 +166,7 @@ impl Store {
             );
             // Each row is checked against the subscription's own account, as the single reads
             // are scoped to it.
-            let in_account = |account: &str| account == sub.account_id;
+            let in_account = |account: &AccountId| *account == sub.account_id;
             let plan = items
                 .get(&sub.plan_id)
                 .filter(|p| p.kind == CatalogKind::Plan.as_str() && in_account(&p.account_id))
@@ -246,7 +247,7 @@ pub(crate) mod fixture {
     fn item(account: &AccountId, kind: &str, amount: i64) -> CatalogItem {
         CatalogItem {
             id: format!("{kind}_{}", uuid::Uuid::new_v4().simple()),
-            account_id: account.as_str().to_owned(),
+            account_id: account.clone(),
             kind: kind.into(),
             name: kind.into(),
             monthly_amount_cents: amount,
@@ -292,7 +293,7 @@ pub(crate) mod fixture {
         let customer = store
             .insert_customer(Customer {
                 id: format!("cus_{}", uuid::Uuid::new_v4().simple()),
-                account_id: account.as_str().to_owned(),
+                account_id: account.clone(),
                 email: "payer@example.co".into(),
                 name: "Payer".into(),
                 metadata: None,
@@ -307,7 +308,7 @@ pub(crate) mod fixture {
         let method = store
             .insert_payment_method(PaymentMethod {
                 id: format!("pm_{}", uuid::Uuid::new_v4().simple()),
-                account_id: account.as_str().to_owned(),
+                account_id: account.clone(),
                 customer_id: customer.id.clone(),
                 processor_payment_source_id: 42,
                 brand: Some("VISA".into()),
@@ -319,7 +320,7 @@ pub(crate) mod fixture {
             .expect("payment method");
         let sub = Subscription {
             id: SubscriptionId::generate().into_string(),
-            account_id: account.as_str().to_owned(),
+            account_id: account.clone(),
             customer_id: customer.id.clone(),
             plan_id: plan_a.id.clone(),
             cycle: Cycle::Monthly,
@@ -350,7 +351,7 @@ pub(crate) mod fixture {
             txn.attach_addon(SubscriptionAddon {
                 subscription_id: sub.id.clone(),
                 addon_id: addon.id.clone(),
-                account_id: account.as_str().to_owned(),
+                account_id: account.clone(),
                 attached_at: 0,
                 detach_at_period_end: detached,
             })

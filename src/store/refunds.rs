@@ -132,7 +132,7 @@ impl Store {
         }
         let row = refund::ActiveModel {
             id: Set(RefundId::generate().into_string()),
-            account_id: Set(new.account.into_string()),
+            account_id: Set(new.account),
             charge_id: Set(charge.id.clone()),
             amount_cents: Set(amount),
             reason: Set(new.reason),

@@ -313,7 +313,7 @@ impl Store {
     /// An account's test-clock offset as the database holds it; `None` for no such account.
     pub async fn clock_offset(&self, account: &AccountId) -> StoreResult<Option<i64>> {
         use super::entities::account;
-        Ok(account::Entity::find_by_id(account.as_str())
+        Ok(account::Entity::find_by_id(account.clone())
             .select_only()
             .column(account::Column::ClockOffsetMs)
             .into_tuple::<i64>()

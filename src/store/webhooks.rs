@@ -82,10 +82,10 @@ pub fn subscribes(endpoint: &WebhookEndpoint, event_type: &str) -> bool {
 /// The active endpoints of `account` subscribed to `event_type`.
 async fn subscribed_endpoints<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
     event_type: &str,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
-    Ok(active_endpoints(conn, account_id)
+    Ok(active_endpoints(conn, account)
         .await?
         .into_iter()
         .filter(|e| subscribes(e, event_type))
@@ -95,10 +95,9 @@ async fn subscribed_endpoints<C: ConnectionTrait>(
 /// The active endpoints of `account`.
 pub(super) async fn active_endpoints<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
-    Ok(webhook_endpoint::Entity::find()
-        .filter(webhook_endpoint::Column::AccountId.eq(account_id))
+    Ok(webhook_endpoint::Entity::scoped(account)
         .filter(webhook_endpoint::Column::Active.eq(true))
         .all(conn)
         .await?)
@@ -182,11 +181,11 @@ impl Store {
         let account_id = row.account_id.clone();
         let txn = self.begin().await?;
         if txn.conn().get_database_backend() == DbBackend::Postgres {
-            account::Entity::find_by_id(account_id.as_str())
+            account::Entity::find_by_id(account_id.clone())
                 .select_only()
                 .column(account::Column::Id)
                 .lock(LockType::NoKeyUpdate)
-                .into_tuple::<String>()
+                .into_tuple::<AccountId>()
                 .one(txn.conn())
                 .await
                 .map_err(StoreError::from)?;
@@ -196,7 +195,7 @@ impl Store {
             .insert(txn.conn())
             .await
             .map_err(StoreError::from)?;
-        let count = webhook_endpoint::Entity::scoped(&AccountId::from_stored(account_id.clone()))
+        let count = webhook_endpoint::Entity::scoped(&account_id)
             .count(txn.conn())
             .await
             .map_err(StoreError::from)?;

@@ -93,7 +93,7 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
     let sub = build(
         NewSubscription {
             id: billing::ids::SubscriptionId::generate(),
-            account_id: account.as_str().to_owned(),
+            account_id: account.clone(),
             customer_id: "cus_1".into(),
             plan_id: "plan_1".into(),
             cycle: Cycle::Monthly,

@@ -158,7 +158,7 @@ impl crate::Raw<'_> {
             let txn = self.begin().await?;
             charge_attempt::Entity::insert_many(part.iter().map(|r| charge_attempt::ActiveModel {
                 id: Set(r.charge_id.clone()),
-                account_id: Set(r.account.as_str().to_owned()),
+                account_id: Set(r.account.clone()),
                 subscription_id: Set(Some(r.subscription_id.clone())),
                 customer_id: Set(r.customer_id.clone()),
                 payment_method_id: Set(r.payment_method_id.clone()),
@@ -184,7 +184,7 @@ impl crate::Raw<'_> {
             balance_transaction::Entity::insert_many(part.iter().map(|r| {
                 balance_transaction::ActiveModel {
                     id: Set(format!("btx_{}", r.charge_id)),
-                    account_id: Set(r.account.as_str().to_owned()),
+                    account_id: Set(r.account.clone()),
                     kind: Set("fee".into()),
                     amount_cents: Set(-r.fee_cents),
                     charge_attempt_id: Set(Some(r.charge_id.clone())),
@@ -196,7 +196,7 @@ impl crate::Raw<'_> {
             .await?;
             event::Entity::insert_many(part.iter().map(|r| event::ActiveModel {
                 id: Set(format!("evt_{}", r.charge_id)),
-                account_id: Set(r.account.as_str().to_owned()),
+                account_id: Set(r.account.clone()),
                 event_type: Set("charge.approved".into()),
                 subscription_id: Set(Some(r.subscription_id.clone())),
                 body: Set(r.event_body.clone()),

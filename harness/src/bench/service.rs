@@ -239,7 +239,7 @@ pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
     let far = now + 365 * DAY_MS;
     Subscription {
         id: SubscriptionId::generate().into_string(),
-        account_id: shop.account.as_str().to_owned(),
+        account_id: shop.account.clone(),
         customer_id: shop.customer.clone(),
         plan_id: shop.plan.clone(),
         cycle: Cycle::Monthly,
@@ -270,7 +270,7 @@ pub struct Fixture {
     pub base: String,
     pub api_key: String,
     pub database_url: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub subscription_id: String,
     pub(super) server: Server,
 }
@@ -301,7 +301,7 @@ impl Fixture {
             base: server.base.clone(),
             api_key: shop.key.clone(),
             database_url,
-            account_id: shop.account.as_str().to_owned(),
+            account_id: shop.account.clone(),
             subscription_id: last,
             server,
         })

@@ -12,7 +12,6 @@ use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::{CatalogItem, CatalogKind};
@@ -300,7 +299,7 @@ impl Context<'_> {
                 "A canceled subscription accepts no add-ons.".into(),
             ));
         }
-        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account_id = sub.account_id.clone();
         let addon = self
             .store()
             .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
@@ -416,7 +415,7 @@ impl Context<'_> {
         now: i64,
     ) -> Result<(i64, CatalogItem), ActionError> {
         let status = sub.status;
-        let account = AccountId::from_stored(sub.account_id.clone());
+        let account = sub.account_id.clone();
         let plan = self
             .store()
             .catalog_item(&account, CatalogKind::Plan, plan_id)

@@ -169,7 +169,7 @@ mod tests {
         let mut sub = crate::subscribe::build(
             crate::subscribe::NewSubscription {
                 id: crate::ids::SubscriptionId::generate(),
-                account_id: "acct_1".into(),
+                account_id: crate::ids::AccountId::generate(),
                 customer_id: "cus_1".into(),
                 plan_id: "plan_1".into(),
                 cycle: Cycle::Monthly,

@@ -21,7 +21,6 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
-use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
@@ -160,10 +159,7 @@ impl SubscriptionActor {
                         .subscription_by_id(&state.id)
                         .await?
                         .ok_or_else(|| ActionError::NotFound("subscription".into()))?;
-                    let now = runtime
-                        .clock()
-                        .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
-                        .await?;
+                    let now = runtime.clock().now_ms(&sub.account_id).await?;
                     let (amount, _) = cx
                         .prorated_change(&sub, &plan_id, None, at.unwrap_or(now))
                         .await?;
@@ -246,7 +242,7 @@ impl Context<'_> {
         &self,
         sub: &Subscription,
     ) -> Result<(Arc<Account>, i64), ActionError> {
-        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account_id = sub.account_id.clone();
         let account = self
             .account(&account_id)
             .await?
@@ -264,7 +260,7 @@ impl Context<'_> {
         cycle: Cycle,
         (start, end): (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
-        let account = AccountId::from_stored(sub.account_id.clone());
+        let account = sub.account_id.clone();
         let plan = self
             .store()
             .catalog_item(&account, CatalogKind::Plan, plan_id)
@@ -333,7 +329,7 @@ pub(super) fn new_charge(
 ) -> NewCharge {
     let amount = lines.iter().map(|line| line.amount_cents).sum();
     NewCharge {
-        account: AccountId::from_stored(sub.account_id.clone()),
+        account: sub.account_id.clone(),
         subscription_id: Some(sub.id.clone()),
         customer_id: sub.customer_id.clone(),
         payment_method_id: sub.default_payment_method_id.clone(),

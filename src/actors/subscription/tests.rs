@@ -5,6 +5,7 @@ use super::*;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::http::extract::METADATA_MAX_BYTES;
+use crate::ids::AccountId;
 use crate::webhooks::MAX_PAYLOAD_BYTES;
 use serde_json::json;
 
@@ -17,7 +18,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
     let id = "sub_01a20748d4787232924bab375e9b2bba".to_owned();
     let sub = Subscription {
         id: id.clone(),
-        account_id: "acct_01a20748d4787232924bab375e9b2bba".into(),
+        account_id: AccountId::parse("acct_01a20748d4787232924bab375e9b2bba").expect("an id"),
         customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
         plan_id: "plan_01a20748d4787232924bab375e9b2bba".into(),
         cycle: Cycle::Monthly,

@@ -142,7 +142,7 @@ pub(super) async fn page(
                 reserved: cop(a.reserved_cents),
                 created: when(a.created_at),
                 sandbox: a.sandbox,
-                id: a.id,
+                id: a.id.into_string(),
                 name: a.name,
             })
             .collect(),
@@ -157,7 +157,7 @@ pub(super) async fn page(
                 active: p.active,
                 used,
                 id: p.id,
-                account: p.account_id,
+                account: p.account_id.into_string(),
                 name: p.name,
             })
             .collect(),
@@ -191,7 +191,7 @@ pub(super) async fn page(
                 subscription: c.subscription_id.unwrap_or_else(|| "-".into()),
                 message: c.processor_message.unwrap_or_default(),
                 id: c.id,
-                account: c.account_id,
+                account: c.account_id.into_string(),
                 status: c.status.as_str().to_owned(),
             })
             .collect(),

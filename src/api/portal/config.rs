@@ -121,7 +121,7 @@ async fn get_portal_config(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<PortalConfigOut>> {
-    let config = state.store.portal_config(&caller.account_id()).await?;
+    let config = state.store.portal_config(caller.account_id()).await?;
     Ok(Json(config.into()))
 }
 
@@ -155,7 +155,7 @@ async fn update_portal_config(
         for id in ids {
             if state
                 .store
-                .catalog_item(&account, CatalogKind::Plan, id)
+                .catalog_item(account, CatalogKind::Plan, id)
                 .await?
                 .is_none()
             {
@@ -178,6 +178,6 @@ async fn update_portal_config(
         payment_method_update_enabled: body.payment_method_update.as_ref().and_then(|t| t.enabled),
         invoice_history_enabled: body.invoice_history.as_ref().and_then(|t| t.enabled),
     };
-    let config = state.store.update_portal_config(&account, &patch).await?;
+    let config = state.store.update_portal_config(account, &patch).await?;
     Ok(Json(config.into()))
 }

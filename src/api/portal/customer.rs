@@ -94,12 +94,12 @@ pub(super) async fn customer_data(
         cursor: None,
     };
     let customer = store
-        .customer(&account, portal.customer_id())
+        .customer(account, portal.customer_id())
         .await?
         .ok_or(ApiError::PortalSession)?;
     let subscriptions = store
         .list_subscriptions(
-            &account,
+            account,
             &SubscriptionFilter {
                 status: None,
                 customer_id: Some(customer.id.clone()),
@@ -110,7 +110,7 @@ pub(super) async fn customer_data(
         .await?
         .items;
     let payment_methods = store
-        .list_payment_methods(&account, &customer.id, &page)
+        .list_payment_methods(account, &customer.id, &page)
         .await?
         .items;
     let public_url = state.config.public_url();
@@ -122,7 +122,7 @@ pub(super) async fn customer_data(
             subscription_id: None,
             charge_id: None,
         };
-        for invoice in store.list_invoices(&account, &filter, &page).await?.items {
+        for invoice in store.list_invoices(account, &filter, &page).await?.items {
             for note in store.credit_notes_of_invoice(&invoice.id).await? {
                 credit_notes.push(CreditNoteOut::of(note, &public_url)?);
             }
@@ -168,7 +168,7 @@ fn disabled(what: &str) -> ApiError {
 async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<Subscription> {
     state
         .store
-        .subscription(&portal.account_id(), id)
+        .subscription(portal.account_id(), id)
         .await?
         .filter(|sub| sub.customer_id == portal.customer_id())
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
@@ -199,7 +199,7 @@ async fn record(
 }
 
 async fn config(state: &AppState, portal: &PortalCaller) -> ApiResult<PortalConfig> {
-    Ok(state.store.portal_config(&portal.account_id()).await?)
+    Ok(state.store.portal_config(portal.account_id()).await?)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -294,7 +294,7 @@ async fn replace_payment_method(
     .parse()?;
     let customer = state
         .store
-        .customer(&portal.account_id(), portal.customer_id())
+        .customer(portal.account_id(), portal.customer_id())
         .await?
         .ok_or(ApiError::PortalSession)?;
     let method =
@@ -308,12 +308,12 @@ async fn replace_payment_method(
         match state.runtime.act(&id, Command::ChargeNow).await {
             Ok(retried) => {
                 if let Some(started) = retried.charge {
-                    let settled = settled_charge(&state, &portal.account_id(), started).await?;
+                    let settled = settled_charge(&state, portal.account_id(), started).await?;
                     charge = Some(ChargeOut::from(settled));
                 }
                 outcome.subscription = state
                     .store
-                    .subscription(&portal.account_id(), &id)
+                    .subscription(portal.account_id(), &id)
                     .await?
                     .unwrap_or(retried.subscription);
             }
@@ -407,7 +407,7 @@ async fn preview_change_plan(
 ) -> ApiResult<Json<PreviewOut>> {
     let prorate = offered(&state, &portal, &body.plan_id).await?;
     theirs(&state, &portal, &id).await?;
-    let at = state.runtime.clock().now_ms(&portal.account_id()).await?;
+    let at = state.runtime.clock().now_ms(portal.account_id()).await?;
     let amount = if prorate {
         state
             .runtime
@@ -450,7 +450,7 @@ async fn update_customer(
     .collect();
     let customer = state
         .store
-        .update_customer(&portal.account_id(), portal.customer_id(), patch)
+        .update_customer(portal.account_id(), portal.customer_id(), patch)
         .await?
         .ok_or(ApiError::PortalSession)?;
     record(

@@ -130,7 +130,7 @@ async fn create_portal_session(
     };
     let customer = state
         .store
-        .customer(&account, &body.customer_id)
+        .customer(account, &body.customer_id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
@@ -144,7 +144,7 @@ async fn create_portal_session(
             ))
             .param("flow.type")
         })?;
-        let config = state.store.portal_config(&account).await?;
+        let config = state.store.portal_config(account).await?;
         let enabled = match kind {
             FlowKind::PaymentMethodUpdate => config.payment_method_update.enabled,
             FlowKind::SubscriptionCancel => config.cancel.enabled,
@@ -158,7 +158,7 @@ async fn create_portal_session(
         }
         let theirs = state
             .store
-            .subscription(&account, &flow.subscription_id)
+            .subscription(account, &flow.subscription_id)
             .await?
             .is_some_and(|sub| sub.customer_id == customer.id);
         if !theirs {
@@ -169,11 +169,11 @@ async fn create_portal_session(
             .param("flow.subscription_id"));
         }
     }
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let token = random_token(TOKEN_PREFIX, TOKEN_LEN);
     let session = PortalSession {
         id: PortalSessionId::generate().into_string(),
-        account_id: account.as_str().to_owned(),
+        account_id: account.clone(),
         customer_id: customer.id,
         token_hash: sha256_hex(&token),
         return_url,
@@ -252,7 +252,7 @@ async fn get_portal_session(
     let account = caller.account_id();
     let session = state
         .store
-        .portal_session(&account, &id)
+        .portal_session(account, &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No portal session with id `{id}`.")).param("id")
@@ -260,7 +260,7 @@ async fn get_portal_session(
     let at = |ms: i64| rfc3339(from_millis(ms));
     let actions = state
         .store
-        .portal_actions_of_session(&account, &session.id)
+        .portal_actions_of_session(account, &session.id)
         .await?
         .into_iter()
         .map(|action| PortalActionOut {

@@ -155,7 +155,7 @@ async fn render(
 ) -> Result<(askama::Result<String>, String), ApiError> {
     let t = i18n::of(locale);
     let account = portal.account_id();
-    let config: PortalConfig = state.store.portal_config(&account).await?;
+    let config: PortalConfig = state.store.portal_config(account).await?;
     let data: PortalCustomerOut = customer_data(state, portal, &config).await?;
     let ids: Vec<String> = data.subscriptions.iter().map(|s| s.id.clone()).collect();
     let snapshots = state.store.due_snapshots(&ids).await?;
@@ -220,7 +220,7 @@ async fn render(
         for id in &config.plan_switch.plan_ids {
             if let Some(plan) = state
                 .store
-                .catalog_item(&account, CatalogKind::Plan, id)
+                .catalog_item(account, CatalogKind::Plan, id)
                 .await?
                 .filter(|p| p.active)
             {

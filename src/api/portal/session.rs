@@ -29,8 +29,8 @@ pub struct PortalCaller {
 }
 
 impl PortalCaller {
-    pub fn account_id(&self) -> AccountId {
-        AccountId::from_stored(self.account.id.clone())
+    pub fn account_id(&self) -> &AccountId {
+        &self.account.id
     }
 
     pub fn customer_id(&self) -> &str {
@@ -62,7 +62,7 @@ pub async fn resolve(state: &AppState, token: &str) -> ApiResult<PortalCaller> {
     else {
         return Err(ApiError::PortalSession);
     };
-    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account_id = session.account_id.clone();
     let now_ms = state.runtime.clock().now_ms(&account_id).await?;
     if session.expires_at <= now_ms {
         return Err(ApiError::PortalSession);

@@ -166,7 +166,7 @@ pub(super) async fn preview_change_plan(
     ApiJson(body): ApiJson<PreviewIn>,
 ) -> ApiResult<Json<PreviewOut>> {
     scoped(&state, &caller, &id).await?;
-    let at = state.runtime.clock().now_ms(&caller.account_id()).await?;
+    let at = state.runtime.clock().now_ms(caller.account_id()).await?;
     let amount = state
         .runtime
         .preview(&id, &body.plan_id, Some(at))
@@ -229,7 +229,7 @@ pub(super) async fn charge_now(
             "The prepaid balance does not cover the fee of this charge.".into(),
         ));
     };
-    let charge = settled_charge(&state, &caller.account_id(), charge).await?;
+    let charge = settled_charge(&state, caller.account_id(), charge).await?;
     let status = charge.status;
     let processor_status = charge.processor_status.clone();
     let out = ChargeOut::from(charge);
@@ -342,7 +342,7 @@ pub(in crate::api) async fn action_after_charge(
         return Ok(Json(SubscriptionOut::from(outcome.subscription)).into_response());
     };
     let account = caller.account_id();
-    let charge = settled_charge(state, &account, charge).await?;
+    let charge = settled_charge(state, account, charge).await?;
     let subscription = scoped(state, caller, &outcome.subscription.id).await?;
     match charge.status {
         ChargeStatus::Approved => Ok(Json(SubscriptionOut::from(subscription)).into_response()),
@@ -383,7 +383,7 @@ pub(super) async fn list_addons(
     Path(id): Path<String>,
 ) -> ApiResult<Json<ListOut<crate::api::catalog::CatalogItemOut>>> {
     scoped(&state, &caller, &id).await?;
-    let account: AccountId = caller.account_id();
+    let account = caller.account_id();
     let mut data = Vec::new();
     for attached in state.store.subscription_addons(&id).await? {
         if attached.detach_at_period_end {
@@ -391,7 +391,7 @@ pub(super) async fn list_addons(
         }
         if let Some(addon) = state
             .store
-            .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
+            .catalog_item(account, CatalogKind::Addon, &attached.addon_id)
             .await?
         {
             data.push(addon.into());

@@ -40,7 +40,7 @@ pub(super) async fn create_subscription(
     // From here on the subscription exists: the answer is 201 with it as it stands, never an
     // error that would invite the client to create it again.
     let sub = if start == Start::ChargeNow {
-        charge_first_period(&state, &caller.account_id(), sub).await
+        charge_first_period(&state, caller.account_id(), sub).await
     } else {
         sub
     };
@@ -59,16 +59,16 @@ pub(super) async fn new_subscription(
     let metadata = metadata_text(body.metadata)?;
     state
         .store
-        .customer(&account, &body.customer_id)
+        .customer(account, &body.customer_id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
                 .param("customer_id")
         })?;
-    let plan = active_plan(state, &account, &body.plan_id).await?;
+    let plan = active_plan(state, account, &body.plan_id).await?;
     let method = state
         .store
-        .payment_method(&account, &body.payment_method_id)
+        .payment_method(account, &body.payment_method_id)
         .await?;
     if method.is_none_or(|m| m.customer_id != body.customer_id) {
         return Err(
@@ -76,7 +76,7 @@ pub(super) async fn new_subscription(
                 .param("payment_method_id"),
         );
     }
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let trial_days = body.trial_days.unwrap_or(0);
     if !(0..=730).contains(&trial_days) {
         return Err(

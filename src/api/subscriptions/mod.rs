@@ -190,7 +190,7 @@ pub(super) fn action_error(err: ActionError) -> ApiError {
 pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
     state
         .store
-        .subscription(&caller.account_id(), id)
+        .subscription(caller.account_id(), id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
 }
@@ -227,7 +227,7 @@ async fn list_subscriptions(
     };
     let page = state
         .store
-        .list_subscriptions(&caller.account_id(), &filter, &page)
+        .list_subscriptions(caller.account_id(), &filter, &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
@@ -267,7 +267,7 @@ async fn update_subscription(
     let sub = scoped(&state, &caller, &id).await?;
     let method = state
         .store
-        .payment_method(&caller.account_id(), &body.default_payment_method_id)
+        .payment_method(caller.account_id(), &body.default_payment_method_id)
         .await?;
     if method.is_none_or(|m| m.customer_id != sub.customer_id) {
         return Err(

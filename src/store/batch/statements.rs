@@ -8,6 +8,7 @@ use super::super::entities::{charge_attempt, subscription};
 use super::super::subscriptions::{Event, Subscription};
 use super::super::txn::StoreTxn;
 use super::super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
+use crate::ids::AccountId;
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable,
@@ -24,14 +25,14 @@ pub(super) async fn event_statements(
 ) -> StoreResult<Vec<sea_orm::Statement>> {
     let conn = txn.conn();
     let backend = conn.get_database_backend();
-    let mut endpoints: BTreeMap<&str, Vec<WebhookEndpoint>> = BTreeMap::new();
+    let mut endpoints: BTreeMap<&AccountId, Vec<WebhookEndpoint>> = BTreeMap::new();
     let mut deliveries = Vec::new();
     for row in &rows {
-        if !endpoints.contains_key(row.account_id.as_str()) {
+        if !endpoints.contains_key(&row.account_id) {
             let active = active_endpoints(conn, &row.account_id).await?;
-            endpoints.insert(row.account_id.as_str(), active);
+            endpoints.insert(&row.account_id, active);
         }
-        for endpoint in &endpoints[row.account_id.as_str()] {
+        for endpoint in &endpoints[&row.account_id] {
             if subscribes(endpoint, &row.event_type) {
                 deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
             }

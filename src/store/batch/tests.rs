@@ -32,7 +32,7 @@ fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
     row.due_at = None;
     PeriodChargeBegin {
         charge: NewCharge {
-            account: crate::ids::AccountId::from_stored(sub.account_id.clone()),
+            account: sub.account_id.clone(),
             subscription_id: Some(sub.id.clone()),
             customer_id: sub.customer_id.clone(),
             payment_method_id: sub.default_payment_method_id.clone(),
@@ -173,7 +173,7 @@ async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
     let subs = subscriptions(&shop, 3).await;
     let endpoint = WebhookEndpoint {
         id: "we_resumed".into(),
-        account_id: shop.account.as_str().to_owned(),
+        account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),
         events: r#"["subscription.resumed"]"#.into(),
@@ -276,7 +276,7 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
     let subs = subscriptions(&shop, 4).await;
     let endpoint = WebhookEndpoint {
         id: "we_batch".into(),
-        account_id: shop.account.as_str().to_owned(),
+        account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),
         events: r#"["charge.approved"]"#.into(),

@@ -230,7 +230,7 @@ impl Store {
             .ok_or_else(|| StoreError::Db(sea_orm::DbErr::RecordNotFound("one row".into())))?;
         let seen: bool = row.try_get("", "seen")?;
         let charge = charge_attempt::Model::from_query_result_optional(&row, "")?
-            .filter(|charge| charge.account_id == account.as_str());
+            .filter(|charge| charge.account_id == *account);
         Ok((seen, charge))
     }
 
@@ -326,7 +326,7 @@ pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
         // processor call, which is what lets a retry find instead of re-create.
         reference: id.clone(),
         id,
-        account_id: new.account.into_string(),
+        account_id: new.account,
         subscription_id: new.subscription_id,
         customer_id: new.customer_id,
         payment_method_id: new.payment_method_id,
@@ -357,7 +357,7 @@ pub(super) fn fee_ledger_row(
     now_ms: i64,
 ) -> super::balance::BalanceTransaction {
     super::balance::ledger_row(
-        &AccountId::from_stored(charge.account_id.clone()),
+        &charge.account_id,
         "fee",
         -charge.fee_cents,
         Some(charge.id.clone()),
@@ -472,7 +472,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     // Counted when applied; a transaction that then rolls back (a database error) would be
     // counted once too often, which an operator's dashboard can live with.
     metrics::counter!("charge_outcomes_total", "outcome" => status.as_str()).increment(1);
-    let account = AccountId::from_stored(charge.account_id.clone());
+    let account = charge.account_id.clone();
     let fee = charge.fee_cents;
     let counters = account::Entity::update_many()
         .col_expr(

@@ -1,5 +1,6 @@
 //! The balance's ledger: one row per top-up or fee, the sum of which is the account's balance.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     /// `top_up` or `fee` (`api::schemas::BALANCE_TRANSACTION_TYPES`).
     pub kind: String,
     /// Signed movement of `available_cents` (a fee records what left the reservation).

@@ -1,6 +1,7 @@
 //! A plan or an add-on (`kind`), with its monthly and annual amounts in cents.
 
 use crate::domain::tax::TaxCode;
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +9,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     /// `plan` or `addon`.
     pub kind: String,
     pub name: String,

@@ -1,6 +1,7 @@
 //! A processor report about a charge that moved no money (another transaction, another amount),
 //! kept for the operator.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration
@@ -10,7 +11,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub charge_id: String,
     /// `outcome` (contradicts the recorded final outcome) or `mismatch` (amount, currency or
     /// transaction id not the charge's).

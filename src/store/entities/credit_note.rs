@@ -1,6 +1,7 @@
 //! A credit note: one per approved refund, against its charge's invoice, numbered in its own
 //! series, with the part of each invoice line it gives back (JSON) and its sums.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +9,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,
     /// The series' prefix and the sequence (`NC-1`).

@@ -1,5 +1,6 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     #[sea_orm(column_name = "type")]
     pub event_type: String,
     pub subscription_id: Option<String>,

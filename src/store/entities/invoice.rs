@@ -1,6 +1,7 @@
 //! An invoice: one per approved charge, numbered in its account's series, with the customer and
 //! the lines as they were at issue (JSON) and its sums.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +9,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,
     /// The series' prefix and the sequence (`FV-1`).

@@ -1,5 +1,6 @@
 //! A customer's card or Nequi account, as the processor's payment source.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub customer_id: String,
     pub processor_payment_source_id: i64,
     pub brand: Option<String>,

@@ -1,5 +1,6 @@
 //! An action a customer took through the portal, with the session it came from.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,7 +9,7 @@ pub struct Model {
     /// `bpa_…`.
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub session_id: String,
     pub customer_id: String,
     pub subscription_id: Option<String>,

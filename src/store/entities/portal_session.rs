@@ -1,6 +1,7 @@
 //! A customer portal session (CONTRACT §13): one customer of one account, an hour long, its
 //! URL's token stored only as its SHA-256.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     /// `bps_…`.
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub customer_id: String,
     /// SHA-256 (hex) of the token in the session's URL.
     pub token_hash: String,

@@ -2,6 +2,7 @@
 //! pending when to ask about it next.
 
 use crate::domain::charge_status::RefundStatus;
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub charge_id: String,
     pub amount_cents: i64,
     pub reason: Option<String>,

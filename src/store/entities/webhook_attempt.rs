@@ -1,5 +1,6 @@
 //! One attempt to deliver a webhook: the receiver's status code or the error, and its timing.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     pub id: String,
     pub delivery_id: String,
     pub endpoint_id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     /// Real time, milliseconds.
     pub attempted_at: i64,
     pub status_code: Option<i32>,

@@ -1,5 +1,6 @@
 //! An event to deliver to one endpoint, with when to try next and how it ended.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub endpoint_id: String,
     pub event_id: String,
     /// pending, delivered, failed.

@@ -1,6 +1,7 @@
 //! An integrator's webhook endpoint: its URL, the events it wants, its signing secret and whether
 //! it is enabled.
 
+use crate::ids::AccountId;
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub url: String,
     pub secret: Secret,
     /// JSON array of subscribed event types.
