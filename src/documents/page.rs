@@ -89,10 +89,7 @@ async fn found(state: &AppState, token: &str) -> Result<Option<(Invoice, Account
     else {
         return Ok(None);
     };
-    let account = store
-        .account(&invoice.account_id)
-        .await
-        .map_err(internal)?;
+    let account = store.account(&invoice.account_id).await.map_err(internal)?;
     Ok(account.map(|account| (invoice, account)))
 }
 
