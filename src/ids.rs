@@ -32,6 +32,14 @@ macro_rules! id_type {
                 Self(raw)
             }
 
+            /// An id as a client sent it (a path, a body, a query), unchecked: one of another
+            /// resource, or of none, is then simply not found, as an unknown id is, and an
+            /// answer names it as it was sent. The API's one way from a request's string to
+            /// an id, so that its edge can be found.
+            pub fn given(raw: impl Into<String>) -> Self {
+                Self(raw.into())
+            }
+
             pub fn as_str(&self) -> &str {
                 &self.0
             }

@@ -6,7 +6,7 @@
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
-use crate::ids::{AccountId, SubscriptionId};
+use crate::ids::{AccountId, PlanId, SubscriptionId};
 use crate::store::StoreResult;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
@@ -31,7 +31,7 @@ pub struct NewSubscription {
     pub id: SubscriptionId,
     pub account_id: AccountId,
     pub customer_id: String,
-    pub plan_id: String,
+    pub plan_id: PlanId,
     pub cycle: Cycle,
     pub payment_method_id: String,
     /// Compact JSON text, already checked against the 60 KB limit.
@@ -100,7 +100,7 @@ mod tests {
             id: SubscriptionId::generate(),
             account_id: AccountId::generate(),
             customer_id: "cus_1".into(),
-            plan_id: "plan_1".into(),
+            plan_id: PlanId::generate(),
             cycle: Cycle::Monthly,
             payment_method_id: "pm_1".into(),
             metadata: None,

@@ -13,7 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, PlanId};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -46,7 +46,7 @@ pub enum Message {
         command: Command,
     },
     Preview {
-        plan_id: String,
+        plan_id: PlanId,
         #[serde(default)]
         at: Option<i64>,
     },

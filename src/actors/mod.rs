@@ -17,7 +17,7 @@ pub mod tree;
 use crate::actors::forward::{Message, Reply};
 use crate::charges::Charger;
 use crate::clock::Clock;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, PlanId};
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
@@ -352,7 +352,7 @@ impl Runtime {
     pub async fn preview(
         &self,
         id: &str,
-        plan_id: &str,
+        plan_id: &PlanId,
         at: Option<i64>,
     ) -> Result<i64, ActionError> {
         if let Some(shard) = self.elsewhere(id) {

@@ -12,6 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
+use crate::ids::PlanId;
 use crate::store::admin::PlanDeletion;
 use crate::store::charges::conflicts::ChargeConflict;
 use axum::Json;
@@ -292,12 +293,12 @@ async fn delete_plan(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    plan_deletion(&state, &id).await?;
+    plan_deletion(&state, &PlanId::given(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The one implementation of plan deletion, shared with the dashboard's form.
-pub async fn plan_deletion(state: &AppState, id: &str) -> ApiResult<()> {
+pub async fn plan_deletion(state: &AppState, id: &PlanId) -> ApiResult<()> {
     match state.store.delete_plan(id).await? {
         PlanDeletion::Deleted => Ok(()),
         PlanDeletion::NotFound => Err(ApiError::not_found(format!("No plan `{id}`."))),

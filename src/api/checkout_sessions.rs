@@ -190,7 +190,7 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
         id: session.id,
         status: session.status,
         subscription_id: session.subscription_id,
-        plan_id: session.plan_id,
+        plan_id: session.plan_id.into_string(),
         cycle: session.cycle,
         amount_in_cents: session.amount_cents,
         currency: CURRENCY.to_owned(),
@@ -235,13 +235,13 @@ async fn create_checkout_session(
     ApiJson(body): ApiJson<CheckoutSessionIn>,
 ) -> ApiResult<(StatusCode, Json<CheckoutSessionOut>)> {
     let account = caller.account_id();
-    if PlanId::parse(&body.plan_id).is_none() {
+    let Some(plan_id) = PlanId::parse(&body.plan_id) else {
         return Err(ApiError::bad_request(format!(
             "`{}` is not a plan id (they start with `plan_`).",
             body.plan_id
         ))
         .param("plan_id"));
-    }
+    };
     let cycle: Cycle = parse_cycle(&body.cycle)?;
     let metadata = metadata_text(body.metadata)?;
     let success_url = web_url(body.success_url, "success_url")?;
@@ -282,13 +282,13 @@ async fn create_checkout_session(
             (None, Some(email.into_string()), Some(name.into_string()))
         }
     };
-    let plan = active_plan(&state, account, &body.plan_id).await?;
+    let plan = active_plan(&state, account, &plan_id).await?;
     let amount_cents = plan.price(cycle);
     let now = state.runtime.clock().now_ms(account).await?;
     let session = CheckoutSession {
         id: CheckoutSessionId::generate().into_string(),
         account_id: caller.0.id.clone(),
-        plan_id: plan.id,
+        plan_id,
         cycle: cycle.as_str().to_owned(),
         amount_cents,
         customer_id,

@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, AddonId, PlanId};
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
@@ -76,8 +76,8 @@ impl From<InvoiceLine> for InvoiceLineOut {
             tax_cents: line.tax_cents,
             period_start: at(line.line.period_start),
             period_end: at(line.line.period_end),
-            plan_id: line.line.plan_id,
-            addon_id: line.line.addon_id,
+            plan_id: line.line.plan_id.map(PlanId::into_string),
+            addon_id: line.line.addon_id.map(AddonId::into_string),
         }
     }
 }

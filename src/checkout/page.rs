@@ -8,7 +8,6 @@ use crate::accounts::processor_base_url;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::time::Cycle;
 use crate::http::state::AppState;
-use crate::store::catalog::CatalogKind;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -122,10 +121,7 @@ async fn render(
     };
     let now = state.runtime.clock().now_ms(&account_id).await?;
     let session = super::current(&state.store, session, now).await?;
-    let plan = state
-        .store
-        .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
-        .await?;
+    let plan = state.store.plan(&account_id, &session.plan_id).await?;
     let plan_name = plan.as_ref().map_or("", |p| p.name.as_str());
     let t = locale.text();
     let amount = locale.money(session.amount_cents);

@@ -25,7 +25,6 @@ use crate::http::state::AppState;
 use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
 use crate::store::charges::{BeginChargeError, NewCharge};
 use crate::store::checkout::{CheckoutAttempt, CheckoutSession};
 use axum::Json;
@@ -194,10 +193,7 @@ async fn complete_checkout(
         body.customer_email,
     )
     .await?;
-    let plan = state
-        .store
-        .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
-        .await?;
+    let plan = state.store.plan(&account_id, &session.plan_id).await?;
     let Some(plan) = plan.filter(|plan| plan.active) else {
         return Err(ApiError::conflict("This plan is no longer offered."));
     };
@@ -417,7 +413,7 @@ async fn outcome(
     };
     let plan_name = state
         .store
-        .catalog_item(&account.id, CatalogKind::Plan, &session.plan_id)
+        .plan(&account.id, &session.plan_id)
         .await?
         .map(|plan| plan.name)
         .unwrap_or_default();

@@ -3,7 +3,7 @@
 use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 
@@ -27,7 +27,6 @@ impl CatalogItem {
 
     /// Its invoice line of `amount` (a proration) from `start` to `end`.
     pub fn line_of(&self, amount: i64, start: i64, end: i64) -> super::invoices::DraftLine {
-        let is_plan = self.kind == CatalogKind::Plan.as_str();
         super::invoices::DraftLine {
             description: self.name.clone(),
             quantity: 1,
@@ -35,8 +34,8 @@ impl CatalogItem {
             tax_code: self.tax_code,
             period_start: Some(start),
             period_end: Some(end),
-            plan_id: is_plan.then(|| self.id.clone()),
-            addon_id: (!is_plan).then(|| self.id.clone()),
+            plan_id: self.id.plan().cloned(),
+            addon_id: self.id.addon().cloned(),
         }
     }
 }
@@ -49,6 +48,14 @@ pub enum CatalogKind {
 }
 
 impl CatalogKind {
+    /// The kind an id names.
+    pub fn of(id: &CatalogItemId) -> Self {
+        match id {
+            CatalogItemId::Plan(_) => CatalogKind::Plan,
+            CatalogItemId::Addon(_) => CatalogKind::Addon,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CatalogKind::Plan => "plan",
@@ -84,16 +91,33 @@ impl Store {
         Ok(model.insert(self.writer()).await?)
     }
 
+    /// The account's plan or add-on `id`: a row of the kind its id names (a plan's id with an
+    /// add-on's prefix finds nothing, as it did as a string).
     pub async fn catalog_item(
         &self,
         account: &AccountId,
-        kind: CatalogKind,
-        id: &str,
+        id: &CatalogItemId,
     ) -> StoreResult<Option<CatalogItem>> {
-        Ok(catalog_item::Entity::find_scoped(account, id)
-            .filter(catalog_item::Column::Kind.eq(kind.as_str()))
+        Ok(catalog_item::Entity::find_scoped(account, id.clone())
+            .filter(catalog_item::Column::Kind.eq(CatalogKind::of(id).as_str()))
             .one(self.conn())
             .await?)
+    }
+
+    /// The account's plan `id`.
+    pub async fn plan(&self, account: &AccountId, id: &PlanId) -> StoreResult<Option<CatalogItem>> {
+        self.catalog_item(account, &CatalogItemId::Plan(id.clone()))
+            .await
+    }
+
+    /// The account's add-on `id`.
+    pub async fn addon(
+        &self,
+        account: &AccountId,
+        id: &AddonId,
+    ) -> StoreResult<Option<CatalogItem>> {
+        self.catalog_item(account, &CatalogItemId::Addon(id.clone()))
+            .await
     }
 
     pub async fn list_catalog_items(
@@ -110,11 +134,10 @@ impl Store {
     pub async fn update_catalog_item(
         &self,
         account: &AccountId,
-        kind: CatalogKind,
-        id: &str,
+        id: &CatalogItemId,
         patch: CatalogPatch,
     ) -> StoreResult<Option<CatalogItem>> {
-        let Some(found) = self.catalog_item(account, kind, id).await? else {
+        let Some(found) = self.catalog_item(account, id).await? else {
             return Ok(None);
         };
         let mut model: catalog_item::ActiveModel = found.clone().into();

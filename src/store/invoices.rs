@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
-use crate::ids::{AccountId, InvoiceId};
+use crate::ids::{AccountId, AddonId, InvoiceId, PlanId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -38,8 +38,8 @@ pub struct DraftLine {
     pub tax_code: TaxCode,
     pub period_start: Option<i64>,
     pub period_end: Option<i64>,
-    pub plan_id: Option<String>,
-    pub addon_id: Option<String>,
+    pub plan_id: Option<PlanId>,
+    pub addon_id: Option<AddonId>,
 }
 
 /// An invoice's line: the draft and its split.

@@ -19,7 +19,7 @@ use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId};
 use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ impl DueSnapshot {
     /// The per-period amount of the subscription's own plan at `cycle` with its add-ons, as
     /// `Context::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
     /// missing (the caller reads and reports it).
-    pub fn recurring_amount(&self, plan_id: &str, cycle: Cycle) -> Option<i64> {
+    pub fn recurring_amount(&self, plan_id: &PlanId, cycle: Cycle) -> Option<i64> {
         let lines = self.recurring_lines(plan_id, cycle, 0, 0)?;
         Some(lines.iter().map(|line| line.amount_cents).sum())
     }
@@ -56,12 +56,15 @@ impl DueSnapshot {
     /// each add-on's.
     pub fn recurring_lines(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         cycle: Cycle,
         start: i64,
         end: i64,
     ) -> Option<Vec<DraftLine>> {
-        let plan = self.plan.as_ref().filter(|p| p.id == plan_id)?;
+        let plan = self
+            .plan
+            .as_ref()
+            .filter(|p| p.id.plan() == Some(plan_id))?;
         Some(
             std::iter::once(plan)
                 .chain(self.addons.iter().flatten())
@@ -104,17 +107,29 @@ impl Store {
             .order_by_asc(subscription_addon::Column::AttachedAt)
             .all(conn)
             .await?;
-        let mut item_ids: Vec<&str> = subs.iter().map(|s| s.plan_id.as_str()).collect();
-        item_ids.extend(addons.iter().map(|a| a.addon_id.as_str()));
+        let mut item_ids: Vec<CatalogItemId> = subs
+            .iter()
+            .map(|s| CatalogItemId::Plan(s.plan_id.clone()))
+            .collect();
+        item_ids.extend(
+            addons
+                .iter()
+                .map(|a| CatalogItemId::Addon(a.addon_id.clone())),
+        );
         item_ids.sort_unstable();
         item_ids.dedup();
-        let items: HashMap<String, CatalogItem> = catalog_item::Entity::find()
+        let mut plans: HashMap<PlanId, CatalogItem> = HashMap::new();
+        let mut addon_items: HashMap<AddonId, CatalogItem> = HashMap::new();
+        for item in catalog_item::Entity::find()
             .filter(catalog_item::Column::Id.is_in(item_ids))
             .all(conn)
             .await?
-            .into_iter()
-            .map(|item| (item.id.clone(), item))
-            .collect();
+        {
+            match item.id.clone() {
+                CatalogItemId::Plan(id) => plans.insert(id, item),
+                CatalogItemId::Addon(id) => addon_items.insert(id, item),
+            };
+        }
         let mut method_ids: Vec<&str> = subs
             .iter()
             .map(|s| s.default_payment_method_id.as_str())
@@ -167,7 +182,7 @@ impl Store {
             // Each row is checked against the subscription's own account, as the single reads
             // are scoped to it.
             let in_account = |account: &AccountId| *account == sub.account_id;
-            let plan = items
+            let plan = plans
                 .get(&sub.plan_id)
                 .filter(|p| p.kind == CatalogKind::Plan.as_str() && in_account(&p.account_id))
                 .cloned();
@@ -177,7 +192,7 @@ impl Store {
                 .iter()
                 .filter(|a| !a.detach_at_period_end)
                 .map(|a| {
-                    items
+                    addon_items
                         .get(&a.addon_id)
                         .filter(|i| {
                             i.kind == CatalogKind::Addon.as_str() && in_account(&i.account_id)
@@ -226,9 +241,9 @@ pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_
 pub(crate) mod fixture {
     use crate::domain::subscription::Status;
     use crate::domain::time::Cycle;
-    use crate::ids::{AccountId, SubscriptionId};
+    use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId, SubscriptionId};
     use crate::store::Store;
-    use crate::store::catalog::{CatalogItem, Customer};
+    use crate::store::catalog::{CatalogItem, CatalogKind, Customer};
     use crate::store::charges::PaymentMethod;
     use crate::store::subscriptions::{Subscription, SubscriptionAddon};
 
@@ -241,15 +256,17 @@ pub(crate) mod fixture {
         pub(crate) path: std::path::PathBuf,
         pub(crate) account: AccountId,
         pub(crate) sub: Subscription,
-        pub(crate) plan_b: String,
+        pub(crate) plan_b: PlanId,
     }
 
-    fn item(account: &AccountId, kind: &str, amount: i64) -> CatalogItem {
+    fn item(account: &AccountId, id: impl Into<CatalogItemId>, amount: i64) -> CatalogItem {
+        let id = id.into();
+        let kind = CatalogKind::of(&id);
         CatalogItem {
-            id: format!("{kind}_{}", uuid::Uuid::new_v4().simple()),
+            id,
             account_id: account.clone(),
-            kind: kind.into(),
-            name: kind.into(),
+            kind: kind.as_str().into(),
+            name: kind.as_str().into(),
             monthly_amount_cents: amount,
             annual_amount_cents: amount * 10,
             active: true,
@@ -274,22 +291,20 @@ pub(crate) mod fixture {
         new.processor_base_url = Some("http://127.0.0.1:9".into());
         store.create_account(new).await.expect("account");
         store.top_up(&account, 1_000_000, 0).await.expect("top up");
-        let plan_a = store
-            .insert_catalog_item(item(&account, "plan", PLAN_A))
-            .await
-            .expect("plan");
-        let plan_b = store
-            .insert_catalog_item(item(&account, "plan", PLAN_B))
-            .await
-            .expect("plan");
-        let billed = store
-            .insert_catalog_item(item(&account, "addon", ADDON))
-            .await
-            .expect("addon");
-        let leaving = store
-            .insert_catalog_item(item(&account, "addon", 7_777))
-            .await
-            .expect("addon");
+        let (plan_a, plan_b) = (PlanId::generate(), PlanId::generate());
+        let (billed, leaving) = (AddonId::generate(), AddonId::generate());
+        for (id, amount) in [(plan_a.clone(), PLAN_A), (plan_b.clone(), PLAN_B)] {
+            store
+                .insert_catalog_item(item(&account, id, amount))
+                .await
+                .expect("plan");
+        }
+        for (id, amount) in [(billed.clone(), ADDON), (leaving.clone(), 7_777)] {
+            store
+                .insert_catalog_item(item(&account, id, amount))
+                .await
+                .expect("addon");
+        }
         let customer = store
             .insert_customer(Customer {
                 id: format!("cus_{}", uuid::Uuid::new_v4().simple()),
@@ -322,7 +337,7 @@ pub(crate) mod fixture {
             id: SubscriptionId::generate().into_string(),
             account_id: account.clone(),
             customer_id: customer.id.clone(),
-            plan_id: plan_a.id.clone(),
+            plan_id: plan_a,
             cycle: Cycle::Monthly,
             status: Status::Active,
             current_period_start: now - 1_000,
@@ -350,7 +365,7 @@ pub(crate) mod fixture {
         for (addon, detached) in [(&billed, false), (&leaving, true)] {
             txn.attach_addon(SubscriptionAddon {
                 subscription_id: sub.id.clone(),
-                addon_id: addon.id.clone(),
+                addon_id: addon.clone(),
                 account_id: account.clone(),
                 attached_at: 0,
                 detach_at_period_end: detached,
@@ -364,7 +379,7 @@ pub(crate) mod fixture {
             path,
             account,
             sub,
-            plan_b: plan_b.id,
+            plan_b,
         }
     }
 
@@ -408,7 +423,7 @@ mod tests {
             Some((PLAN_A + ADDON) * 10)
         );
         assert_eq!(
-            snapshot.recurring_amount("plan_other", Cycle::Monthly),
+            snapshot.recurring_amount(&crate::ids::PlanId::generate(), Cycle::Monthly),
             None
         );
         let (method, customer) = snapshot.payer.as_ref().expect("payer");

@@ -8,7 +8,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, AddonId, PlanId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -25,7 +25,7 @@ pub use subscription_addon::Model as SubscriptionAddon;
 pub struct SubscriptionFilter {
     pub status: Option<Status>,
     pub customer_id: Option<String>,
-    pub plan_id: Option<String>,
+    pub plan_id: Option<PlanId>,
 }
 
 /// A subscription's charges as a renewal sees them (`Store::period_charges`).
@@ -196,7 +196,7 @@ impl Store {
             .await?)
     }
 
-    pub async fn count_subscriptions_for_plan(&self, plan_id: &str) -> StoreResult<u64> {
+    pub async fn count_subscriptions_for_plan(&self, plan_id: &PlanId) -> StoreResult<u64> {
         Ok(subscription::Entity::find()
             .filter(subscription::Column::PlanId.eq(plan_id))
             .count(self.conn())
@@ -413,7 +413,7 @@ impl StoreTxn {
     pub async fn mark_addon_detached(
         &self,
         subscription_id: &str,
-        addon_id: &str,
+        addon_id: &AddonId,
     ) -> StoreResult<()> {
         subscription_addon::ActiveModel {
             subscription_id: Set(subscription_id.to_owned()),
@@ -427,7 +427,11 @@ impl StoreTxn {
     }
 
     /// Whether `addon_id` is attached to the subscription (detached at period end included).
-    pub async fn addon_attached(&self, subscription_id: &str, addon_id: &str) -> StoreResult<bool> {
+    pub async fn addon_attached(
+        &self,
+        subscription_id: &str,
+        addon_id: &AddonId,
+    ) -> StoreResult<bool> {
         Ok(subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
             .filter(subscription_addon::Column::AddonId.eq(addon_id))

@@ -95,7 +95,7 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
             id: billing::ids::SubscriptionId::generate(),
             account_id: account.clone(),
             customer_id: "cus_1".into(),
-            plan_id: "plan_1".into(),
+            plan_id: billing::ids::PlanId::generate(),
             cycle: Cycle::Monthly,
             payment_method_id: "pm_1".into(),
             metadata: None,

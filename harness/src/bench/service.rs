@@ -6,7 +6,7 @@ use anyhow::Context;
 use billing::config::Config;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::{AccountId, SubscriptionId};
+use billing::ids::{AccountId, PlanId, SubscriptionId};
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
 use billing::store::subscriptions::Subscription;
@@ -112,7 +112,7 @@ pub(super) struct Shop {
     pub(super) key: String,
     pub(super) account: AccountId,
     pub(super) customer: String,
-    pub(super) plan: String,
+    pub(super) plan: PlanId,
     pub(super) method: String,
     /// The merchant's keys at the standalone sandbox (unused with the in-process one).
     pub(super) processor_keys: Value,
@@ -209,7 +209,7 @@ pub(super) async fn shop(
         key,
         account: account_id,
         customer,
-        plan: plan["id"].as_str().context("id")?.to_owned(),
+        plan: PlanId::parse(plan["id"].as_str().context("id")?).context("a plan's id")?,
         method: method["id"].as_str().context("id")?.to_owned(),
         processor_keys: keys,
     })

@@ -4,6 +4,7 @@
 use super::decide::reschedule;
 use super::emit;
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::StoreError;
 use crate::store::subscriptions::{Subscription, SubscriptionAddon};
 use crate::store::txn::StoreTxn;
@@ -12,7 +13,7 @@ use crate::store::txn::StoreTxn;
 pub(super) async fn apply_plan_change(
     txn: &StoreTxn,
     sub: &mut Subscription,
-    plan_id: String,
+    plan_id: PlanId,
     cycle: Option<Cycle>,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -28,7 +29,7 @@ pub(super) async fn apply_plan_change(
 pub(super) async fn apply_addon(
     txn: &StoreTxn,
     sub: &Subscription,
-    addon_id: String,
+    addon_id: AddonId,
     now: i64,
 ) -> Result<(), StoreError> {
     txn.attach_addon(SubscriptionAddon {

@@ -12,9 +12,10 @@ use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::{CatalogItem, CatalogKind};
+use crate::store::catalog::CatalogItem;
 use crate::store::charges::ChargeAttempt;
 use crate::store::subscriptions::Subscription;
 use std::sync::Arc;
@@ -250,7 +251,7 @@ impl Context<'_> {
     async fn change_plan(
         &self,
         target: Target<'_>,
-        plan_id: String,
+        plan_id: PlanId,
         cycle: Option<Cycle>,
         with_proration: bool,
         proration_at: Option<i64>,
@@ -285,7 +286,7 @@ impl Context<'_> {
     async fn attach_addon(
         &self,
         target: Target<'_>,
-        addon_id: String,
+        addon_id: AddonId,
         with_proration: bool,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target {
@@ -302,7 +303,7 @@ impl Context<'_> {
         let account_id = sub.account_id.clone();
         let addon = self
             .store()
-            .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
+            .addon(&account_id, &addon_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No add-on with id `{addon_id}`.")))?;
         if !addon.active {
@@ -357,7 +358,7 @@ impl Context<'_> {
     async fn detach_addon(
         &self,
         target: Target<'_>,
-        addon_id: String,
+        addon_id: AddonId,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target { sub, now, .. } = target;
         let attached = self.store().subscription_addons(&sub.id).await?;
@@ -410,7 +411,7 @@ impl Context<'_> {
     pub(super) async fn prorated_change(
         &self,
         sub: &Subscription,
-        plan_id: &str,
+        plan_id: &PlanId,
         cycle: Option<Cycle>,
         now: i64,
     ) -> Result<(i64, CatalogItem), ActionError> {
@@ -418,7 +419,7 @@ impl Context<'_> {
         let account = sub.account_id.clone();
         let plan = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .plan(&account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         if !status.can_change_plan() {
@@ -433,7 +434,7 @@ impl Context<'_> {
             )));
         }
         let current_cycle = sub.cycle;
-        if plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
+        if *plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
             return Err(ActionError::Invalid(
                 "The subscription is already on this plan and cycle.".into(),
             ));
@@ -446,7 +447,7 @@ impl Context<'_> {
         let billed = sub.period_cycle;
         let old = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
+            .plan(&account, &sub.plan_id)
             .await?
             .map_or(0, |p| p.price(billed));
         let amount = prorate(

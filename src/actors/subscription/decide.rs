@@ -6,6 +6,7 @@
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, retry_at};
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::subscriptions::Subscription;
 
 /// The subscription's period arithmetic (`domain::schedule`), read from its row.
@@ -50,11 +51,11 @@ pub(super) fn stopped_due(sub: &Subscription) -> Option<i64> {
 pub enum PendingChange {
     /// An upgrade with proration: the new plan (and cycle).
     Plan {
-        plan_id: String,
+        plan_id: PlanId,
         cycle: Option<Cycle>,
     },
     /// An add-on attached with proration.
-    Addon { addon_id: String },
+    Addon { addon_id: AddonId },
 }
 
 /// What settling a period's charge does beyond the row: the events it emits after the charge's
@@ -171,7 +172,7 @@ mod tests {
                 id: crate::ids::SubscriptionId::generate(),
                 account_id: crate::ids::AccountId::generate(),
                 customer_id: "cus_1".into(),
-                plan_id: "plan_1".into(),
+                plan_id: crate::ids::PlanId::generate(),
                 cycle: Cycle::Monthly,
                 payment_method_id: "pm_1".into(),
                 metadata: None,

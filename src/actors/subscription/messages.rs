@@ -3,6 +3,7 @@
 //! outcomes and failures also travel between nodes (`actors::forward`), hence serde.
 
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
@@ -19,7 +20,7 @@ pub enum Command {
     Pause,
     Resume,
     ChangePlan {
-        plan_id: String,
+        plan_id: PlanId,
         cycle: Option<Cycle>,
         prorate: bool,
         /// The instant a preview priced the proration at (`proration_date`): the charge is
@@ -29,11 +30,11 @@ pub enum Command {
     },
     ChargeNow,
     AttachAddon {
-        addon_id: String,
+        addon_id: AddonId,
         prorate: bool,
     },
     DetachAddon {
-        addon_id: String,
+        addon_id: AddonId,
     },
     SetPaymentMethod {
         payment_method_id: String,
@@ -88,7 +89,7 @@ pub enum SubscriptionMsg {
 pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
-        plan_id: String,
+        plan_id: PlanId,
         /// The instant to price at; `None`: now.
         at: Option<i64>,
         reply: RpcReplyPort<Result<i64, ActionError>>,

@@ -21,9 +21,9 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
+use crate::ids::PlanId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
 use crate::store::charges::{ChargeAttempt, NewCharge};
 use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
@@ -256,14 +256,14 @@ impl Context<'_> {
     pub(super) async fn recurring_lines(
         &self,
         sub: &Subscription,
-        plan_id: &str,
+        plan_id: &PlanId,
         cycle: Cycle,
         (start, end): (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
         let account = sub.account_id.clone();
         let plan = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .plan(&account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         let mut lines = vec![plan.line(cycle, start, end)];
@@ -275,11 +275,7 @@ impl Context<'_> {
             .into_iter()
             .filter(|a| !a.detach_at_period_end)
         {
-            if let Some(addon) = self
-                .store()
-                .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
-                .await?
-            {
+            if let Some(addon) = self.store().addon(&account, &attached.addon_id).await? {
                 lines.push(addon.line(cycle, start, end));
             }
         }

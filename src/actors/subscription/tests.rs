@@ -20,7 +20,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         id: id.clone(),
         account_id: AccountId::parse("acct_01a20748d4787232924bab375e9b2bba").expect("an id"),
         customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
-        plan_id: "plan_01a20748d4787232924bab375e9b2bba".into(),
+        plan_id: crate::ids::PlanId::parse("plan_01a20748d4787232924bab375e9b2bba").expect("an id"),
         cycle: Cycle::Monthly,
         status: Status::Active,
         current_period_start: 0,

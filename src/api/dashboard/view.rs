@@ -156,7 +156,7 @@ pub(super) async fn page(
                 annual: cop(p.annual_amount_cents),
                 active: p.active,
                 used,
-                id: p.id,
+                id: p.id.to_string(),
                 account: p.account_id.into_string(),
                 name: p.name,
             })

@@ -19,6 +19,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
+use crate::ids::PlanId;
 use crate::processor::client::SourceKind;
 use crate::store::PageRequest;
 use crate::store::invoices::InvoiceFilter;
@@ -350,7 +351,7 @@ pub struct PlanIn {
 }
 
 /// The plan switch the configuration offers: the plan must be one of its `plan_ids`.
-async fn offered(state: &AppState, portal: &PortalCaller, plan_id: &str) -> ApiResult<bool> {
+async fn offered(state: &AppState, portal: &PortalCaller, plan_id: &PlanId) -> ApiResult<bool> {
     let config = config(state, portal).await?;
     if !config.plan_switch.enabled {
         return Err(disabled("Switching plan"));
@@ -374,11 +375,12 @@ async fn change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Response> {
-    let prorate = offered(&state, &portal, &body.plan_id).await?;
+    let plan_id = PlanId::given(body.plan_id);
+    let prorate = offered(&state, &portal, &plan_id).await?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     theirs(&state, &portal, &id).await?;
     let command = Command::ChangePlan {
-        plan_id: body.plan_id.clone(),
+        plan_id: plan_id.clone(),
         cycle: None,
         prorate,
         proration_at,
@@ -392,7 +394,7 @@ async fn change_plan(
         &portal,
         Some(&id),
         "plan_switch",
-        serde_json::json!({"plan_id": body.plan_id, "prorate": prorate}),
+        serde_json::json!({"plan_id": plan_id, "prorate": prorate}),
     )
     .await;
     Ok(answer)
@@ -405,13 +407,14 @@ async fn preview_change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Json<PreviewOut>> {
-    let prorate = offered(&state, &portal, &body.plan_id).await?;
+    let plan_id = PlanId::given(body.plan_id);
+    let prorate = offered(&state, &portal, &plan_id).await?;
     theirs(&state, &portal, &id).await?;
     let at = state.runtime.clock().now_ms(portal.account_id()).await?;
     let amount = if prorate {
         state
             .runtime
-            .preview(&id, &body.plan_id, Some(at))
+            .preview(&id, &plan_id, Some(at))
             .await
             .map_err(action_error)?
     } else {

@@ -15,7 +15,6 @@ use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::store::catalog::CatalogKind;
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -165,9 +164,10 @@ async fn render(
         // The snapshot holds the subscription's plan (read with the batch, not once each).
         let plan_name = snapshot
             .and_then(|s| s.plan())
-            .map_or_else(|| sub.plan_id.clone(), |p| p.name.clone());
+            .map_or_else(|| sub.plan_id.to_string(), |p| p.name.clone());
         let amount = snapshot
-            .and_then(|s| s.recurring_amount(&sub.plan_id, sub.cycle))
+            .filter(|s| s.sub.plan_id.as_str() == sub.plan_id)
+            .and_then(|s| s.recurring_amount(&s.sub.plan_id, sub.cycle))
             .map_or_else(|| t.none.to_owned(), |cents| money(cents, locale));
         let method = data
             .payment_methods
@@ -211,19 +211,14 @@ async fn render(
                     .plan_switch
                     .plan_ids
                     .iter()
-                    .any(|p| *p != sub.plan_id),
+                    .any(|p| p.as_str() != sub.plan_id),
             can_cancel: live && !sub.cancel_at_period_end && config.cancel.enabled,
         });
     }
     let mut plans = Vec::new();
     if config.plan_switch.enabled {
         for id in &config.plan_switch.plan_ids {
-            if let Some(plan) = state
-                .store
-                .catalog_item(account, CatalogKind::Plan, id)
-                .await?
-                .filter(|p| p.active)
-            {
+            if let Some(plan) = state.store.plan(account, id).await?.filter(|p| p.active) {
                 plans.push(PlanOption {
                     label: format!(
                         "{} · {} / {} · {} / {}",
@@ -233,7 +228,7 @@ async fn render(
                         money(plan.price(Cycle::Annual), locale),
                         t.annual
                     ),
-                    id: plan.id,
+                    id: plan.id.to_string(),
                 });
             }
         }

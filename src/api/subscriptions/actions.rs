@@ -12,8 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::list::ListOut;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::CatalogKind;
+use crate::ids::{AccountId, AddonId, PlanId};
 use crate::store::charges::ChargeAttempt;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -129,7 +128,7 @@ pub(super) async fn change_plan(
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     let command = Command::ChangePlan {
-        plan_id: body.plan_id,
+        plan_id: PlanId::given(body.plan_id),
         cycle,
         prorate: body.prorate.unwrap_or(true),
         proration_at,
@@ -169,7 +168,7 @@ pub(super) async fn preview_change_plan(
     let at = state.runtime.clock().now_ms(caller.account_id()).await?;
     let amount = state
         .runtime
-        .preview(&id, &body.plan_id, Some(at))
+        .preview(&id, &PlanId::given(body.plan_id), Some(at))
         .await
         .map_err(action_error)?;
     Ok(Json(PreviewOut::at(amount, at)))
@@ -281,7 +280,7 @@ pub(super) async fn attach_addon(
     ApiJson(body): ApiJson<AttachAddonIn>,
 ) -> ApiResult<Response> {
     let command = Command::AttachAddon {
-        addon_id: body.addon_id,
+        addon_id: AddonId::given(body.addon_id),
         prorate: body.prorate.unwrap_or(true),
     };
     let outcome = act(&state, &caller, &id, command).await?;
@@ -367,10 +366,17 @@ pub(super) async fn detach_addon(
     Path((id, addon_id)): Path<(String, String)>,
 ) -> ApiResult<Json<SubscriptionOut>> {
     Ok(Json(
-        act(&state, &caller, &id, Command::DetachAddon { addon_id })
-            .await?
-            .subscription
-            .into(),
+        act(
+            &state,
+            &caller,
+            &id,
+            Command::DetachAddon {
+                addon_id: AddonId::given(addon_id),
+            },
+        )
+        .await?
+        .subscription
+        .into(),
     ))
 }
 
@@ -389,11 +395,7 @@ pub(super) async fn list_addons(
         if attached.detach_at_period_end {
             continue;
         }
-        if let Some(addon) = state
-            .store
-            .catalog_item(account, CatalogKind::Addon, &attached.addon_id)
-            .await?
-        {
+        if let Some(addon) = state.store.addon(account, &attached.addon_id).await? {
             data.push(addon.into());
         }
     }

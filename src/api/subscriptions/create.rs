@@ -7,7 +7,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, metadata_text};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, PlanId};
 use crate::store::subscriptions::Subscription;
 use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
@@ -65,7 +65,8 @@ pub(super) async fn new_subscription(
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
                 .param("customer_id")
         })?;
-    let plan = active_plan(state, account, &body.plan_id).await?;
+    let plan_id = PlanId::given(body.plan_id);
+    active_plan(state, account, &plan_id).await?;
     let method = state
         .store
         .payment_method(account, &body.payment_method_id)
@@ -114,7 +115,7 @@ pub(super) async fn new_subscription(
             id: state.store.ownership().local_subscription_id(),
             account_id: caller.0.id.clone(),
             customer_id: body.customer_id,
-            plan_id: plan.id,
+            plan_id,
             cycle,
             payment_method_id: body.payment_method_id,
             metadata,

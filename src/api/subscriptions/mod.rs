@@ -10,8 +10,8 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::{CatalogItem, CatalogKind};
+use crate::ids::{AccountId, PlanId};
+use crate::store::catalog::CatalogItem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -91,7 +91,7 @@ impl From<Subscription> for SubscriptionOut {
             metadata: metadata_value(sub.metadata.as_deref()),
             id: sub.id,
             customer_id: sub.customer_id,
-            plan_id: sub.plan_id,
+            plan_id: sub.plan_id.into_string(),
             status: sub.status,
             cycle: sub.cycle,
             default_payment_method_id: sub.default_payment_method_id,
@@ -145,15 +145,11 @@ pub struct SubscriptionListQuery {
 pub async fn active_plan(
     state: &AppState,
     account: &AccountId,
-    plan_id: &str,
+    plan_id: &PlanId,
 ) -> ApiResult<CatalogItem> {
-    let plan = state
-        .store
-        .catalog_item(account, CatalogKind::Plan, plan_id)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
-        })?;
+    let plan = state.store.plan(account, plan_id).await?.ok_or_else(|| {
+        ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
+    })?;
     if !plan.active {
         return Err(
             ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
@@ -223,7 +219,7 @@ async fn list_subscriptions(
     let filter = SubscriptionFilter {
         status,
         customer_id: query.customer_id,
-        plan_id: query.plan_id,
+        plan_id: query.plan_id.map(PlanId::given),
     };
     let page = state
         .store

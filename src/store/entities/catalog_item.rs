@@ -2,13 +2,14 @@
 
 use crate::domain::tax::TaxCode;
 use crate::ids::AccountId;
+use crate::ids::CatalogItemId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "catalog_items")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: CatalogItemId,
     pub account_id: AccountId,
     /// `plan` or `addon`.
     pub kind: String,

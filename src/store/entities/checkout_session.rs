@@ -1,6 +1,7 @@
 //! A hosted checkout session: what it sells, its state, and the payment it took.
 
 use crate::ids::AccountId;
+use crate::ids::PlanId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: AccountId,
-    pub plan_id: String,
+    pub plan_id: PlanId,
     pub cycle: String,
     pub amount_cents: i64,
     pub customer_id: Option<String>,

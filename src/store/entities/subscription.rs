@@ -4,6 +4,7 @@
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
+use crate::ids::PlanId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -13,7 +14,7 @@ pub struct Model {
     pub id: String,
     pub account_id: AccountId,
     pub customer_id: String,
-    pub plan_id: String,
+    pub plan_id: PlanId,
     pub cycle: Cycle,
     pub status: Status,
     pub current_period_start: i64,

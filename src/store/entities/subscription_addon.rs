@@ -1,6 +1,7 @@
 //! An add-on attached to a subscription, and when it was detached.
 
 use crate::ids::AccountId;
+use crate::ids::AddonId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -9,7 +10,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub subscription_id: String,
     #[sea_orm(primary_key, auto_increment = false)]
-    pub addon_id: String,
+    pub addon_id: AddonId,
     pub account_id: AccountId,
     pub attached_at: i64,
     pub detach_at_period_end: bool,
