@@ -14,6 +14,7 @@
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
+use crate::ids::{CustomerId, PaymentMethodId};
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
@@ -33,8 +34,8 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct ChargeRequest {
     pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     pub purpose: ChargePurpose,
     pub period_start: Option<i64>,

@@ -6,7 +6,7 @@
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
-use crate::ids::{AccountId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::StoreResult;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
@@ -30,10 +30,10 @@ pub struct NewSubscription {
     /// Its id (`cluster::Ownership::local_subscription_id`, or any fresh one).
     pub id: SubscriptionId,
     pub account_id: AccountId,
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     pub plan_id: PlanId,
     pub cycle: Cycle,
-    pub payment_method_id: String,
+    pub payment_method_id: PaymentMethodId,
     /// Compact JSON text, already checked against the 60 KB limit.
     pub metadata: Option<String>,
     pub start: Start,
@@ -99,10 +99,10 @@ mod tests {
         NewSubscription {
             id: SubscriptionId::generate(),
             account_id: AccountId::generate(),
-            customer_id: "cus_1".into(),
+            customer_id: CustomerId::generate(),
             plan_id: PlanId::generate(),
             cycle: Cycle::Monthly,
-            payment_method_id: "pm_1".into(),
+            payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start,
         }

@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{CheckoutSessionId, PlanId};
+use crate::ids::{CheckoutSessionId, CustomerId, PlanId};
 use crate::store::checkout::CheckoutSession;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -179,8 +179,11 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
         created_at: at(session.created_at),
         metadata: metadata_value(session.metadata.as_deref()),
         customer_id: match (&session.customer_id, complete) {
-            (Some(id), _) => Some(id.clone()),
-            (None, true) => session.attempt_customer_id.clone(),
+            (Some(id), _) => Some(id.to_string()),
+            (None, true) => session
+                .attempt_customer_id
+                .as_ref()
+                .map(CustomerId::to_string),
             (None, false) => None,
         },
         customer: session.customer_id.is_none().then_some(CustomerDetailsOut {
@@ -267,6 +270,7 @@ async fn create_checkout_session(
             .param("customer"));
         }
         (None, Some(id)) => {
+            let id = CustomerId::given(id);
             state.store.customer(account, &id).await?.ok_or_else(|| {
                 ApiError::not_found(format!("No customer with id `{id}`.")).param("customer_id")
             })?;

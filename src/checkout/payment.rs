@@ -212,7 +212,7 @@ async fn complete_checkout(
         .map_err(processor_error)?;
 
     let now = state.runtime.clock().now_ms(&account_id).await?;
-    let payment_method_id = PaymentMethodId::generate().into_string();
+    let payment_method_id = PaymentMethodId::generate();
     let txn = state.store.begin().await?;
     let charge = txn
         .begin_charge(NewCharge {
@@ -297,7 +297,7 @@ async fn payer(
     session: &CheckoutSession,
     typed_name: Option<String>,
     typed_email: Option<String>,
-) -> ApiResult<(String, String, String)> {
+) -> ApiResult<(CustomerId, String, String)> {
     if let Some(customer_id) = &session.customer_id {
         let customer = state
             .store
@@ -315,7 +315,7 @@ async fn payer(
         ApiError::bad_request(format!("customer_email {why}.")).param("customer_email")
     })?;
     Ok((
-        CustomerId::generate().into_string(),
+        CustomerId::generate(),
         email.into_string(),
         name.into_string(),
     ))

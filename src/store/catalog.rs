@@ -3,7 +3,7 @@
 use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::time::Cycle;
-use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId};
+use crate::ids::{AccountId, AddonId, CatalogItemId, CustomerId, PlanId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 
@@ -161,8 +161,12 @@ impl Store {
         Ok(model.insert(self.writer()).await?)
     }
 
-    pub async fn customer(&self, account: &AccountId, id: &str) -> StoreResult<Option<Customer>> {
-        Ok(customer::Entity::find_scoped(account, id)
+    pub async fn customer(
+        &self,
+        account: &AccountId,
+        id: &CustomerId,
+    ) -> StoreResult<Option<Customer>> {
+        Ok(customer::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -171,7 +175,7 @@ impl Store {
     pub async fn update_customer(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CustomerId,
         patch: CustomerPatch,
     ) -> StoreResult<Option<Customer>> {
         let Some(found) = self.customer(account, id).await? else {

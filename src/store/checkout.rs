@@ -9,7 +9,7 @@ use super::entities::{charge_attempt, checkout_session, customer, payment_method
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
@@ -20,8 +20,8 @@ pub use checkout_session::Model as CheckoutSession;
 #[derive(Clone, Debug)]
 pub struct CheckoutAttempt {
     pub charge_id: String,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub payment_source_id: i64,
     pub source_kind: SourceKind,
     pub email: String,

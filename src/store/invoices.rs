@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
-use crate::ids::{AccountId, AddonId, InvoiceId, PlanId};
+use crate::ids::{AccountId, AddonId, CustomerId, InvoiceId, PlanId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -91,7 +91,7 @@ impl TaxId {
 /// Filters of `GET /v1/invoices`.
 #[derive(Debug, Default)]
 pub struct InvoiceFilter {
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub subscription_id: Option<String>,
     pub charge_id: Option<String>,
 }
@@ -253,8 +253,8 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
             charge.id, charge.status
         )));
     }
-    let customers: HashMap<String, customer::Model> = customer::Entity::find()
-        .filter(customer::Column::Id.is_in(charges.iter().map(|c| c.customer_id.as_str())))
+    let customers: HashMap<CustomerId, customer::Model> = customer::Entity::find()
+        .filter(customer::Column::Id.is_in(charges.iter().map(|c| &c.customer_id)))
         .all(conn)
         .await?
         .into_iter()
@@ -415,7 +415,7 @@ impl super::txn::StoreTxn {
 /// The invoice of an approved `charge`, not yet numbered (`number_in` numbers it).
 fn invoice_row(
     charge: &ChargeAttempt,
-    customers: &HashMap<String, customer::Model>,
+    customers: &HashMap<CustomerId, customer::Model>,
     default_code: TaxCode,
 ) -> StoreResult<Invoice> {
     // A charge's customer is never deleted; were it missing, the money still settles and the

@@ -19,7 +19,7 @@ use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
-use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId};
+use crate::ids::{AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId};
 use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -130,23 +130,21 @@ impl Store {
                 CatalogItemId::Addon(id) => addon_items.insert(id, item),
             };
         }
-        let mut method_ids: Vec<&str> = subs
-            .iter()
-            .map(|s| s.default_payment_method_id.as_str())
-            .collect();
+        let mut method_ids: Vec<&PaymentMethodId> =
+            subs.iter().map(|s| &s.default_payment_method_id).collect();
         method_ids.sort_unstable();
         method_ids.dedup();
-        let methods: HashMap<String, PaymentMethod> = payment_method::Entity::find()
+        let methods: HashMap<PaymentMethodId, PaymentMethod> = payment_method::Entity::find()
             .filter(payment_method::Column::Id.is_in(method_ids))
             .all(conn)
             .await?
             .into_iter()
             .map(|m| (m.id.clone(), m))
             .collect();
-        let mut customer_ids: Vec<&str> = subs.iter().map(|s| s.customer_id.as_str()).collect();
+        let mut customer_ids: Vec<&CustomerId> = subs.iter().map(|s| &s.customer_id).collect();
         customer_ids.sort_unstable();
         customer_ids.dedup();
-        let customers: HashMap<String, Customer> = customer::Entity::find()
+        let customers: HashMap<CustomerId, Customer> = customer::Entity::find()
             .filter(customer::Column::Id.is_in(customer_ids))
             .all(conn)
             .await?
@@ -241,7 +239,9 @@ pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_
 pub(crate) mod fixture {
     use crate::domain::subscription::Status;
     use crate::domain::time::Cycle;
-    use crate::ids::{AccountId, AddonId, CatalogItemId, PlanId, SubscriptionId};
+    use crate::ids::{
+        AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId, SubscriptionId,
+    };
     use crate::store::Store;
     use crate::store::catalog::{CatalogItem, CatalogKind, Customer};
     use crate::store::charges::PaymentMethod;
@@ -307,7 +307,7 @@ pub(crate) mod fixture {
         }
         let customer = store
             .insert_customer(Customer {
-                id: format!("cus_{}", uuid::Uuid::new_v4().simple()),
+                id: CustomerId::generate(),
                 account_id: account.clone(),
                 email: "payer@example.co".into(),
                 name: "Payer".into(),
@@ -322,7 +322,7 @@ pub(crate) mod fixture {
             .expect("customer");
         let method = store
             .insert_payment_method(PaymentMethod {
-                id: format!("pm_{}", uuid::Uuid::new_v4().simple()),
+                id: PaymentMethodId::generate(),
                 account_id: account.clone(),
                 customer_id: customer.id.clone(),
                 processor_payment_source_id: 42,

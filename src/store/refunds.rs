@@ -25,7 +25,7 @@ use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::ids::{AccountId, RefundId};
+use crate::ids::{AccountId, CustomerId, RefundId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -72,7 +72,7 @@ pub struct NewRefund {
 #[derive(Clone, Debug, Default)]
 pub struct ChargeFilter {
     pub subscription_id: Option<String>,
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub status: Option<String>,
 }
 

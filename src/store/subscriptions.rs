@@ -8,7 +8,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
-use crate::ids::{AccountId, AddonId, PlanId};
+use crate::ids::{AccountId, AddonId, CustomerId, PlanId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -24,7 +24,7 @@ pub use subscription_addon::Model as SubscriptionAddon;
 #[derive(Clone, Debug, Default)]
 pub struct SubscriptionFilter {
     pub status: Option<Status>,
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub plan_id: Option<PlanId>,
 }
 

@@ -4,7 +4,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::AccountId;
+use billing::ids::{AccountId, CustomerId, PaymentMethodId};
 use billing::store::accounts::NewAccount;
 use billing::store::charges::{BeginChargeError, NewCharge};
 use billing::store::{Store, StoreError};
@@ -45,8 +45,8 @@ fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewChar
     NewCharge {
         account: account.clone(),
         subscription_id: Some(subscription.to_owned()),
-        customer_id: "cus_1".into(),
-        payment_method_id: "pm_1".into(),
+        customer_id: CustomerId::generate(),
+        payment_method_id: PaymentMethodId::generate(),
         amount_cents: 100_000,
         fee_cents: 1_500,
         purpose: ChargePurpose::Renewal,
@@ -94,10 +94,10 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
         NewSubscription {
             id: billing::ids::SubscriptionId::generate(),
             account_id: account.clone(),
-            customer_id: "cus_1".into(),
+            customer_id: CustomerId::generate(),
             plan_id: billing::ids::PlanId::generate(),
             cycle: Cycle::Monthly,
-            payment_method_id: "pm_1".into(),
+            payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start: Start::Paid,
         },

@@ -5,7 +5,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
-use billing::ids::AccountId;
+use billing::ids::{AccountId, CustomerId, PaymentMethodId};
 use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{
@@ -236,8 +236,8 @@ impl crate::Raw<'_> {
 pub struct RenewalRows {
     pub account: AccountId,
     pub subscription_id: String,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub charge_id: String,
     pub transaction_id: String,
     pub amount_cents: i64,

@@ -6,7 +6,7 @@ use anyhow::Context;
 use billing::config::Config;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::{AccountId, PlanId, SubscriptionId};
+use billing::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
 use billing::store::subscriptions::Subscription;
@@ -111,9 +111,9 @@ pub(super) async fn call(
 pub(super) struct Shop {
     pub(super) key: String,
     pub(super) account: AccountId,
-    pub(super) customer: String,
+    pub(super) customer: CustomerId,
     pub(super) plan: PlanId,
-    pub(super) method: String,
+    pub(super) method: PaymentMethodId,
     /// The merchant's keys at the standalone sandbox (unused with the in-process one).
     pub(super) processor_keys: Value,
 }
@@ -183,7 +183,8 @@ pub(super) async fn shop(
         201,
     )
     .await?;
-    let customer = customer["id"].as_str().context("id")?.to_owned();
+    let customer =
+        CustomerId::parse(customer["id"].as_str().context("id")?).context("a customer's id")?;
     let row = store.account(&account_id).await?.context("account row")?;
     let creds = ProcessorCredentials::new(
         account["processor"]["base_url"]
@@ -210,7 +211,8 @@ pub(super) async fn shop(
         account: account_id,
         customer,
         plan: PlanId::parse(plan["id"].as_str().context("id")?).context("a plan's id")?,
-        method: method["id"].as_str().context("id")?.to_owned(),
+        method: PaymentMethodId::parse(method["id"].as_str().context("id")?)
+            .context("a payment method's id")?,
         processor_keys: keys,
     })
 }

@@ -49,7 +49,7 @@ impl crate::Raw<'_> {
                 id: row.id,
                 reference: row.reference,
                 status: row.status.as_str().to_owned(),
-                payment_method_id: row.payment_method_id,
+                payment_method_id: row.payment_method_id.into_string(),
                 subscription_id: row.subscription_id,
                 purpose: row.purpose.as_str().to_owned(),
                 period_start: row.period_start,
@@ -70,9 +70,9 @@ impl crate::Raw<'_> {
             .into_iter()
             .map(|row| ChaosSubscription {
                 id: row.id,
-                customer_id: row.customer_id,
+                customer_id: row.customer_id.into_string(),
                 status: row.status.as_str().to_owned(),
-                payment_method_id: row.default_payment_method_id,
+                payment_method_id: row.default_payment_method_id.into_string(),
             })
             .collect())
     }

@@ -380,8 +380,8 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         .begin_charge(NewCharge {
             account,
             subscription_id: None,
-            customer_id: "cus_01cutoff".into(),
-            payment_method_id: "pm_01cutoff".into(),
+            customer_id: billing::ids::CustomerId::parse("cus_01cutoff").expect("an id"),
+            payment_method_id: billing::ids::PaymentMethodId::parse("pm_01cutoff").expect("an id"),
             amount_cents: 4_990_000,
             fee_cents: 74_850,
             purpose: billing::domain::charge_purpose::ChargePurpose::Checkout,
@@ -394,8 +394,8 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         .expect("charge");
     let attempt = CheckoutAttempt {
         charge_id: charge.id.clone(),
-        customer_id: "cus_01cutoff".into(),
-        payment_method_id: "pm_01cutoff".into(),
+        customer_id: billing::ids::CustomerId::parse("cus_01cutoff").expect("an id"),
+        payment_method_id: billing::ids::PaymentMethodId::parse("pm_01cutoff").expect("an id"),
         // The sandbox's payment source ids end in their outcome: 0 approves.
         payment_source_id: 10,
         source_kind: billing::processor::client::SourceKind::Card,

@@ -169,8 +169,11 @@ impl Fixture {
     fn request(&self, method: &Value, amount: i64) -> ChargeRequest {
         ChargeRequest {
             subscription_id: None,
-            customer_id: self.customer_id.clone(),
-            payment_method_id: method["id"].as_str().expect("id").to_owned(),
+            customer_id: billing::ids::CustomerId::parse(&self.customer_id).expect("an id"),
+            payment_method_id: billing::ids::PaymentMethodId::parse(
+                method["id"].as_str().expect("id"),
+            )
+            .expect("an id"),
             amount_cents: amount,
             purpose: ChargePurpose::Manual,
             period_start: None,

@@ -232,7 +232,7 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
         .store
         .payment_method(
             &AccountId::from_stored(shop.account_id.clone()),
-            &shop.method,
+            &billing::ids::PaymentMethodId::parse(&shop.method).expect("an id"),
         )
         .await
         .expect("db")

@@ -12,7 +12,7 @@ use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
-use crate::ids::{AddonId, PlanId};
+use crate::ids::{AddonId, PaymentMethodId, PlanId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogItem;
@@ -381,7 +381,7 @@ impl Context<'_> {
     async fn set_payment_method(
         &self,
         target: Target<'_>,
-        payment_method_id: String,
+        payment_method_id: PaymentMethodId,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target { sub, now, .. } = target;
         let txn = self.store().begin().await?;

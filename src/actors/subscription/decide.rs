@@ -171,10 +171,10 @@ mod tests {
             crate::subscribe::NewSubscription {
                 id: crate::ids::SubscriptionId::generate(),
                 account_id: crate::ids::AccountId::generate(),
-                customer_id: "cus_1".into(),
+                customer_id: crate::ids::CustomerId::generate(),
                 plan_id: crate::ids::PlanId::generate(),
                 cycle: Cycle::Monthly,
-                payment_method_id: "pm_1".into(),
+                payment_method_id: crate::ids::PaymentMethodId::generate(),
                 metadata: None,
                 start: crate::subscribe::Start::Paid,
             },

@@ -3,7 +3,7 @@
 //! outcomes and failures also travel between nodes (`actors::forward`), hence serde.
 
 use crate::domain::time::Cycle;
-use crate::ids::{AddonId, PlanId};
+use crate::ids::{AddonId, PaymentMethodId, PlanId};
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
@@ -37,7 +37,7 @@ pub enum Command {
         addon_id: AddonId,
     },
     SetPaymentMethod {
-        payment_method_id: String,
+        payment_method_id: PaymentMethodId,
     },
 }
 

@@ -19,14 +19,18 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
     let sub = Subscription {
         id: id.clone(),
         account_id: AccountId::parse("acct_01a20748d4787232924bab375e9b2bba").expect("an id"),
-        customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
+        customer_id: crate::ids::CustomerId::parse("cus_01a20748d4787232924bab375e9b2bba")
+            .expect("an id"),
         plan_id: crate::ids::PlanId::parse("plan_01a20748d4787232924bab375e9b2bba").expect("an id"),
         cycle: Cycle::Monthly,
         status: Status::Active,
         current_period_start: 0,
         current_period_end: 0,
         next_charge_date: 0,
-        default_payment_method_id: "pm_01a20748d4787232924bab375e9b2bba".into(),
+        default_payment_method_id: crate::ids::PaymentMethodId::parse(
+            "pm_01a20748d4787232924bab375e9b2bba",
+        )
+        .expect("an id"),
         trial_end: None,
         cancel_at_period_end: false,
         failed_attempts: 0,

@@ -171,7 +171,7 @@ async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<
         .store
         .subscription(portal.account_id(), id)
         .await?
-        .filter(|sub| sub.customer_id == portal.customer_id())
+        .filter(|sub| sub.customer_id == *portal.customer_id())
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
 }
 

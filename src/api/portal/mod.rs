@@ -20,7 +20,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::ids::PortalSessionId;
+use crate::ids::{CustomerId, PortalSessionId};
 use crate::secrets::{random_token, sha256_hex};
 use crate::store::portal::PortalSession;
 use axum::Json;
@@ -130,7 +130,7 @@ async fn create_portal_session(
     };
     let customer = state
         .store
-        .customer(account, &body.customer_id)
+        .customer(account, &CustomerId::given(body.customer_id.as_str()))
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
@@ -190,7 +190,7 @@ async fn create_portal_session(
         Json(PortalSessionOut {
             url: format!("{}/portal/{token}", state.config.public_url()),
             id: session.id,
-            customer_id: session.customer_id,
+            customer_id: session.customer_id.into_string(),
             return_url: session.return_url,
             locale: session.locale,
             flow: body.flow,
@@ -284,7 +284,7 @@ async fn get_portal_session(
                 subscription_id,
             }),
         id: session.id,
-        customer_id: session.customer_id,
+        customer_id: session.customer_id.into_string(),
         return_url: session.return_url,
         locale: session.locale,
         expires_at: at(session.expires_at),

@@ -9,7 +9,7 @@ use super::well_formed_token;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, CustomerId};
 use crate::secrets::sha256_hex;
 use crate::store::accounts::Account;
 use crate::store::portal::PortalSession;
@@ -33,7 +33,7 @@ impl PortalCaller {
         &self.account.id
     }
 
-    pub fn customer_id(&self) -> &str {
+    pub fn customer_id(&self) -> &CustomerId {
         &self.session.customer_id
     }
 }

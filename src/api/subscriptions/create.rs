@@ -7,7 +7,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, metadata_text};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, PlanId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId};
 use crate::store::subscriptions::Subscription;
 use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
@@ -57,9 +57,9 @@ pub(super) async fn new_subscription(
     let account = caller.account_id();
     let cycle = parse_cycle(&body.cycle)?;
     let metadata = metadata_text(body.metadata)?;
-    state
+    let customer = state
         .store
-        .customer(account, &body.customer_id)
+        .customer(account, &CustomerId::given(body.customer_id.as_str()))
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
@@ -69,14 +69,13 @@ pub(super) async fn new_subscription(
     active_plan(state, account, &plan_id).await?;
     let method = state
         .store
-        .payment_method(account, &body.payment_method_id)
-        .await?;
-    if method.is_none_or(|m| m.customer_id != body.customer_id) {
-        return Err(
+        .payment_method(account, &PaymentMethodId::given(body.payment_method_id))
+        .await?
+        .filter(|m| m.customer_id == customer.id)
+        .ok_or_else(|| {
             ApiError::not_found("No payment method with that id for this customer.")
-                .param("payment_method_id"),
-        );
-    }
+                .param("payment_method_id")
+        })?;
     let now = state.runtime.clock().now_ms(account).await?;
     let trial_days = body.trial_days.unwrap_or(0);
     if !(0..=730).contains(&trial_days) {
@@ -114,10 +113,10 @@ pub(super) async fn new_subscription(
         NewSubscription {
             id: state.store.ownership().local_subscription_id(),
             account_id: caller.0.id.clone(),
-            customer_id: body.customer_id,
+            customer_id: customer.id,
             plan_id,
             cycle,
-            payment_method_id: body.payment_method_id,
+            payment_method_id: method.id,
             metadata,
             start,
         },

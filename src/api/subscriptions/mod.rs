@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, PlanId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId};
 use crate::store::catalog::CatalogItem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
@@ -90,11 +90,11 @@ impl From<Subscription> for SubscriptionOut {
             created_at: at(sub.created_at),
             metadata: metadata_value(sub.metadata.as_deref()),
             id: sub.id,
-            customer_id: sub.customer_id,
+            customer_id: sub.customer_id.into_string(),
             plan_id: sub.plan_id.into_string(),
             status: sub.status,
             cycle: sub.cycle,
-            default_payment_method_id: sub.default_payment_method_id,
+            default_payment_method_id: sub.default_payment_method_id.into_string(),
             cancel_at_period_end: sub.cancel_at_period_end,
             failed_attempts: sub.failed_attempts,
         }
@@ -218,7 +218,7 @@ async fn list_subscriptions(
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = SubscriptionFilter {
         status,
-        customer_id: query.customer_id,
+        customer_id: query.customer_id.map(CustomerId::given),
         plan_id: query.plan_id.map(PlanId::given),
     };
     let page = state
@@ -263,20 +263,22 @@ async fn update_subscription(
     let sub = scoped(&state, &caller, &id).await?;
     let method = state
         .store
-        .payment_method(caller.account_id(), &body.default_payment_method_id)
-        .await?;
-    if method.is_none_or(|m| m.customer_id != sub.customer_id) {
-        return Err(
+        .payment_method(
+            caller.account_id(),
+            &PaymentMethodId::given(body.default_payment_method_id),
+        )
+        .await?
+        .filter(|m| m.customer_id == sub.customer_id)
+        .ok_or_else(|| {
             ApiError::not_found("No payment method with that id for this customer.")
-                .param("default_payment_method_id"),
-        );
-    }
+                .param("default_payment_method_id")
+        })?;
     let outcome = act(
         &state,
         &caller,
         &id,
         Command::SetPaymentMethod {
-            payment_method_id: body.default_payment_method_id,
+            payment_method_id: method.id,
         },
     )
     .await?;

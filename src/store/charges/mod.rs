@@ -19,7 +19,7 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::{AccountId, ChargeAttemptId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId};
 use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
@@ -36,8 +36,8 @@ pub use processor_event::Model as ProcessorEvent;
 pub struct NewCharge {
     pub account: AccountId,
     pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     pub fee_cents: i64,
     pub purpose: ChargePurpose,
@@ -97,9 +97,9 @@ impl Store {
     pub async fn payment_method(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PaymentMethodId,
     ) -> StoreResult<Option<PaymentMethod>> {
-        Ok(payment_method::Entity::find_scoped(account, id)
+        Ok(payment_method::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -107,7 +107,7 @@ impl Store {
     pub async fn list_payment_methods(
         &self,
         account: &AccountId,
-        customer_id: &str,
+        customer_id: &CustomerId,
         page: &PageRequest,
     ) -> StoreResult<Page<PaymentMethod>> {
         let select = payment_method::Entity::scoped(account)

@@ -4,6 +4,7 @@
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::AccountId;
+use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -13,8 +14,8 @@ pub struct Model {
     pub id: String,
     pub account_id: AccountId,
     pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     /// The fee reserved for this charge, deducted on approval, released otherwise.
     pub fee_cents: i64,

@@ -2,6 +2,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::PlanId;
+use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -13,7 +14,7 @@ pub struct Model {
     pub plan_id: PlanId,
     pub cycle: String,
     pub amount_cents: i64,
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub customer_email: Option<String>,
     pub customer_name: Option<String>,
     pub success_url: Option<String>,
@@ -23,8 +24,8 @@ pub struct Model {
     pub expires_at: i64,
     pub subscription_id: Option<String>,
     pub attempt_charge_id: Option<String>,
-    pub attempt_customer_id: Option<String>,
-    pub attempt_payment_method_id: Option<String>,
+    pub attempt_customer_id: Option<CustomerId>,
+    pub attempt_payment_method_id: Option<PaymentMethodId>,
     pub attempt_payment_source_id: Option<i64>,
     /// `card` or `nequi`: what the attempt's payment source is.
     pub attempt_source_kind: Option<String>,

@@ -2,6 +2,7 @@
 //! the lines as they were at issue (JSON) and its sums.
 
 use crate::ids::AccountId;
+use crate::ids::CustomerId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -16,7 +17,7 @@ pub struct Model {
     pub number: String,
     pub charge_id: String,
     pub subscription_id: Option<String>,
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     /// JSON of `store::invoices::Party`, as the customer was at issue.
     pub customer: String,
     /// JSON of `store::invoices::InvoiceLine`s.

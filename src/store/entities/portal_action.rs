@@ -1,6 +1,7 @@
 //! An action a customer took through the portal, with the session it came from.
 
 use crate::ids::AccountId;
+use crate::ids::CustomerId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -11,7 +12,7 @@ pub struct Model {
     pub id: String,
     pub account_id: AccountId,
     pub session_id: String,
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     pub subscription_id: Option<String>,
     /// `payment_method_update`, `subscription_cancel`, `plan_switch` or `customer_update`.
     pub action: String,

@@ -2,6 +2,7 @@
 //! URL's token stored only as its SHA-256.
 
 use crate::ids::AccountId;
+use crate::ids::CustomerId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -11,7 +12,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: AccountId,
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     /// SHA-256 (hex) of the token in the session's URL.
     pub token_hash: String,
     pub return_url: Option<String>,

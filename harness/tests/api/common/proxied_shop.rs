@@ -261,8 +261,9 @@ impl Shop {
             .begin_charge(NewCharge {
                 account: AccountId::from_stored(self.account_id.clone()),
                 subscription_id: subscription_id.map(str::to_owned),
-                customer_id: self.customer.clone(),
-                payment_method_id: self.method.clone(),
+                customer_id: billing::ids::CustomerId::parse(&self.customer).expect("an id"),
+                payment_method_id: billing::ids::PaymentMethodId::parse(&self.method)
+                    .expect("an id"),
                 amount_cents: PLAN_MONTHLY,
                 fee_cents: FEE,
                 purpose: ChargePurpose::Manual,
