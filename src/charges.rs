@@ -14,7 +14,7 @@
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
-use crate::ids::{CustomerId, PaymentMethodId};
+use crate::ids::{CustomerId, PaymentMethodId, SubscriptionId};
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
@@ -33,7 +33,7 @@ use std::time::Duration;
 /// What to charge.
 #[derive(Clone, Debug)]
 pub struct ChargeRequest {
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,

@@ -32,10 +32,10 @@ macro_rules! id_type {
                 Self(raw)
             }
 
-            /// An id as a client sent it (a path, a body, a query), unchecked: one of another
-            /// resource, or of none, is then simply not found, as an unknown id is, and an
-            /// answer names it as it was sent. The API's one way from a request's string to
-            /// an id, so that its edge can be found.
+            /// An id as a request carried it (a path, a body, a query; another node's forwarded
+            /// message), unchecked: one of another resource, or of none, is then simply not
+            /// found, as an unknown id is, and an answer names it as it was sent. The one way
+            /// from a request's string to an id, so that the edge can be found.
             pub fn given(raw: impl Into<String>) -> Self {
                 Self(raw.into())
             }

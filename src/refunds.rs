@@ -187,7 +187,7 @@ impl Refunds {
         let account_id = account.id.clone();
         let store = self.charger.store();
         let charge = store.charge(&account_id, &refund.charge_id).await?;
-        let subscription = match charge.as_ref().and_then(|c| c.subscription_id.as_deref()) {
+        let subscription = match charge.as_ref().and_then(|c| c.subscription_id.as_ref()) {
             Some(id) => store.subscription(&account_id, id).await?,
             None => None,
         };

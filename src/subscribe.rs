@@ -58,7 +58,7 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         }
     };
     Subscription {
-        id: new.id.into_string(),
+        id: new.id,
         account_id: new.account_id,
         customer_id: new.customer_id,
         plan_id: new.plan_id,

@@ -35,7 +35,7 @@ struct Bare {
 }
 
 async fn bare_get(State(bare): State<Bare>, Path(id): Path<String>) -> Json<Value> {
-    let row = subscription::Entity::find_by_id(id)
+    let row = subscription::Entity::find_by_id(billing::ids::SubscriptionId::given(id))
         .one(&bare.db)
         .await
         .ok()

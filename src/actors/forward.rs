@@ -13,7 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
-use crate::ids::{AccountId, PlanId};
+use crate::ids::{AccountId, PlanId, SubscriptionId};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -310,6 +310,8 @@ impl super::Runtime {
         {
             return None;
         }
+        // A subscription's messages name its id; a webhook endpoint's (`Wake`, `Flush`) its own.
+        let subscription = || SubscriptionId::given(id);
         let reply = match message {
             Message::Wake => {
                 self.wake_endpoint(id).await;
@@ -320,18 +322,23 @@ impl super::Runtime {
                 Ok(Reply::Done)
             }
             Message::Act { command } => self
-                .call(id, |reply| Request::Act(command.clone(), reply))
+                .call(&subscription(), |reply| {
+                    Request::Act(command.clone(), reply)
+                })
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
             Message::Preview { plan_id, at } => self
-                .call(id, |reply| Request::Preview {
+                .call(&subscription(), |reply| Request::Preview {
                     plan_id: plan_id.clone(),
                     at,
                     reply,
                 })
                 .await
                 .map(Reply::Amount),
-            Message::Due => self.call(id, Request::Due).await.map(|()| Reply::Done),
+            Message::Due => self
+                .call(&subscription(), Request::Due)
+                .await
+                .map(|()| Reply::Done),
             Message::Outcome {
                 charge_id,
                 raw_status,
@@ -339,7 +346,7 @@ impl super::Runtime {
                 transaction_id,
                 event,
             } => self
-                .call(id, |reply| Request::Outcome {
+                .call(&subscription(), |reply| Request::Outcome {
                     charge_id: charge_id.clone(),
                     raw_status: raw_status.clone(),
                     message: message.clone(),

@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
-use crate::ids::CustomerId;
+use crate::ids::{CustomerId, SubscriptionId};
 use crate::refunds::{RefundError, RefundRequest};
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
@@ -94,7 +94,7 @@ impl From<ChargeAttempt> for ChargeOut {
             created_at: rfc3339(from_millis(charge.created_at)),
             period_start: charge.period_start.map(|at| rfc3339(from_millis(at))),
             id: charge.id,
-            subscription_id: charge.subscription_id,
+            subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
             customer_id: charge.customer_id.into_string(),
             amount_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
@@ -182,7 +182,7 @@ async fn list_charges(
     }
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = ChargeFilter {
-        subscription_id: query.subscription_id,
+        subscription_id: query.subscription_id.map(SubscriptionId::given),
         customer_id: query.customer_id.map(CustomerId::given),
         status: query.status,
     };

@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{CheckoutSessionId, CustomerId, PlanId};
+use crate::ids::{CheckoutSessionId, CustomerId, PlanId, SubscriptionId};
 use crate::store::checkout::CheckoutSession;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -192,7 +192,7 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
         }),
         id: session.id,
         status: session.status,
-        subscription_id: session.subscription_id,
+        subscription_id: session.subscription_id.map(SubscriptionId::into_string),
         plan_id: session.plan_id.into_string(),
         cycle: session.cycle,
         amount_in_cents: session.amount_cents,
@@ -376,6 +376,6 @@ async fn get_checkout_session_status(
     Ok(Json(CheckoutSessionStatusOut {
         id: session.id,
         status: session.status,
-        subscription_id: session.subscription_id,
+        subscription_id: session.subscription_id.map(SubscriptionId::into_string),
     }))
 }

@@ -6,6 +6,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -126,7 +127,11 @@ async fn list_events(
         .list_events(
             caller.account_id(),
             query.event_type.as_deref(),
-            query.subscription_id.as_deref(),
+            query
+                .subscription_id
+                .as_deref()
+                .map(SubscriptionId::given)
+                .as_ref(),
             &page,
         )
         .await?;

@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, AddonId, CustomerId, PlanId};
+use crate::ids::{AccountId, AddonId, CustomerId, PlanId, SubscriptionId};
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
@@ -203,7 +203,7 @@ impl InvoiceOut {
             number: invoice.number,
             status: "paid".to_owned(),
             charge_id: invoice.charge_id,
-            subscription_id: invoice.subscription_id,
+            subscription_id: invoice.subscription_id.map(SubscriptionId::into_string),
             customer_id: invoice.customer_id.into_string(),
             currency: CURRENCY.to_owned(),
             subtotal_cents: invoice.subtotal_cents,
@@ -225,7 +225,7 @@ async fn list_invoices(
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = InvoiceFilter {
         customer_id: query.customer_id.map(CustomerId::given),
-        subscription_id: query.subscription_id,
+        subscription_id: query.subscription_id.map(SubscriptionId::given),
         charge_id: query.charge_id,
     };
     let page = state

@@ -427,7 +427,7 @@ async fn outcome(
         redirect_url: session.success_url.as_deref().and_then(|url| {
             super::redirect_url(url, subscription_id, &status, charge.amount_cents)
         }),
-        subscription_id: Some(subscription_id.clone()),
+        subscription_id: Some(subscription_id.to_string()),
         status: session.status,
         summary: Some(SummaryOut {
             status,

@@ -6,7 +6,7 @@
 
 use super::entities::{account, balance_transaction};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
-use crate::ids::{AccountId, BalanceTransactionId};
+use crate::ids::{AccountId, BalanceTransactionId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -53,7 +53,7 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
         clock_ms: i64,
-    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
+    ) -> StoreResult<Option<(Balance, Vec<SubscriptionId>)>> {
         let mut tries = 0;
         loop {
             tries += 1;
@@ -75,7 +75,7 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
         clock_ms: i64,
-    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
+    ) -> StoreResult<Option<(Balance, Vec<SubscriptionId>)>> {
         let txn = self.begin().await?;
         let updated = account::Entity::update_many()
             .col_expr(

@@ -9,7 +9,7 @@ use super::entities::{charge_attempt, checkout_session, customer, payment_method
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
-use crate::ids::{AccountId, CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
@@ -171,7 +171,7 @@ impl StoreTxn {
         &self,
         id: &str,
         charge_id: &str,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         now_ms: i64,
     ) -> StoreResult<bool> {
         use checkout_session::Column as C;
@@ -229,7 +229,7 @@ impl StoreTxn {
     pub async fn attach_charge_to_subscription(
         &self,
         charge_id: &str,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         period_start: i64,
     ) -> StoreResult<()> {
         charge_attempt::Entity::update_many()

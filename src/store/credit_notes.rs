@@ -212,7 +212,7 @@ async fn created_event<C: ConnectionTrait>(
     note: &CreditNote,
 ) -> StoreResult<Event> {
     let metadata = match &invoice.subscription_id {
-        Some(id) => subscription::Entity::find_by_id(id.as_str())
+        Some(id) => subscription::Entity::find_by_id(id.clone())
             .select_only()
             .column(subscription::Column::Metadata)
             .into_tuple::<Option<String>>()
@@ -230,7 +230,7 @@ async fn created_event<C: ConnectionTrait>(
     });
     Ok(event_row(
         &note.account_id,
-        invoice.subscription_id.as_deref(),
+        invoice.subscription_id.as_ref(),
         "credit_note.created",
         data,
         note.issued_at,

@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
-use crate::ids::{AccountId, AddonId, CustomerId, InvoiceId, PlanId};
+use crate::ids::{AccountId, AddonId, CustomerId, InvoiceId, PlanId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -92,7 +92,7 @@ impl TaxId {
 #[derive(Debug, Default)]
 pub struct InvoiceFilter {
     pub customer_id: Option<CustomerId>,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub charge_id: Option<String>,
 }
 
@@ -239,7 +239,7 @@ pub(crate) struct Drafts {
 pub(crate) async fn draft_in<C: ConnectionTrait>(
     conn: &C,
     charges: &[&ChargeAttempt],
-    metadata: Option<&HashMap<&str, Option<&str>>>,
+    metadata: Option<&HashMap<&SubscriptionId, Option<&str>>>,
 ) -> StoreResult<Drafts> {
     if charges.is_empty() {
         return Ok(Drafts {
@@ -260,11 +260,11 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         .into_iter()
         .map(|c| (c.id.clone(), c))
         .collect();
-    let with_subscription: Vec<&str> = charges
+    let with_subscription: Vec<&SubscriptionId> = charges
         .iter()
-        .filter_map(|c| c.subscription_id.as_deref())
+        .filter_map(|c| c.subscription_id.as_ref())
         .collect();
-    let read: HashMap<String, Option<String>> =
+    let read: HashMap<SubscriptionId, Option<String>> =
         if with_subscription.is_empty() || metadata.is_some() {
             HashMap::new()
         } else {
@@ -273,13 +273,13 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
                 .column(subscription::Column::Id)
                 .column(subscription::Column::Metadata)
                 .filter(subscription::Column::Id.is_in(with_subscription))
-                .into_tuple::<(String, Option<String>)>()
+                .into_tuple::<(SubscriptionId, Option<String>)>()
                 .all(conn)
                 .await?
                 .into_iter()
                 .collect()
         };
-    let metadata_of = |id: &str| -> Option<String> {
+    let metadata_of = |id: &SubscriptionId| -> Option<String> {
         match metadata {
             Some(known) => known.get(id).copied().flatten().map(str::to_owned),
             None => read.get(id).cloned().flatten(),
@@ -311,7 +311,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         let row = invoice_row(charge, &customers, default_code)?;
         let metadata = charge
             .subscription_id
-            .as_deref()
+            .as_ref()
             .and_then(metadata_of)
             .and_then(|raw| serde_json::from_str(&raw).ok())
             .unwrap_or(serde_json::Value::Null);
@@ -323,7 +323,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         });
         events.push(event_row(
             &charge.account_id,
-            charge.subscription_id.as_deref(),
+            charge.subscription_id.as_ref(),
             "invoice.created",
             data,
             row.issued_at,

@@ -2,7 +2,7 @@
 //! of the change it reports; this is the envelope they share.
 
 use super::entities::event;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SubscriptionId};
 
 pub use event::Model as Event;
 
@@ -10,7 +10,7 @@ pub use event::Model as Event;
 /// `data` its builder gives: `events` for a subscription's, `invoices` for a document's).
 pub fn event_row(
     account: &AccountId,
-    subscription_id: Option<&str>,
+    subscription_id: Option<&SubscriptionId>,
     event_type: &str,
     data: serde_json::Value,
     now_ms: i64,
@@ -22,7 +22,7 @@ pub fn event_row(
         id,
         account_id: account.clone(),
         event_type: event_type.to_owned(),
-        subscription_id: subscription_id.map(str::to_owned),
+        subscription_id: subscription_id.cloned(),
         body: body.to_string(),
         created_at: now_ms,
     }

@@ -4,7 +4,7 @@
 use super::entities::{account, portal_action, portal_session};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::portal::{PortalConfig, PortalPatch};
-use crate::ids::{AccountId, PortalActionId};
+use crate::ids::{AccountId, PortalActionId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
@@ -14,7 +14,7 @@ pub type PortalAction = portal_action::Model;
 /// A portal action to record: what the customer did, through which session.
 pub struct NewPortalAction<'a> {
     pub session: &'a PortalSession,
-    pub subscription_id: Option<&'a str>,
+    pub subscription_id: Option<&'a SubscriptionId>,
     /// `payment_method_update`, `subscription_cancel`, `plan_switch`, `customer_update`.
     pub action: &'static str,
     pub detail: Option<serde_json::Value>,
@@ -120,7 +120,7 @@ impl Store {
             account_id: Set(new.session.account_id.clone()),
             session_id: Set(new.session.id.clone()),
             customer_id: Set(new.session.customer_id.clone()),
-            subscription_id: Set(new.subscription_id.map(str::to_owned)),
+            subscription_id: Set(new.subscription_id.cloned()),
             action: Set(new.action.to_owned()),
             detail: Set(new.detail.map(|detail| detail.to_string())),
             created_at: Set(new.now_ms),

@@ -19,7 +19,9 @@ use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
-use crate::ids::{AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId};
+use crate::ids::{
+    AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId, SubscriptionId,
+};
 use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -77,13 +79,16 @@ impl DueSnapshot {
 impl Store {
     /// The snapshots of the subscriptions `ids` that exist (at most a few hundred: one
     /// statement binds every id), in seven queries.
-    pub async fn due_snapshots(&self, ids: &[String]) -> StoreResult<HashMap<String, DueSnapshot>> {
+    pub async fn due_snapshots(
+        &self,
+        ids: &[SubscriptionId],
+    ) -> StoreResult<HashMap<SubscriptionId, DueSnapshot>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
         let conn = self.conn();
         let subs = subscription::Entity::find()
-            .filter(subscription::Column::Id.is_in(ids.iter().map(String::as_str)))
+            .filter(subscription::Column::Id.is_in(ids))
             .all(conn)
             .await?;
         if subs.is_empty() {
@@ -95,15 +100,13 @@ impl Store {
             .min()
             .unwrap_or(0);
         // As `period_charges`, for every subscription at once from the earliest `since`.
-        let charges: Vec<(Option<String>, ChargeStatus, Option<i64>)> =
+        let charges: Vec<(Option<SubscriptionId>, ChargeStatus, Option<i64>)> =
             period_charge_rows(ids, since)
                 .into_tuple()
                 .all(conn)
                 .await?;
         let addons: Vec<SubscriptionAddon> = subscription_addon::Entity::find()
-            .filter(
-                subscription_addon::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)),
-            )
+            .filter(subscription_addon::Column::SubscriptionId.is_in(ids))
             .order_by_asc(subscription_addon::Column::AttachedAt)
             .all(conn)
             .await?;
@@ -152,27 +155,23 @@ impl Store {
             .map(|c| (c.id.clone(), c))
             .collect();
 
-        let mut charges_of: HashMap<&str, Vec<(ChargeStatus, Option<i64>)>> = HashMap::new();
+        let mut charges_of: HashMap<&SubscriptionId, Vec<(ChargeStatus, Option<i64>)>> =
+            HashMap::new();
         for (sub, status, start) in &charges {
             if let Some(sub) = sub {
-                charges_of
-                    .entry(sub.as_str())
-                    .or_default()
-                    .push((*status, *start));
+                charges_of.entry(sub).or_default().push((*status, *start));
             }
         }
-        let mut addons_of: HashMap<&str, Vec<&SubscriptionAddon>> = HashMap::new();
+        let mut addons_of: HashMap<&SubscriptionId, Vec<&SubscriptionAddon>> = HashMap::new();
         for addon in &addons {
             addons_of
-                .entry(addon.subscription_id.as_str())
+                .entry(&addon.subscription_id)
                 .or_default()
                 .push(addon);
         }
         let mut snapshots = HashMap::with_capacity(subs.len());
         for sub in &subs {
-            let own = charges_of
-                .get(sub.id.as_str())
-                .map_or(&[][..], Vec::as_slice);
+            let own = charges_of.get(&sub.id).map_or(&[][..], Vec::as_slice);
             let charges = PeriodCharges::from_rows(
                 sub.current_period_start,
                 own.iter().map(|(status, start)| (*status, *start)),
@@ -185,7 +184,7 @@ impl Store {
                 .filter(|p| p.kind == CatalogKind::Plan.as_str() && in_account(&p.account_id))
                 .cloned();
             let addons = addons_of
-                .get(sub.id.as_str())
+                .get(&sub.id)
                 .map_or(&[][..], Vec::as_slice)
                 .iter()
                 .filter(|a| !a.detach_at_period_end)
@@ -224,13 +223,16 @@ impl Store {
 
 /// The (subscription, status, period start) rows `PeriodCharges` reads for `ids`, from the
 /// earliest `since` of theirs.
-pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_attempt::Entity> {
+pub fn period_charge_rows(
+    ids: &[SubscriptionId],
+    since: i64,
+) -> sea_orm::Select<charge_attempt::Entity> {
     charge_attempt::Entity::find()
         .select_only()
         .column(charge_attempt::Column::SubscriptionId)
         .column(charge_attempt::Column::Status)
         .column(charge_attempt::Column::PeriodStart)
-        .filter(charge_attempt::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)))
+        .filter(charge_attempt::Column::SubscriptionId.is_in(ids))
         .filter(PeriodCharges::rows_since(since))
 }
 
@@ -334,7 +336,7 @@ pub(crate) mod fixture {
             .await
             .expect("payment method");
         let sub = Subscription {
-            id: SubscriptionId::generate().into_string(),
+            id: SubscriptionId::generate(),
             account_id: account.clone(),
             customer_id: customer.id.clone(),
             plan_id: plan_a,
@@ -407,7 +409,7 @@ mod tests {
         let (store, sub) = (&shop.store, &shop.sub);
 
         let snapshots = store
-            .due_snapshots(&[sub.id.clone(), "sub_missing".into()])
+            .due_snapshots(&[sub.id.clone(), crate::ids::SubscriptionId::generate()])
             .await
             .expect("snapshots");
         assert_eq!(snapshots.len(), 1, "only subscriptions that exist");

@@ -25,7 +25,7 @@ use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::ids::{AccountId, CustomerId, RefundId};
+use crate::ids::{AccountId, CustomerId, RefundId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -71,7 +71,7 @@ pub struct NewRefund {
 /// Filters of `GET /v1/charges`.
 #[derive(Clone, Debug, Default)]
 pub struct ChargeFilter {
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub customer_id: Option<CustomerId>,
     pub status: Option<String>,
 }

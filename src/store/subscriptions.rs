@@ -8,7 +8,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
-use crate::ids::{AccountId, AddonId, CustomerId, PlanId};
+use crate::ids::{AccountId, AddonId, CustomerId, PlanId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -86,17 +86,20 @@ impl Store {
     pub async fn subscription(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
-        Ok(subscription::Entity::find_scoped(account, id)
+        Ok(subscription::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
 
     /// A subscription by id alone: for the runtime, which got the id from a scoped lookup or
     /// from its own timers.
-    pub async fn subscription_by_id(&self, id: &str) -> StoreResult<Option<Subscription>> {
-        Ok(subscription::Entity::find_by_id(id)
+    pub async fn subscription_by_id(
+        &self,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>> {
+        Ok(subscription::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -152,10 +155,10 @@ impl Store {
         &self,
         account: &AccountId,
         horizon_ms: i64,
-        after: Option<(i64, String)>,
+        after: Option<(i64, SubscriptionId)>,
         limit: u64,
         shards: Option<&[u16]>,
-    ) -> StoreResult<Vec<(String, i64)>> {
+    ) -> StoreResult<Vec<(SubscriptionId, i64)>> {
         let mut select = subscription::Entity::find()
             .select_only()
             .column(subscription::Column::Id)
@@ -180,14 +183,14 @@ impl Store {
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
             .limit(limit)
-            .into_tuple::<(String, i64)>()
+            .into_tuple::<(SubscriptionId, i64)>()
             .all(self.conn())
             .await?)
     }
 
     pub async fn subscription_addons(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Vec<SubscriptionAddon>> {
         Ok(subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
@@ -206,7 +209,7 @@ impl Store {
     /// The pending charge of a subscription, if one is in flight.
     pub async fn pending_charge_of(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
@@ -218,7 +221,7 @@ impl Store {
     /// The pending charge of a subscription that an action waits on (`pending_change`).
     pub async fn pending_change_of(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
@@ -233,7 +236,7 @@ impl Store {
     /// pending, and which periods starting at `since` or later are paid.
     pub async fn period_charges(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         since: i64,
     ) -> StoreResult<PeriodCharges> {
         let rows: Vec<(ChargeStatus, Option<i64>)> = charge_attempt::Entity::find()
@@ -248,7 +251,11 @@ impl Store {
         Ok(PeriodCharges::from_rows(since, rows.into_iter()))
     }
 
-    pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
+    pub async fn period_paid(
+        &self,
+        subscription_id: &SubscriptionId,
+        period_start: i64,
+    ) -> StoreResult<bool> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
             .filter(charge_attempt::Column::PeriodStart.eq(period_start))
@@ -269,7 +276,7 @@ impl Store {
         &self,
         account: &AccountId,
         event_type: Option<&str>,
-        subscription_id: Option<&str>,
+        subscription_id: Option<&SubscriptionId>,
         page: &PageRequest,
     ) -> StoreResult<Page<Event>> {
         let mut select = event::Entity::scoped(account);
@@ -341,7 +348,7 @@ impl StoreTxn {
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
         let read_at = row.version;
         let id = row.id.clone();
-        let shard = crate::store::ownership::shard_of(&id);
+        let shard = crate::store::ownership::shard_of(id.as_str());
         let fence = self.fence(shard).await?;
         let mut written = row;
         written.version = read_at + 1;
@@ -373,7 +380,7 @@ impl StoreTxn {
         &self,
         account: &AccountId,
         now_ms: i64,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<SubscriptionId>> {
         let rows = subscription::Entity::update_many()
             .col_expr(subscription::Column::DueAt, Expr::value(now_ms))
             // A version bump: an actor that read the row before this (and is about to pause
@@ -412,12 +419,12 @@ impl StoreTxn {
 
     pub async fn mark_addon_detached(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         addon_id: &AddonId,
     ) -> StoreResult<()> {
         subscription_addon::ActiveModel {
-            subscription_id: Set(subscription_id.to_owned()),
-            addon_id: Set(addon_id.to_owned()),
+            subscription_id: Set(subscription_id.clone()),
+            addon_id: Set(addon_id.clone()),
             detach_at_period_end: Set(true),
             ..Default::default()
         }
@@ -429,7 +436,7 @@ impl StoreTxn {
     /// Whether `addon_id` is attached to the subscription (detached at period end included).
     pub async fn addon_attached(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         addon_id: &AddonId,
     ) -> StoreResult<bool> {
         Ok(subscription_addon::Entity::find()
@@ -441,7 +448,7 @@ impl StoreTxn {
     }
 
     /// Removes add-ons detached during the period that just ended.
-    pub async fn drop_detached_addons(&self, subscription_id: &str) -> StoreResult<()> {
+    pub async fn drop_detached_addons(&self, subscription_id: &SubscriptionId) -> StoreResult<()> {
         subscription_addon::Entity::delete_many()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
             .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))

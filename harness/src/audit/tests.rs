@@ -4,7 +4,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::{AccountId, CustomerId, PaymentMethodId};
+use billing::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
 use billing::store::accounts::NewAccount;
 use billing::store::charges::{BeginChargeError, NewCharge};
 use billing::store::{Store, StoreError};
@@ -41,10 +41,15 @@ async fn store_with_account() -> (Store, AccountId) {
     (store, id)
 }
 
-fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewCharge {
+/// The one subscription these charges are of (no row: the charges' table does not ask).
+fn sub_1() -> SubscriptionId {
+    SubscriptionId::parse("sub_1").expect("an id")
+}
+
+fn charge(account: &AccountId, subscription: &SubscriptionId, period_start: i64) -> NewCharge {
     NewCharge {
         account: account.clone(),
-        subscription_id: Some(subscription.to_owned()),
+        subscription_id: Some(subscription.clone()),
         customer_id: CustomerId::generate(),
         payment_method_id: PaymentMethodId::generate(),
         amount_cents: 100_000,
@@ -61,10 +66,10 @@ fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewChar
 async fn a_period_takes_one_live_charge_whoever_asks() {
     let (store, account) = store_with_account().await;
     let first = store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("first");
-    let second = store.begin_charge(charge(&account, "sub_1", 1_000)).await;
+    let second = store.begin_charge(charge(&account, &sub_1(), 1_000)).await;
     assert!(
         matches!(second, Err(BeginChargeError::PeriodTaken)),
         "{second:?}"
@@ -78,11 +83,11 @@ async fn a_period_takes_one_live_charge_whoever_asks() {
         .await
         .expect("settle");
     store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("retry");
     store
-        .begin_charge(charge(&account, "sub_1", 2_000))
+        .begin_charge(charge(&account, &sub_1(), 2_000))
         .await
         .expect("next period");
 }
@@ -140,7 +145,7 @@ async fn a_charge_is_never_refunded_beyond_its_amount_nor_twice_at_once() {
     use sea_orm::ConnectionTrait;
     let (store, account) = store_with_account().await;
     let charge = store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("charge");
     store

@@ -5,7 +5,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
-use billing::ids::{AccountId, CustomerId, PaymentMethodId};
+use billing::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
 use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{
@@ -235,7 +235,7 @@ impl crate::Raw<'_> {
 #[derive(Clone, Debug)]
 pub struct RenewalRows {
     pub account: AccountId,
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
     pub charge_id: String,

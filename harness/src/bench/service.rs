@@ -240,7 +240,7 @@ pub(super) async fn approved_card(
 pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
     let far = now + 365 * DAY_MS;
     Subscription {
-        id: SubscriptionId::generate().into_string(),
+        id: SubscriptionId::generate(),
         account_id: shop.account.clone(),
         customer_id: shop.customer.clone(),
         plan_id: shop.plan.clone(),

@@ -2,7 +2,7 @@
 //! invariant checker's own queries (`audit`): one account's charges and subscriptions as
 //! plain rows, and a fresh PostgreSQL schema per run. Nothing here is on a request's path.
 
-use billing::ids::AccountId;
+use billing::ids::{AccountId, SubscriptionId};
 use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{charge_attempt, subscription};
@@ -50,7 +50,7 @@ impl crate::Raw<'_> {
                 reference: row.reference,
                 status: row.status.as_str().to_owned(),
                 payment_method_id: row.payment_method_id.into_string(),
-                subscription_id: row.subscription_id,
+                subscription_id: row.subscription_id.map(SubscriptionId::into_string),
                 purpose: row.purpose.as_str().to_owned(),
                 period_start: row.period_start,
             })
@@ -69,7 +69,7 @@ impl crate::Raw<'_> {
         Ok(rows
             .into_iter()
             .map(|row| ChaosSubscription {
-                id: row.id,
+                id: row.id.into_string(),
                 customer_id: row.customer_id.into_string(),
                 status: row.status.as_str().to_owned(),
                 payment_method_id: row.default_payment_method_id.into_string(),

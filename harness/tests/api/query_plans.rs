@@ -103,7 +103,9 @@ async fn renewals_read_their_charges_through_the_subscriptions_index() {
     let Some((_store, mut conn)) = unanalysed_charges("approved").await else {
         return;
     };
-    let ids: Vec<String> = (1..=3).map(|n| format!("sub_{n}")).collect();
+    let ids: Vec<billing::ids::SubscriptionId> = (1..=3)
+        .map(|n| billing::ids::SubscriptionId::parse(&format!("sub_{n}")).expect("an id"))
+        .collect();
     let statement = sea_orm::QueryTrait::build(&period_charge_rows(&ids, 0), DbBackend::Postgres);
     let plan = generic_plan(
         &mut conn,

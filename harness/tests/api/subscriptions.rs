@@ -932,7 +932,7 @@ async fn two_schedulers_never_load_the_same_due_row(app: TestApp) {
                 .await
                 .expect("page")
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|(id, _)| id.into_string())
                 .collect::<BTreeSet<String>>()
         }
     };

@@ -14,6 +14,7 @@ use crate::domain::charge_status::ChargeStatus;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
+use crate::ids::SubscriptionId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
@@ -357,7 +358,7 @@ impl Context<'_> {
         };
         match self
             .apply_outcome(
-                charge.subscription_id.as_deref(),
+                charge.subscription_id.as_ref(),
                 &charge.id,
                 reported,
                 None,
@@ -420,7 +421,7 @@ impl Context<'_> {
     /// arrive at the same time (`store::batch`), any other alone.
     pub(super) async fn apply_outcome(
         &self,
-        subscription_id: Option<&str>,
+        subscription_id: Option<&SubscriptionId>,
         charge_id: &str,
         reported: Reported<'_>,
         event: Option<ProcessorEvent>,
@@ -506,7 +507,7 @@ impl Context<'_> {
                     }
                     return Ok(Applied::Already);
                 }
-                if settled.charge.subscription_id.as_deref() != Some(sub.id.as_str()) {
+                if settled.charge.subscription_id.as_ref() != Some(&sub.id) {
                     // Rolled back: the outcome reached the actor of another subscription.
                     return Err(StoreError::invariant(format!(
                         "charge {} is not of subscription {}",
@@ -561,7 +562,7 @@ fn settle_in_batch(
     let period_start = charge.period_start?;
     if !charge.is(ChargeStatus::Pending)
         || charge.pending_change.is_some()
-        || charge.subscription_id.as_deref() != Some(sub.id.as_str())
+        || charge.subscription_id.as_ref() != Some(&sub.id)
     {
         return None;
     }

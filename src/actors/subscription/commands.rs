@@ -12,7 +12,7 @@ use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
-use crate::ids::{AddonId, PaymentMethodId, PlanId};
+use crate::ids::{AddonId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogItem;
@@ -37,7 +37,7 @@ impl Context<'_> {
     /// `MovedMidway` (part of it stays done: its Idempotency-Key keeps the answer).
     pub(super) async fn apply_command(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         command: Command,
     ) -> Result<ActionOutcome, ActionError> {
         let (sub, account, now) = self.load(id).await?;
@@ -54,7 +54,7 @@ impl Context<'_> {
     /// its subscription's row, whose version it bumps, so a row still at the version the
     /// command read shows that none did. Anything else (a newer version, or no answer) may
     /// have come from this command and is `MovedMidway`.
-    async fn fenced_command(&self, id: &str, read_at: i64) -> ActionError {
+    async fn fenced_command(&self, id: &SubscriptionId, read_at: i64) -> ActionError {
         match self.store().subscription_by_id(id).await {
             Ok(Some(row)) if row.version == read_at => ActionError::Moving,
             Ok(_) => ActionError::MovedMidway,
@@ -69,7 +69,7 @@ impl Context<'_> {
     /// answering the charge it made, if any.
     async fn run_command(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         mut sub: Subscription,
         account: Arc<Account>,
         now: i64,

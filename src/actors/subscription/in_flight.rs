@@ -3,6 +3,7 @@
 //! about it without reading it, and per subscription the row its charge began on, which the
 //! outcome settles on without reading it again.
 
+use crate::ids::SubscriptionId;
 use crate::store::charges::ChargeAttempt;
 use crate::store::ownership::Ownership;
 use crate::store::subscriptions::Subscription;
@@ -32,7 +33,7 @@ pub struct InFlight {
     /// Per subscription, the row its period charge left when it began, with that charge's id:
     /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
     /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
-    began: dashmap::DashMap<String, (String, Box<Subscription>)>,
+    began: dashmap::DashMap<SubscriptionId, (String, Box<Subscription>)>,
     /// What this node holds: a charge's copy is trusted only while its shard stays here.
     ownership: Arc<Ownership>,
     /// Requests waiting for a charge's outcome (`settlement`), woken when it is applied here.
@@ -80,10 +81,10 @@ impl InFlight {
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         if let Some(slot) = slot {
-            let epoch = charge
-                .subscription_id
-                .as_deref()
-                .and_then(|id| self.ownership.epoch(crate::store::ownership::shard_of(id)));
+            let epoch = charge.subscription_id.as_ref().and_then(|id| {
+                self.ownership
+                    .epoch(crate::store::ownership::shard_of(id.as_str()))
+            });
             self.out.insert(
                 charge.id.clone(),
                 OutCharge {
@@ -107,7 +108,7 @@ impl InFlight {
     pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
         let out = self.out.get(reference)?;
         let charge = out.charge.as_deref()?;
-        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_deref()?);
+        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_ref()?.as_str());
         (charge.reference == reference
             && out.epoch.is_some()
             && self.ownership.epoch(shard) == out.epoch)
@@ -166,19 +167,23 @@ impl InFlight {
 
     /// The row kept when `charge_id` began, if it is the subscription's last kept one (taken:
     /// an outcome uses it once).
-    pub fn take_began(&self, subscription_id: &str, charge_id: &str) -> Option<Subscription> {
+    pub fn take_began(
+        &self,
+        subscription_id: &SubscriptionId,
+        charge_id: &str,
+    ) -> Option<Subscription> {
         let (_, (charge, row)) = self.began.remove(subscription_id)?;
         (charge == charge_id).then_some(*row)
     }
 
     /// Forgets the row kept for `subscription_id`'s charge (a command may change the row, or
     /// the shard moved away).
-    pub fn forget_began(&self, subscription_id: &str) {
+    pub fn forget_began(&self, subscription_id: &SubscriptionId) {
         self.began.remove(subscription_id);
     }
 
     /// The charge whose row is kept for `subscription_id`, if any.
-    pub fn began_charge(&self, subscription_id: &str) -> Option<String> {
+    pub fn began_charge(&self, subscription_id: &SubscriptionId) -> Option<String> {
         self.began.get(subscription_id).map(|kept| kept.0.clone())
     }
 }

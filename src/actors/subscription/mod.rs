@@ -21,7 +21,7 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
-use crate::ids::PlanId;
+use crate::ids::{PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::charges::{ChargeAttempt, NewCharge};
@@ -39,7 +39,7 @@ pub(super) struct SubscriptionActor {
 }
 
 pub(super) struct ActorState {
-    id: String,
+    id: SubscriptionId,
     last_message: Instant,
     stats: Arc<ActorStats>,
 }
@@ -47,12 +47,12 @@ pub(super) struct ActorState {
 impl Actor for SubscriptionActor {
     type Msg = SubscriptionMsg;
     type State = ActorState;
-    type Arguments = (String, Arc<ActorStats>);
+    type Arguments = (SubscriptionId, Arc<ActorStats>);
 
     async fn pre_start(
         &self,
         myself: ActorRef<SubscriptionMsg>,
-        (id, stats): (String, Arc<ActorStats>),
+        (id, stats): (SubscriptionId, Arc<ActorStats>),
     ) -> Result<ActorState, ActorProcessingErr> {
         // One idle check at a time, re-armed by the check itself (the timer task is detached:
         // dropping its handle does not cancel it).
@@ -77,7 +77,7 @@ impl Actor for SubscriptionActor {
                 return Ok(());
             }
         };
-        if !self.runtime.owns(&state.id) {
+        if !self.runtime.owns(state.id.as_str()) {
             // The shard moved to another node while this message waited: refused, and the
             // actor stops (the sender finds the new owner).
             refuse(request);
@@ -121,7 +121,7 @@ impl SubscriptionActor {
     fn stop_now(&self, myself: &ActorRef<SubscriptionMsg>, state: &ActorState) {
         self.runtime
             .subscriptions()
-            .forget(&state.id, myself.get_id(), false);
+            .forget(state.id.as_str(), myself.get_id(), false);
         myself.stop(None);
     }
 }
@@ -226,7 +226,7 @@ pub(super) async fn emit(
 impl Context<'_> {
     pub(super) async fn load(
         &self,
-        id: &str,
+        id: &SubscriptionId,
     ) -> Result<(Subscription, Arc<Account>, i64), ActionError> {
         let sub = self
             .store()

@@ -5,7 +5,7 @@ use super::*;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::http::extract::METADATA_MAX_BYTES;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::webhooks::MAX_PAYLOAD_BYTES;
 use serde_json::json;
 
@@ -15,7 +15,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
     let filler = "x".repeat(METADATA_MAX_BYTES - r#"{"k":""}"#.len());
     let metadata = json!({"k": filler}).to_string();
     assert_eq!(metadata.len(), METADATA_MAX_BYTES);
-    let id = "sub_01a20748d4787232924bab375e9b2bba".to_owned();
+    let id = SubscriptionId::parse("sub_01a20748d4787232924bab375e9b2bba").expect("an id");
     let sub = Subscription {
         id: id.clone(),
         account_id: AccountId::parse("acct_01a20748d4787232924bab375e9b2bba").expect("an id"),
@@ -243,7 +243,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
     // The outcome ended the renewal's work: its actor stops (after answering) without
     // waiting to be idle.
     let bound = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while runtime.inner.subscriptions.get(&id).is_some() {
+    while runtime.inner.subscriptions.get(id.as_str()).is_some() {
         assert!(
             std::time::Instant::now() < bound,
             "the actor is still live 10 s after its charge's outcome"

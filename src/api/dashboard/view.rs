@@ -4,6 +4,7 @@
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use askama::Template;
 
 #[derive(Template)]
@@ -188,7 +189,9 @@ pub(super) async fn page(
             .map(|c| FailureRow {
                 amount: cop(c.amount_cents),
                 at: when(c.updated_at),
-                subscription: c.subscription_id.unwrap_or_else(|| "-".into()),
+                subscription: c
+                    .subscription_id
+                    .map_or_else(|| "-".into(), SubscriptionId::into_string),
                 message: c.processor_message.unwrap_or_default(),
                 id: c.id,
                 account: c.account_id.into_string(),

@@ -19,7 +19,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
-use crate::ids::PlanId;
+use crate::ids::{PlanId, SubscriptionId};
 use crate::processor::client::SourceKind;
 use crate::store::PageRequest;
 use crate::store::invoices::InvoiceFilter;
@@ -166,7 +166,11 @@ fn disabled(what: &str) -> ApiError {
 }
 
 /// The session's customer's subscription `id`, or 404 (another customer's too).
-async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<Subscription> {
+async fn theirs(
+    state: &AppState,
+    portal: &PortalCaller,
+    id: &SubscriptionId,
+) -> ApiResult<Subscription> {
     state
         .store
         .subscription(portal.account_id(), id)
@@ -180,7 +184,7 @@ async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<
 async fn record(
     state: &AppState,
     portal: &PortalCaller,
-    subscription_id: Option<&str>,
+    subscription_id: Option<&SubscriptionId>,
     action: &'static str,
     detail: serde_json::Value,
 ) {
@@ -219,6 +223,7 @@ async fn cancel(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<CancelIn>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let config = config(&state, &portal).await?;
     if !config.cancel.enabled {
         return Err(disabled("Cancelling"));
@@ -275,6 +280,7 @@ async fn replace_payment_method(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PaymentMethodIn>,
 ) -> ApiResult<Json<PaymentMethodReplaced>> {
+    let id = SubscriptionId::given(id);
     if !config(&state, &portal).await?.payment_method_update.enabled {
         return Err(disabled("Changing the payment method"));
     }
@@ -375,6 +381,7 @@ async fn change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let plan_id = PlanId::given(body.plan_id);
     let prorate = offered(&state, &portal, &plan_id).await?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
@@ -407,6 +414,7 @@ async fn preview_change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Json<PreviewOut>> {
+    let id = SubscriptionId::given(id);
     let plan_id = PlanId::given(body.plan_id);
     let prorate = offered(&state, &portal, &plan_id).await?;
     theirs(&state, &portal, &id).await?;

@@ -20,7 +20,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::ids::{CustomerId, PortalSessionId};
+use crate::ids::{CustomerId, PortalSessionId, SubscriptionId};
 use crate::secrets::{random_token, sha256_hex};
 use crate::store::portal::PortalSession;
 use axum::Json;
@@ -158,7 +158,10 @@ async fn create_portal_session(
         }
         let theirs = state
             .store
-            .subscription(account, &flow.subscription_id)
+            .subscription(
+                account,
+                &SubscriptionId::given(flow.subscription_id.as_str()),
+            )
             .await?
             .is_some_and(|sub| sub.customer_id == customer.id);
         if !theirs {
@@ -179,7 +182,10 @@ async fn create_portal_session(
         return_url,
         locale,
         flow_type: body.flow.as_ref().map(|flow| flow.kind.clone()),
-        flow_subscription_id: body.flow.as_ref().map(|flow| flow.subscription_id.clone()),
+        flow_subscription_id: body
+            .flow
+            .as_ref()
+            .map(|flow| SubscriptionId::given(flow.subscription_id.as_str())),
         expires_at: now + SESSION_TTL_MS,
         created_at: now,
     };
@@ -270,7 +276,7 @@ async fn get_portal_session(
                 .and_then(|raw| serde_json::from_str(raw).ok())
                 .unwrap_or(serde_json::Value::Null),
             action: action.action,
-            subscription_id: action.subscription_id,
+            subscription_id: action.subscription_id.map(SubscriptionId::into_string),
             created_at: at(action.created_at),
         })
         .collect();
@@ -278,7 +284,12 @@ async fn get_portal_session(
         flow: session
             .flow_type
             .clone()
-            .zip(session.flow_subscription_id.clone())
+            .zip(
+                session
+                    .flow_subscription_id
+                    .clone()
+                    .map(SubscriptionId::into_string),
+            )
             .map(|(kind, subscription_id)| FlowIn {
                 kind,
                 subscription_id,

@@ -15,6 +15,7 @@ use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -156,8 +157,19 @@ async fn render(
     let account = portal.account_id();
     let config: PortalConfig = state.store.portal_config(account).await?;
     let data: PortalCustomerOut = customer_data(state, portal, &config).await?;
-    let ids: Vec<String> = data.subscriptions.iter().map(|s| s.id.clone()).collect();
-    let snapshots = state.store.due_snapshots(&ids).await?;
+    // The page is drawn from the API's answers, whose ids are strings.
+    let ids: Vec<SubscriptionId> = data
+        .subscriptions
+        .iter()
+        .filter_map(|s| SubscriptionId::parse(&s.id))
+        .collect();
+    let snapshots: std::collections::HashMap<String, _> = state
+        .store
+        .due_snapshots(&ids)
+        .await?
+        .into_iter()
+        .map(|(id, snapshot)| (id.into_string(), snapshot))
+        .collect();
     let mut subscriptions = Vec::new();
     for sub in &data.subscriptions {
         let snapshot = snapshots.get(&sub.id);
@@ -278,11 +290,13 @@ async fn render(
         show_invoices: config.invoice_history.enabled,
         cancel_immediately: config.cancel.mode == CancelMode::Immediately,
         plans,
-        flow: portal
-            .session
-            .flow_type
-            .clone()
-            .zip(portal.session.flow_subscription_id.clone()),
+        flow: portal.session.flow_type.clone().zip(
+            portal
+                .session
+                .flow_subscription_id
+                .as_ref()
+                .map(SubscriptionId::to_string),
+        ),
         tax_id_type: customer
             .tax_id
             .as_ref()

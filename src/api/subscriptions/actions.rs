@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::list::ListOut;
 use crate::http::state::AppState;
-use crate::ids::{AccountId, AddonId, PlanId};
+use crate::ids::{AccountId, AddonId, PlanId, SubscriptionId};
 use crate::store::charges::ChargeAttempt;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -39,6 +39,7 @@ pub(super) async fn cancel_subscription(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CancelIn>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let command = Command::Cancel {
         at_period_end: body.at_period_end.unwrap_or(true),
     };
@@ -58,6 +59,7 @@ pub(super) async fn pause_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
         act(&state, &caller, &id, Command::Pause)
             .await?
@@ -74,6 +76,7 @@ pub(super) async fn resume_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
         act(&state, &caller, &id, Command::Resume)
             .await?
@@ -125,6 +128,7 @@ pub(super) async fn change_plan(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ChangePlanIn>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     let command = Command::ChangePlan {
@@ -164,6 +168,7 @@ pub(super) async fn preview_change_plan(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<PreviewIn>,
 ) -> ApiResult<Json<PreviewOut>> {
+    let id = SubscriptionId::given(id);
     scoped(&state, &caller, &id).await?;
     let at = state.runtime.clock().now_ms(caller.account_id()).await?;
     let amount = state
@@ -222,6 +227,7 @@ pub(super) async fn charge_now(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let outcome = act(&state, &caller, &id, Command::ChargeNow).await?;
     let Some(charge) = outcome.charge else {
         return Err(ApiError::InsufficientBalance(
@@ -247,7 +253,7 @@ impl From<ChargeAttempt> for ChargeOut {
         Self {
             created_at: rfc3339(from_millis(charge.created_at)),
             id: charge.id,
-            subscription_id: charge.subscription_id,
+            subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
             amount_in_cents: charge.amount_cents,
             status: charge.status,
             processor_status: charge.processor_status,
@@ -279,6 +285,7 @@ pub(super) async fn attach_addon(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AttachAddonIn>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let command = Command::AttachAddon {
         addon_id: AddonId::given(body.addon_id),
         prorate: body.prorate.unwrap_or(true),
@@ -365,6 +372,7 @@ pub(super) async fn detach_addon(
     caller: Caller,
     Path((id, addon_id)): Path<(String, String)>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
         act(
             &state,
@@ -388,6 +396,7 @@ pub(super) async fn list_addons(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ListOut<crate::api::catalog::CatalogItemOut>>> {
+    let id = SubscriptionId::given(id);
     scoped(&state, &caller, &id).await?;
     let account = caller.account_id();
     let mut data = Vec::new();

@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::catalog::CatalogItem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
@@ -89,7 +89,7 @@ impl From<Subscription> for SubscriptionOut {
             trial_end: sub.trial_end.map(at),
             created_at: at(sub.created_at),
             metadata: metadata_value(sub.metadata.as_deref()),
-            id: sub.id,
+            id: sub.id.into_string(),
             customer_id: sub.customer_id.into_string(),
             plan_id: sub.plan_id.into_string(),
             status: sub.status,
@@ -183,7 +183,11 @@ pub(super) fn action_error(err: ActionError) -> ApiError {
     }
 }
 
-pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
+pub(super) async fn scoped(
+    state: &AppState,
+    caller: &Caller,
+    id: &SubscriptionId,
+) -> ApiResult<Subscription> {
     state
         .store
         .subscription(caller.account_id(), id)
@@ -194,7 +198,7 @@ pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiRe
 pub(super) async fn act(
     state: &AppState,
     caller: &Caller,
-    id: &str,
+    id: &SubscriptionId,
     command: Command,
 ) -> ApiResult<ActionOutcome> {
     scoped(state, caller, id).await?;
@@ -227,7 +231,7 @@ async fn list_subscriptions(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |s| s.id.clone(),
+        |s| s.id.to_string(),
         SubscriptionOut::from,
     )))
 }
@@ -240,6 +244,7 @@ async fn get_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(scoped(&state, &caller, &id).await?.into()))
 }
 
@@ -260,6 +265,7 @@ async fn update_subscription(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<SubscriptionPatch>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let sub = scoped(&state, &caller, &id).await?;
     let method = state
         .store

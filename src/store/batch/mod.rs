@@ -31,6 +31,7 @@ use super::entities::{account, subscription_addon};
 use super::subscriptions::{Event, Subscription};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
+use crate::ids::SubscriptionId;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
 use std::collections::{BTreeMap, HashMap};
@@ -377,9 +378,9 @@ impl Store {
             .filter(|c| c.is(ChargeStatus::Approved))
             .filter(|_| self.issuing == super::Issuing::Issued)
             .collect();
-        let metadata: HashMap<&str, Option<&str>> = chosen
+        let metadata: HashMap<&SubscriptionId, Option<&str>> = chosen
             .iter()
-            .map(|s| (s.row.id.as_str(), s.row.metadata.as_deref()))
+            .map(|s| (&s.row.id, s.row.metadata.as_deref()))
             .collect();
         let invoices = super::invoices::draft_in(conn, &approved, Some(&metadata)).await?;
 

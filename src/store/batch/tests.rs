@@ -18,7 +18,7 @@ async fn subscriptions(shop: &Shop, n: usize) -> Vec<Subscription> {
     let mut rows = Vec::new();
     for _ in 0..n {
         let mut row = shop.sub.clone();
-        row.id = SubscriptionId::generate().into_string();
+        row.id = SubscriptionId::generate();
         txn.insert_subscription(row.clone()).await.expect("insert");
         rows.push(row);
     }
@@ -121,7 +121,7 @@ async fn a_batch_writes_every_row_in_one_unit_or_nothing_at_all() {
     for ((charge, row), sub) in began.iter().zip(&subs) {
         let stored = shop.store.charge_by_id(&charge.id).await.expect("read");
         assert_eq!(stored.as_ref(), Some(charge));
-        assert_eq!(charge.subscription_id.as_deref(), Some(sub.id.as_str()));
+        assert_eq!(charge.subscription_id.as_ref(), Some(&sub.id));
         assert_eq!(charge.status, ChargeStatus::Pending);
         assert_eq!(row.version, sub.version + 1);
         assert_eq!(row.due_at, None);

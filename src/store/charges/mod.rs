@@ -19,7 +19,7 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
@@ -35,7 +35,7 @@ pub use processor_event::Model as ProcessorEvent;
 #[derive(Clone, Debug)]
 pub struct NewCharge {
     pub account: AccountId,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,

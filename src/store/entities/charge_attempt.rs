@@ -4,6 +4,7 @@
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::AccountId;
+use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
@@ -13,7 +14,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: AccountId,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,

@@ -2,6 +2,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::PlanId;
+use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
@@ -22,7 +23,7 @@ pub struct Model {
     pub metadata: Option<String>,
     pub status: String,
     pub expires_at: i64,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub attempt_charge_id: Option<String>,
     pub attempt_customer_id: Option<CustomerId>,
     pub attempt_payment_method_id: Option<PaymentMethodId>,

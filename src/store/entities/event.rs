@@ -1,6 +1,7 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
 use crate::ids::AccountId;
+use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -11,7 +12,7 @@ pub struct Model {
     pub account_id: AccountId,
     #[sea_orm(column_name = "type")]
     pub event_type: String,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     /// The event's JSON payload exactly as delivered.
     pub body: String,
     pub created_at: i64,

@@ -3,6 +3,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::CustomerId;
+use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -16,7 +17,7 @@ pub struct Model {
     /// The series' prefix and the sequence (`FV-1`).
     pub number: String,
     pub charge_id: String,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     /// JSON of `store::invoices::Party`, as the customer was at issue.
     pub customer: String,

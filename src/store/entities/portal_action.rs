@@ -2,6 +2,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::CustomerId;
+use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -13,7 +14,7 @@ pub struct Model {
     pub account_id: AccountId,
     pub session_id: String,
     pub customer_id: CustomerId,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     /// `payment_method_update`, `subscription_cancel`, `plan_switch` or `customer_update`.
     pub action: String,
     /// JSON: what the action carried (the reason given, the plan switched to, …).

@@ -3,6 +3,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::CustomerId;
+use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -20,7 +21,7 @@ pub struct Model {
     pub locale: Option<String>,
     /// `payment_method_update` or `subscription_cancel`: the action the page opens with.
     pub flow_type: Option<String>,
-    pub flow_subscription_id: Option<String>,
+    pub flow_subscription_id: Option<SubscriptionId>,
     pub expires_at: i64,
     pub created_at: i64,
 }

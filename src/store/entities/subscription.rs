@@ -5,6 +5,7 @@ use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::ids::AccountId;
 use crate::ids::PlanId;
+use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
@@ -12,7 +13,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "subscriptions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: SubscriptionId,
     pub account_id: AccountId,
     pub customer_id: CustomerId,
     pub plan_id: PlanId,

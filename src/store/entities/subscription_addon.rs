@@ -2,13 +2,14 @@
 
 use crate::ids::AccountId;
 use crate::ids::AddonId;
+use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "subscription_addons")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub addon_id: AddonId,
     pub account_id: AccountId,

@@ -260,7 +260,8 @@ impl Shop {
         self.store
             .begin_charge(NewCharge {
                 account: AccountId::from_stored(self.account_id.clone()),
-                subscription_id: subscription_id.map(str::to_owned),
+                subscription_id: subscription_id
+                    .map(|id| billing::ids::SubscriptionId::parse(id).expect("an id")),
                 customer_id: billing::ids::CustomerId::parse(&self.customer).expect("an id"),
                 payment_method_id: billing::ids::PaymentMethodId::parse(&self.method)
                     .expect("an id"),
