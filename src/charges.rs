@@ -14,7 +14,7 @@
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
-use crate::ids::{CustomerId, PaymentMethodId, SubscriptionId};
+use crate::ids::{ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
@@ -85,13 +85,13 @@ pub struct Charger {
     recheck_base: Duration,
     /// The charges whose post this process is sending now (`post`): a recheck of one of them
     /// would find nothing yet under its reference and post it a second time beside it.
-    posting: Arc<dashmap::DashSet<String>>,
+    posting: Arc<dashmap::DashSet<ChargeAttemptId>>,
 }
 
 /// A charge of `Charger::posting`, for as long as its post is under way.
 struct Posting<'a> {
-    set: &'a dashmap::DashSet<String>,
-    id: String,
+    set: &'a dashmap::DashSet<ChargeAttemptId>,
+    id: ChargeAttemptId,
 }
 
 impl Drop for Posting<'_> {
@@ -112,7 +112,7 @@ impl Charger {
     }
 
     /// Whether this process is posting `charge_id`'s transaction right now.
-    pub fn is_posting(&self, charge_id: &str) -> bool {
+    pub fn is_posting(&self, charge_id: &ChargeAttemptId) -> bool {
         self.posting.contains(charge_id)
     }
 

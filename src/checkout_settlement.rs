@@ -8,6 +8,7 @@
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
+use crate::ids::ChargeAttemptId;
 use crate::store::accounts::Account;
 use crate::store::catalog::Customer;
 use crate::store::charges::{ChargeAttempt, PaymentMethod, ProcessorEvent, Settled};
@@ -20,7 +21,7 @@ use crate::subscribe::{self, NewSubscription, Start};
 /// processor `event` that reported it in the same transaction.
 pub async fn settle(
     store: &Store,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     raw_status: &str,
     message: Option<&str>,
     transaction_id: Option<&str>,

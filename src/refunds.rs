@@ -30,6 +30,7 @@ use crate::clock::Clock;
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::recheck::{recheck_delay, stale_after};
 use crate::events::charge_refunded_event;
+use crate::ids::ChargeAttemptId;
 use crate::processor::client::ProcessorCredentials;
 use crate::processor::outcome::{ProcessorOutcome, Settlement};
 use crate::processor::refunds::{NewRefund as ProcessorRefund, Refund as ProcessorRefundRecord};
@@ -46,7 +47,7 @@ const RECHECK_BATCH: u64 = 100;
 /// What to refund.
 #[derive(Clone, Debug)]
 pub struct RefundRequest {
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// None: all that is left.
     pub amount_cents: Option<i64>,
     pub reason: Option<String>,

@@ -13,7 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
-use crate::ids::{AccountId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, ChargeAttemptId, PlanId, SubscriptionId};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -52,7 +52,7 @@ pub enum Message {
     },
     Due,
     Outcome {
-        charge_id: String,
+        charge_id: ChargeAttemptId,
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,

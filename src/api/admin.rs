@@ -349,7 +349,7 @@ fn conflict_out(row: ChargeConflict) -> ChargeConflictOut {
         created_at: rfc3339(from_millis(row.created_at)),
         id: row.id,
         account_id: row.account_id.into_string(),
-        charge_id: row.charge_id,
+        charge_id: row.charge_id.into_string(),
         kind: row.kind,
         recorded_status: row.recorded_status,
         reported_status: row.reported_status,

@@ -7,6 +7,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
+use crate::ids::ChargeAttemptId;
 use crate::store::balance::{Balance, BalanceTransaction};
 use axum::Json;
 use axum::extract::State;
@@ -69,7 +70,7 @@ impl From<BalanceTransaction> for BalanceTransactionOut {
             id: row.id,
             kind: row.kind,
             amount_cents: row.amount_cents,
-            charge_attempt_id: row.charge_attempt_id,
+            charge_attempt_id: row.charge_attempt_id.map(ChargeAttemptId::into_string),
             description: row.description,
         }
     }

@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
-use crate::ids::{CustomerId, SubscriptionId};
+use crate::ids::{ChargeAttemptId, CustomerId, SubscriptionId};
 use crate::refunds::{RefundError, RefundRequest};
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
@@ -93,7 +93,7 @@ impl From<ChargeAttempt> for ChargeOut {
         Self {
             created_at: rfc3339(from_millis(charge.created_at)),
             period_start: charge.period_start.map(|at| rfc3339(from_millis(at))),
-            id: charge.id,
+            id: charge.id.into_string(),
             subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
             customer_id: charge.customer_id.into_string(),
             amount_cents: charge.amount_cents,
@@ -151,7 +151,7 @@ impl From<Refund> for RefundOut {
                 .then_some(refund.processor_message)
                 .flatten(),
             id: refund.id,
-            charge_id: refund.charge_id,
+            charge_id: refund.charge_id.into_string(),
             amount_cents: refund.amount_cents,
             status: refund.status,
             reason: refund.reason,
@@ -159,7 +159,7 @@ impl From<Refund> for RefundOut {
     }
 }
 
-fn no_charge(id: &str) -> ApiError {
+fn no_charge(id: &ChargeAttemptId) -> ApiError {
     ApiError::not_found(format!("No charge with id `{id}`.")).param("id")
 }
 
@@ -192,7 +192,7 @@ async fn list_charges(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |c| c.id.clone(),
+        |c| c.id.to_string(),
         ChargeOut::from,
     )))
 }
@@ -205,6 +205,7 @@ async fn get_charge(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ChargeOut>> {
+    let id = ChargeAttemptId::given(id);
     let charge = state
         .store
         .charge(caller.account_id(), &id)
@@ -227,6 +228,7 @@ async fn create_refund(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<RefundIn>,
 ) -> ApiResult<(StatusCode, Json<RefundOut>)> {
+    let id = ChargeAttemptId::given(id);
     if let Some(amount) = body.amount_cents
         && amount < 1
     {
@@ -286,6 +288,7 @@ async fn list_refunds(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<RefundOut>>> {
+    let id = ChargeAttemptId::given(id);
     let account = caller.account_id();
     if state.store.charge(account, &id).await?.is_none() {
         return Err(no_charge(&id));

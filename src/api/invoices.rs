@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, AddonId, CustomerId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, AddonId, ChargeAttemptId, CustomerId, PlanId, SubscriptionId};
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
@@ -202,7 +202,7 @@ impl InvoiceOut {
             id: invoice.id,
             number: invoice.number,
             status: "paid".to_owned(),
-            charge_id: invoice.charge_id,
+            charge_id: invoice.charge_id.into_string(),
             subscription_id: invoice.subscription_id.map(SubscriptionId::into_string),
             customer_id: invoice.customer_id.into_string(),
             currency: CURRENCY.to_owned(),
@@ -226,7 +226,7 @@ async fn list_invoices(
     let filter = InvoiceFilter {
         customer_id: query.customer_id.map(CustomerId::given),
         subscription_id: query.subscription_id.map(SubscriptionId::given),
-        charge_id: query.charge_id,
+        charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
     let page = state
         .store
@@ -436,7 +436,7 @@ impl CreditNoteOut {
             number: note.number,
             invoice_id: note.invoice_id,
             refund_id: note.refund_id,
-            charge_id: note.charge_id,
+            charge_id: note.charge_id.into_string(),
             subtotal_cents: note.subtotal_cents,
             tax_cents: note.tax_cents,
             total_cents: note.total_cents,
@@ -456,7 +456,7 @@ async fn list_credit_notes(
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = CreditNoteFilter {
         invoice_id: query.invoice_id,
-        charge_id: query.charge_id,
+        charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
     let page = state
         .store

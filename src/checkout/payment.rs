@@ -22,7 +22,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
-use crate::ids::{AccountId, CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
 use crate::store::charges::{BeginChargeError, NewCharge};
@@ -355,7 +355,7 @@ async fn outcome(
     state: &AppState,
     account: &Account,
     session_id: &str,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
 ) -> ApiResult<Response> {
     let started = tokio::time::Instant::now();
     let mut next_poll = started + POLL_AFTER;

@@ -6,7 +6,7 @@
 
 use super::entities::{account, balance_transaction};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
-use crate::ids::{AccountId, BalanceTransactionId, SubscriptionId};
+use crate::ids::{AccountId, BalanceTransactionId, ChargeAttemptId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -131,7 +131,7 @@ pub(crate) fn ledger_row(
     account: &AccountId,
     kind: &str,
     amount_cents: i64,
-    charge_attempt_id: Option<String>,
+    charge_attempt_id: Option<ChargeAttemptId>,
     description: &str,
     now_ms: i64,
 ) -> BalanceTransaction {

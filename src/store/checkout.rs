@@ -9,7 +9,7 @@ use super::entities::{charge_attempt, checkout_session, customer, payment_method
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
-use crate::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
@@ -19,7 +19,7 @@ pub use checkout_session::Model as CheckoutSession;
 /// What one payment attempt of a session will create if the processor approves it.
 #[derive(Clone, Debug)]
 pub struct CheckoutAttempt {
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
     pub payment_source_id: i64,
@@ -98,7 +98,7 @@ impl Store {
     /// The session whose payment attempt is `charge_id`, if one still waits for it.
     pub async fn checkout_session_for_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> StoreResult<Option<CheckoutSession>> {
         Ok(checkout_session::Entity::find()
             .filter(checkout_session::Column::AttemptChargeId.eq(charge_id))
@@ -157,7 +157,7 @@ impl StoreTxn {
 
     pub async fn checkout_session_for_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> StoreResult<Option<CheckoutSession>> {
         Ok(checkout_session::Entity::find()
             .filter(checkout_session::Column::AttemptChargeId.eq(charge_id))
@@ -170,7 +170,7 @@ impl StoreTxn {
     pub async fn complete_checkout_session(
         &self,
         id: &str,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         subscription_id: &SubscriptionId,
         now_ms: i64,
     ) -> StoreResult<bool> {
@@ -192,7 +192,7 @@ impl StoreTxn {
     pub async fn release_checkout_session(
         &self,
         id: &str,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         error: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
@@ -228,7 +228,7 @@ impl StoreTxn {
     /// the subscription's actor never charges that period again.
     pub async fn attach_charge_to_subscription(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         subscription_id: &SubscriptionId,
         period_start: i64,
     ) -> StoreResult<()> {

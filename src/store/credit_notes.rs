@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
-use crate::ids::{AccountId, CreditNoteId};
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -43,7 +43,7 @@ pub struct CreditLine {
 #[derive(Debug, Default)]
 pub struct CreditNoteFilter {
     pub invoice_id: Option<String>,
-    pub charge_id: Option<String>,
+    pub charge_id: Option<ChargeAttemptId>,
 }
 
 impl Store {

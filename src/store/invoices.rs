@@ -12,7 +12,9 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
-use crate::ids::{AccountId, AddonId, CustomerId, InvoiceId, PlanId, SubscriptionId};
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CustomerId, InvoiceId, PlanId, SubscriptionId,
+};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -93,7 +95,7 @@ impl TaxId {
 pub struct InvoiceFilter {
     pub customer_id: Option<CustomerId>,
     pub subscription_id: Option<SubscriptionId>,
-    pub charge_id: Option<String>,
+    pub charge_id: Option<ChargeAttemptId>,
 }
 
 impl Store {
@@ -398,11 +400,11 @@ pub(crate) async fn issue_with_events<C: ConnectionTrait>(
 impl super::txn::StoreTxn {
     /// Issues the invoice of an approved checkout charge, once the transaction that settles it
     /// has made the customer and the subscription it is for.
-    pub async fn issue_invoice(&self, charge_id: &str) -> StoreResult<()> {
+    pub async fn issue_invoice(&self, charge_id: &ChargeAttemptId) -> StoreResult<()> {
         if self.issuing == super::Issuing::SkippedForBenchmark {
             return Ok(());
         }
-        let charge = super::entities::charge_attempt::Entity::find_by_id(charge_id)
+        let charge = super::entities::charge_attempt::Entity::find_by_id(charge_id.clone())
             .one(self.conn())
             .await?
             .ok_or_else(|| StoreError::invariant(format!("no charge {charge_id} to invoice")))?;

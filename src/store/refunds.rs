@@ -25,7 +25,7 @@ use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::ids::{AccountId, CustomerId, RefundId, SubscriptionId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, RefundId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -58,7 +58,7 @@ pub enum BeginRefundError {
 #[derive(Clone, Debug)]
 pub struct NewRefund {
     pub account: AccountId,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// None: whatever is left to refund.
     pub amount_cents: Option<i64>,
     pub reason: Option<String>,
@@ -94,7 +94,7 @@ impl Store {
     ) -> Result<(Refund, ChargeAttempt), BeginRefundError> {
         let unit = self.begin().await?;
         let txn = unit.conn();
-        let charge = charge_attempt::Entity::find_scoped(&new.account, &new.charge_id)
+        let charge = charge_attempt::Entity::find_scoped(&new.account, new.charge_id.clone())
             .one(txn)
             .await
             .map_err(StoreError::from)?
@@ -183,7 +183,7 @@ impl Store {
     pub async fn refunds_of_charge(
         &self,
         account: &AccountId,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         page: &PageRequest,
     ) -> StoreResult<Page<Refund>> {
         let select = refund::Entity::scoped(account).filter(refund::Column::ChargeId.eq(charge_id));
@@ -192,7 +192,10 @@ impl Store {
 
     /// The processor ids of a charge's other refunds: what a lookup among the transaction's
     /// refunds must not take for the one in flight.
-    pub async fn known_processor_refunds(&self, charge_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn known_processor_refunds(
+        &self,
+        charge_id: &ChargeAttemptId,
+    ) -> StoreResult<Vec<String>> {
         Ok(refund::Entity::find()
             .filter(refund::Column::ChargeId.eq(charge_id))
             .filter(refund::Column::ProcessorRefundId.is_not_null())
@@ -418,7 +421,7 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
 /// approved, back to nothing otherwise.
 async fn release<C: ConnectionTrait>(
     conn: &C,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     amount: i64,
     approved: bool,
 ) -> StoreResult<ChargeAttempt> {

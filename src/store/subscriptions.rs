@@ -8,7 +8,7 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
-use crate::ids::{AccountId, AddonId, CustomerId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, AddonId, ChargeAttemptId, CustomerId, PlanId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -104,8 +104,8 @@ impl Store {
             .await?)
     }
 
-    pub async fn charge_by_id(&self, id: &str) -> StoreResult<Option<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find_by_id(id)
+    pub async fn charge_by_id(&self, id: &ChargeAttemptId) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -472,7 +472,7 @@ impl StoreTxn {
 
     pub async fn settle_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,

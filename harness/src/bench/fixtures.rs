@@ -5,7 +5,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
-use billing::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
+use billing::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{
@@ -44,7 +44,7 @@ impl crate::Raw<'_> {
         let txn = self.begin().await?;
         for chunk in rows.chunks(500) {
             charge_attempt::Entity::insert_many(chunk.iter().map(|sub| {
-                let id = billing::ids::ChargeAttemptId::generate().into_string();
+                let id = billing::ids::ChargeAttemptId::generate();
                 let at = sub.current_period_start;
                 charge_attempt::ActiveModel {
                     id: Set(id.clone()),
@@ -54,7 +54,7 @@ impl crate::Raw<'_> {
                     payment_method_id: Set(sub.default_payment_method_id.clone()),
                     amount_cents: Set(0),
                     fee_cents: Set(0),
-                    reference: Set(id.clone()),
+                    reference: Set(id.to_string()),
                     processor_transaction_id: Set(Some(format!("tx_{id}"))),
                     status: Set(ChargeStatus::Approved),
                     processor_status: Set(Some("APPROVED".into())),
@@ -164,7 +164,7 @@ impl crate::Raw<'_> {
                 payment_method_id: Set(r.payment_method_id.clone()),
                 amount_cents: Set(r.amount_cents),
                 fee_cents: Set(r.fee_cents),
-                reference: Set(r.charge_id.clone()),
+                reference: Set(r.charge_id.to_string()),
                 processor_transaction_id: Set(Some(r.transaction_id.clone())),
                 status: Set(ChargeStatus::Approved),
                 processor_status: Set(Some("APPROVED".into())),
@@ -238,7 +238,7 @@ pub struct RenewalRows {
     pub subscription_id: SubscriptionId,
     pub customer_id: CustomerId,
     pub payment_method_id: PaymentMethodId,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub transaction_id: String,
     pub amount_cents: i64,
     pub fee_cents: i64,

@@ -188,7 +188,7 @@ pub(super) async fn rows(
     let renewals: Vec<fixtures::RenewalRows> = ids
         .iter()
         .map(|id| {
-            let charge_id = billing::ids::ChargeAttemptId::generate().into_string();
+            let charge_id = billing::ids::ChargeAttemptId::generate();
             let event_body = json!({
                 "type": "charge.approved",
                 "data": {"subscription_id": id, "charge_id": charge_id, "amount_in_cents": AMOUNT,

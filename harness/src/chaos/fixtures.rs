@@ -46,7 +46,7 @@ impl crate::Raw<'_> {
         Ok(rows
             .into_iter()
             .map(|row| ChaosCharge {
-                id: row.id,
+                id: row.id.into_string(),
                 reference: row.reference,
                 status: row.status.as_str().to_owned(),
                 payment_method_id: row.payment_method_id.into_string(),

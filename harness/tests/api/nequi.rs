@@ -118,7 +118,7 @@ async fn recurrent_at_processor(app: &TestApp, charge_id: &str) -> bool {
         .await
         .expect("store");
     let transaction = store
-        .charge_by_id(charge_id)
+        .charge_by_id(&billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge\'s id"))
         .await
         .expect("db")
         .expect("charge")

@@ -189,7 +189,10 @@ async fn wait_final(
     let account = AccountId::from_stored(account.to_owned());
     let fetch = || async {
         store
-            .charge(&account, charge_id)
+            .charge(
+                &account,
+                &billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge\'s id"),
+            )
             .await
             .expect("db")
             .expect("charge")
@@ -287,7 +290,7 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
         (Some(25_150), Some(74_850))
     );
 
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     assert_eq!(settled.status, ChargeStatus::Approved);
     assert_eq!(settled.processor_status.as_deref(), Some("APPROVED"));
     assert!(settled.processor_transaction_id.is_some());
@@ -331,7 +334,7 @@ async fn declined_charge_releases_the_reservation(app: TestApp) {
         .charge(&account, fixture.request(&method, 100_000))
         .await
         .expect("charge");
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     assert_eq!(settled.status, ChargeStatus::Declined);
     assert_eq!(settled.processor_status.as_deref(), Some("DECLINED"));
     let balance = fixture.balance(&app).await;
@@ -372,7 +375,7 @@ async fn fee_is_charged_once_however_often_the_outcome_arrives(app: TestApp) {
         .charge(&account, fixture.request(&method, 1_000_000))
         .await
         .expect("charge");
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     let transaction = json!({"id": settled.processor_transaction_id, "status": "APPROVED",
         "amount_in_cents": 1_000_000, "reference": settled.reference});
     // The same event twice, and two more copies with other timestamps (other checksums).
@@ -437,7 +440,7 @@ async fn concurrent_charges_never_overdraw_a_small_balance(app: TestApp) {
     assert_eq!((started.len(), refused), (3, 7));
     for charge in &started {
         assert_eq!(
-            wait_final(&store, &fixture.account_id, &charge.id)
+            wait_final(&store, &fixture.account_id, charge.id.as_str())
                 .await
                 .status,
             ChargeStatus::Approved

@@ -164,7 +164,7 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "USD"), 2).await;
     send_event(&app, &shop, approved("8-8-8", PLAN_MONTHLY, "COP"), 3).await;
     assert_eq!(
-        shop.charge(&charge.id).await.status,
+        shop.charge(charge.id.as_str()).await.status,
         ChargeStatus::Pending,
         "no money moved"
     );
@@ -184,7 +184,10 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
 
     // The event that is the charge's settles it, once.
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "COP"), 4).await;
-    assert_eq!(shop.charge(&charge.id).await.status, ChargeStatus::Approved);
+    assert_eq!(
+        shop.charge(charge.id.as_str()).await.status,
+        ChargeStatus::Approved
+    );
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
 }
 

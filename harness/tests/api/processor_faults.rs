@@ -259,10 +259,13 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
     // Then one that was never posted: the reconciler must get to it.
     let orphan = shop.unposted_charge(None).await;
     eventually(Duration::from_secs(45), || async {
-        shop.charge(&orphan.id).await.status == ChargeStatus::Approved
+        shop.charge(orphan.id.as_str()).await.status == ChargeStatus::Approved
     })
     .await;
-    assert_eq!(shop.charge(&broken.id).await.status, ChargeStatus::Pending);
+    assert_eq!(
+        shop.charge(broken.id.as_str()).await.status,
+        ChargeStatus::Pending
+    );
     let recheck = shop
         .store
         .charge_recheck(&broken.id)

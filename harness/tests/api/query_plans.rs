@@ -85,7 +85,7 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
         .await
         .expect("lookup");
     assert_eq!(
-        (seen, charge.map(|c| c.id)),
+        (seen, charge.map(|c| c.id.into_string())),
         (false, Some("ch_19999".to_owned()))
     );
     let (seen, charge) = store
@@ -131,7 +131,9 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
     let mut charges = Vec::new();
     for n in 1..=40 {
         let mut charge = store
-            .charge_by_id(&format!("ch_{n}"))
+            .charge_by_id(
+                &billing::ids::ChargeAttemptId::parse(&format!("ch_{n}")).expect("a charge's id"),
+            )
             .await
             .expect("read")
             .expect("a charge");
@@ -158,6 +160,9 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
         .await
         .expect("settle");
     assert_eq!(settled.rows_affected(), 39);
-    let declined = store.charge_by_id("ch_40").await.expect("read");
+    let declined = store
+        .charge_by_id(&billing::ids::ChargeAttemptId::parse("ch_40").expect("a charge\'s id"))
+        .await
+        .expect("read");
     assert_eq!(declined.map(|c| c.status), Some(ChargeStatus::Declined));
 }

@@ -216,7 +216,7 @@ async fn a_refund_recorded_but_never_posted_is_settled_by_the_reconciler(app: Te
         .store
         .begin_refund(billing::store::refunds::NewRefund {
             account: billing::ids::AccountId::from_stored(shop.account_id.clone()),
-            charge_id: charge_id.to_owned(),
+            charge_id: billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge's id"),
             amount_cents: None,
             reason: None,
             now_ms: now,

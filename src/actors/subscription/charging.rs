@@ -14,7 +14,7 @@ use crate::domain::charge_status::ChargeStatus;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, parse_retry_days};
 use crate::events::subscription_event;
-use crate::ids::SubscriptionId;
+use crate::ids::{ChargeAttemptId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
@@ -422,7 +422,7 @@ impl Context<'_> {
     pub(super) async fn apply_outcome(
         &self,
         subscription_id: Option<&SubscriptionId>,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         reported: Reported<'_>,
         event: Option<ProcessorEvent>,
         known: Option<&ChargeAttempt>,

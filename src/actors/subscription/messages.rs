@@ -3,7 +3,7 @@
 //! outcomes and failures also travel between nodes (`actors::forward`), hence serde.
 
 use crate::domain::time::Cycle;
-use crate::ids::{AddonId, PaymentMethodId, PlanId};
+use crate::ids::{AddonId, ChargeAttemptId, PaymentMethodId, PlanId};
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
@@ -101,7 +101,7 @@ pub enum Request {
         RpcReplyPort<Result<(), ActionError>>,
     ),
     Outcome {
-        charge_id: String,
+        charge_id: ChargeAttemptId,
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,

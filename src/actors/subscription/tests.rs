@@ -5,7 +5,7 @@ use super::*;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::http::extract::METADATA_MAX_BYTES;
-use crate::ids::{AccountId, SubscriptionId};
+use crate::ids::{AccountId, ChargeAttemptId, SubscriptionId};
 use crate::webhooks::MAX_PAYLOAD_BYTES;
 use serde_json::json;
 
@@ -46,7 +46,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         updated_at: 0,
     };
     let charge = ChargeAttempt {
-        id: "ch_01a20748d4787232924bab375e9b2bba".into(),
+        id: ChargeAttemptId::parse("ch_01a20748d4787232924bab375e9b2bba").expect("an id"),
         account_id: sub.account_id.clone(),
         subscription_id: Some(id),
         customer_id: sub.customer_id.clone(),
@@ -167,7 +167,12 @@ async fn a_stale_snapshot_writes_nothing_and_the_renewal_reads_again() {
 /// unknown, the charge pending), its actor keeping the row it saved: the shop, the runtime
 /// (idle far beyond the test: an actor that stops does so because its work is done), the
 /// instant, the charge's id.
-async fn renewal_out() -> (crate::store::prefetch::fixture::Shop, Runtime, i64, String) {
+async fn renewal_out() -> (
+    crate::store::prefetch::fixture::Shop,
+    Runtime,
+    i64,
+    ChargeAttemptId,
+) {
     let now = chrono::Utc::now().timestamp_millis();
     let shop = crate::store::prefetch::fixture::shop(now).await;
     let (runtime, _arms) = runtime(&shop.store, std::time::Duration::from_secs(600)).await;
@@ -281,7 +286,7 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
     assert!(settled.newly);
     let out = runtime
         .in_flight()
-        .charge_out(&charge_id)
+        .charge_out(charge_id.as_str())
         .expect("still out for this node");
     assert_eq!(out.status, ChargeStatus::Pending, "as it began");
 
@@ -332,7 +337,7 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
     assert_eq!(balance.reserved_cents, 0, "the fee captured once");
     assert_eq!(balance.available_cents, 1_000_000 - charge.fee_cents);
     assert!(
-        runtime.in_flight().charge_out(&charge_id).is_none(),
+        runtime.in_flight().charge_out(charge_id.as_str()).is_none(),
         "no longer out once its outcome is known here"
     );
     runtime.stop().await;
@@ -348,7 +353,10 @@ async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
     use crate::processor::outcome::ProcessorOutcome;
 
     let (shop, runtime, _, charge_id) = renewal_out().await;
-    let out = runtime.in_flight().charge_out(&charge_id).expect("out");
+    let out = runtime
+        .in_flight()
+        .charge_out(charge_id.as_str())
+        .expect("out");
     let pending = Transaction {
         id: "tx-noted".into(),
         status: "PENDING".into(),
@@ -370,7 +378,7 @@ async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
     assert_eq!(stored.processor_transaction_id.as_deref(), Some("tx-noted"));
     assert_eq!(stored.status, ChargeStatus::Pending);
     assert!(
-        runtime.in_flight().charge_out(&charge_id).is_none(),
+        runtime.in_flight().charge_out(charge_id.as_str()).is_none(),
         "the charge as it began no longer stands for the stored one"
     );
     runtime.stop().await;

@@ -193,7 +193,7 @@ pub(super) async fn page(
                     .subscription_id
                     .map_or_else(|| "-".into(), SubscriptionId::into_string),
                 message: c.processor_message.unwrap_or_default(),
-                id: c.id,
+                id: c.id.into_string(),
                 account: c.account_id.into_string(),
                 status: c.status.as_str().to_owned(),
             })

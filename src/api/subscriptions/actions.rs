@@ -252,7 +252,7 @@ impl From<ChargeAttempt> for ChargeOut {
     fn from(charge: ChargeAttempt) -> Self {
         Self {
             created_at: rfc3339(from_millis(charge.created_at)),
-            id: charge.id,
+            id: charge.id.into_string(),
             subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
             amount_in_cents: charge.amount_cents,
             status: charge.status,

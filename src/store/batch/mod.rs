@@ -31,7 +31,7 @@ use super::entities::{account, subscription_addon};
 use super::subscriptions::{Event, Subscription};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::SubscriptionId;
+use crate::ids::{ChargeAttemptId, SubscriptionId};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
 use std::collections::{BTreeMap, HashMap};
@@ -74,7 +74,7 @@ type NoteWaiter = (TransactionNote, oneshot::Sender<StoreResult<()>>);
 /// kept on the charge's row (`Store::note_processor_transaction`).
 #[derive(Clone, Debug)]
 pub struct TransactionNote {
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub transaction_id: String,
     pub raw_status: String,
     /// Real time.

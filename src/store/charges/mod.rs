@@ -126,9 +126,9 @@ impl Store {
     pub async fn charge(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &ChargeAttemptId,
     ) -> StoreResult<Option<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find_scoped(account, id)
+        Ok(charge_attempt::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -136,7 +136,7 @@ impl Store {
     /// Notes the processor's transaction id and raw status of a still-pending attempt.
     pub async fn record_processor_transaction(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         transaction_id: &str,
         raw_status: &str,
         now_ms: i64,
@@ -161,7 +161,7 @@ impl Store {
     /// under the charge's reference (`Charger::recheck`).
     pub async fn forget_processor_transaction(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         transaction_id: &str,
     ) -> StoreResult<()> {
         let txn = self.begin().await?;
@@ -181,7 +181,7 @@ impl Store {
     /// Applies a final outcome exactly once (see the module doc).
     pub async fn settle_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
@@ -320,11 +320,11 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
 
 /// The pending attempt `new` begins, as it is inserted.
 pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
-    let id = ChargeAttemptId::generate().into_string();
+    let id = ChargeAttemptId::generate();
     ChargeAttempt {
         // The reference is the attempt's own id: unique, and stable across retries of the
         // processor call, which is what lets a retry find instead of re-create.
-        reference: id.clone(),
+        reference: id.to_string(),
         id,
         account_id: new.account,
         subscription_id: new.subscription_id,
@@ -372,7 +372,7 @@ pub(super) fn fee_ledger_row(
 pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     conn: &C,
     issuing: super::Issuing,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     raw_status: &str,
     message: Option<&str>,
     transaction_id: Option<&str>,
@@ -414,7 +414,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         .exec_with_returning(conn)
         .await?;
     let Some(charge) = applied.into_iter().next() else {
-        let Some(stored) = charge_attempt::Entity::find_by_id(charge_id)
+        let Some(stored) = charge_attempt::Entity::find_by_id(charge_id.clone())
             .one(conn)
             .await?
         else {

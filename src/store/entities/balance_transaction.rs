@@ -1,6 +1,7 @@
 //! The balance's ledger: one row per top-up or fee, the sum of which is the account's balance.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -13,7 +14,7 @@ pub struct Model {
     pub kind: String,
     /// Signed movement of `available_cents` (a fee records what left the reservation).
     pub amount_cents: i64,
-    pub charge_attempt_id: Option<String>,
+    pub charge_attempt_id: Option<ChargeAttemptId>,
     pub description: String,
     pub created_at: i64,
 }

@@ -4,6 +4,7 @@
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
@@ -12,7 +13,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "charge_attempts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: ChargeAttemptId,
     pub account_id: AccountId,
     pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,

@@ -2,6 +2,7 @@
 //! kept for the operator.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration
@@ -12,7 +13,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: AccountId,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// `outcome` (contradicts the recorded final outcome) or `mismatch` (amount, currency or
     /// transaction id not the charge's).
     pub kind: String,

@@ -2,6 +2,7 @@
 //! it was asked.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
 /// A pending charge whose outcome is unknown: when to ask the processor about it next.
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "charge_rechecks")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub account_id: AccountId,
     /// How many times the outcome was found unknown (or still pending) so far.
     pub attempts: i32,

@@ -1,6 +1,7 @@
 //! A hosted checkout session: what it sells, its state, and the payment it took.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use crate::ids::PlanId;
 use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
@@ -24,7 +25,7 @@ pub struct Model {
     pub status: String,
     pub expires_at: i64,
     pub subscription_id: Option<SubscriptionId>,
-    pub attempt_charge_id: Option<String>,
+    pub attempt_charge_id: Option<ChargeAttemptId>,
     pub attempt_customer_id: Option<CustomerId>,
     pub attempt_payment_method_id: Option<PaymentMethodId>,
     pub attempt_payment_source_id: Option<i64>,

@@ -2,6 +2,7 @@
 //! series, with the part of each invoice line it gives back (JSON) and its sums.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -16,7 +17,7 @@ pub struct Model {
     pub number: String,
     pub invoice_id: String,
     pub refund_id: String,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// JSON of `store::credit_notes::CreditLine`s.
     pub lines: String,
     pub subtotal_cents: i64,

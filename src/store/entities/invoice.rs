@@ -2,6 +2,7 @@
 //! the lines as they were at issue (JSON) and its sums.
 
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use crate::ids::CustomerId;
 use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
@@ -16,7 +17,7 @@ pub struct Model {
     pub sequence: i64,
     /// The series' prefix and the sequence (`FV-1`).
     pub number: String,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     /// JSON of `store::invoices::Party`, as the customer was at issue.

@@ -3,6 +3,7 @@
 
 use crate::domain::charge_status::RefundStatus;
 use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -11,7 +12,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub account_id: AccountId,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub amount_cents: i64,
     pub reason: Option<String>,
     pub status: RefundStatus,

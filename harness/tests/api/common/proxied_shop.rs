@@ -238,7 +238,7 @@ impl Shop {
 
     pub async fn charge(&self, id: &str) -> ChargeAttempt {
         self.store
-            .charge_by_id(id)
+            .charge_by_id(&billing::ids::ChargeAttemptId::parse(id).expect("a charge\'s id"))
             .await
             .expect("db")
             .expect("charge")
