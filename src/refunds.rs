@@ -236,7 +236,7 @@ impl Refunds {
         let now = chrono::Utc::now().timestamp_millis();
         let due = store.refunds_due(now, RECHECK_BATCH).await?;
         let mut asked = 0;
-        for refund in due.into_iter().filter(|r| owns(&r.id)) {
+        for refund in due.into_iter().filter(|r| owns(r.id.as_str())) {
             asked += 1;
             if let Err(err) = self.recheck(&refund).await {
                 tracing::warn!(refund = %refund.id, error = %err, "asking about a refund failed; it stays pending");

@@ -347,7 +347,7 @@ pub struct ChargeConflictOut {
 fn conflict_out(row: ChargeConflict) -> ChargeConflictOut {
     ChargeConflictOut {
         created_at: rfc3339(from_millis(row.created_at)),
-        id: row.id,
+        id: row.id.into_string(),
         account_id: row.account_id.into_string(),
         charge_id: row.charge_id.into_string(),
         kind: row.kind,
@@ -372,7 +372,7 @@ async fn list_charge_conflicts(
     let page = state.store.list_charge_conflicts(&query.page()?).await?;
     Ok(Json(ListOut::from_page(
         page,
-        |row| row.id.clone(),
+        |row| row.id.to_string(),
         conflict_out,
     )))
 }

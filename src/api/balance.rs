@@ -67,7 +67,7 @@ impl From<BalanceTransaction> for BalanceTransactionOut {
     fn from(row: BalanceTransaction) -> Self {
         Self {
             created_at: rfc3339(from_millis(row.created_at)),
-            id: row.id,
+            id: row.id.into_string(),
             kind: row.kind,
             amount_cents: row.amount_cents,
             charge_attempt_id: row.charge_attempt_id.map(ChargeAttemptId::into_string),
@@ -102,7 +102,7 @@ async fn list_balance_transactions(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |row| row.id.clone(),
+        |row| row.id.to_string(),
         BalanceTransactionOut::from,
     )))
 }

@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
-use crate::ids::{ChargeAttemptId, CustomerId, SubscriptionId};
+use crate::ids::{ChargeAttemptId, CustomerId, RefundId, SubscriptionId};
 use crate::refunds::{RefundError, RefundRequest};
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
@@ -150,7 +150,7 @@ impl From<Refund> for RefundOut {
             failure_message: (refund.status == RefundStatus::Declined)
                 .then_some(refund.processor_message)
                 .flatten(),
-            id: refund.id,
+            id: refund.id.into_string(),
             charge_id: refund.charge_id.into_string(),
             amount_cents: refund.amount_cents,
             status: refund.status,
@@ -299,7 +299,7 @@ async fn list_refunds(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |r| r.id.clone(),
+        |r| r.id.to_string(),
         RefundOut::from,
     )))
 }
@@ -312,6 +312,7 @@ async fn get_refund(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<RefundOut>> {
+    let id = RefundId::given(id);
     let refund = state
         .store
         .refund(caller.account_id(), &id)

@@ -11,7 +11,10 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, AddonId, ChargeAttemptId, CustomerId, PlanId, SubscriptionId};
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CreditNoteId, CustomerId, InvoiceId, PlanId,
+    SubscriptionId,
+};
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
@@ -199,7 +202,7 @@ impl InvoiceOut {
             issued_at: rfc3339(from_millis(invoice.issued_at)),
             pdf_url: format!("{public_url}/v1/invoices/{}/pdf", invoice.id),
             hosted_url: format!("{public_url}/invoices/{}", invoice.hosted_token),
-            id: invoice.id,
+            id: invoice.id.into_string(),
             number: invoice.number,
             status: "paid".to_owned(),
             charge_id: invoice.charge_id.into_string(),
@@ -235,7 +238,7 @@ async fn list_invoices(
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
-        |i| i.id.clone(),
+        |i| i.id.to_string(),
         |invoice| InvoiceOut::of(invoice, &public_url),
     )?))
 }
@@ -248,6 +251,7 @@ async fn get_invoice(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<InvoiceOut>> {
+    let id = InvoiceId::given(id);
     let invoice = state
         .store
         .invoice(caller.account_id(), &id)
@@ -281,6 +285,7 @@ async fn get_invoice_pdf(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<PdfQuery>,
 ) -> ApiResult<Response> {
+    let id = InvoiceId::given(id);
     let account = caller.account_id();
     let invoice =
         state.store.invoice(account, &id).await?.ok_or_else(|| {
@@ -302,6 +307,7 @@ async fn get_credit_note_pdf(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<PdfQuery>,
 ) -> ApiResult<Response> {
+    let id = CreditNoteId::given(id);
     let account = caller.account_id();
     let note = state
         .store
@@ -432,10 +438,10 @@ impl CreditNoteOut {
             lines: lines.into_iter().map(CreditLineOut::from).collect(),
             issued_at: rfc3339(from_millis(note.issued_at)),
             pdf_url: format!("{public_url}/v1/credit-notes/{}/pdf", note.id),
-            id: note.id,
+            id: note.id.into_string(),
             number: note.number,
-            invoice_id: note.invoice_id,
-            refund_id: note.refund_id,
+            invoice_id: note.invoice_id.into_string(),
+            refund_id: note.refund_id.into_string(),
             charge_id: note.charge_id.into_string(),
             subtotal_cents: note.subtotal_cents,
             tax_cents: note.tax_cents,
@@ -455,7 +461,7 @@ async fn list_credit_notes(
 ) -> ApiResult<Json<ListOut<CreditNoteOut>>> {
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = CreditNoteFilter {
-        invoice_id: query.invoice_id,
+        invoice_id: query.invoice_id.map(InvoiceId::given),
         charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
     let page = state
@@ -465,7 +471,7 @@ async fn list_credit_notes(
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
-        |n| n.id.clone(),
+        |n| n.id.to_string(),
         |note| CreditNoteOut::of(note, &public_url),
     )?))
 }
@@ -478,6 +484,7 @@ async fn get_credit_note(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CreditNoteOut>> {
+    let id = CreditNoteId::given(id);
     let note = state
         .store
         .credit_note(caller.account_id(), &id)

@@ -8,6 +8,7 @@
 use super::sheet::Sheet;
 use super::text::Locale;
 use crate::http::state::AppState;
+use crate::ids::CreditNoteId;
 use crate::store::accounts::Account;
 use crate::store::invoices::Invoice;
 use askama::Template;
@@ -157,6 +158,7 @@ async fn credit_note_pdf(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let id = CreditNoteId::given(id);
     let locale = locale(&query, &headers);
     let (invoice, account) = match found(&state, &token).await {
         Ok(Some(found)) => found,

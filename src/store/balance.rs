@@ -136,7 +136,7 @@ pub(crate) fn ledger_row(
     now_ms: i64,
 ) -> BalanceTransaction {
     BalanceTransaction {
-        id: BalanceTransactionId::generate().into_string(),
+        id: BalanceTransactionId::generate(),
         account_id: account.clone(),
         kind: kind.to_owned(),
         amount_cents,

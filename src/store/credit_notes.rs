@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
-use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId};
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -42,7 +42,7 @@ pub struct CreditLine {
 /// Filters of `GET /v1/credit-notes`.
 #[derive(Debug, Default)]
 pub struct CreditNoteFilter {
-    pub invoice_id: Option<String>,
+    pub invoice_id: Option<InvoiceId>,
     pub charge_id: Option<ChargeAttemptId>,
 }
 
@@ -50,15 +50,18 @@ impl Store {
     pub async fn credit_note(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CreditNoteId,
     ) -> StoreResult<Option<CreditNote>> {
-        Ok(credit_note::Entity::find_scoped(account, id)
+        Ok(credit_note::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
 
     /// Every credit note of `invoice_id`, oldest first (at most one per refund of its charge).
-    pub async fn credit_notes_of_invoice(&self, invoice_id: &str) -> StoreResult<Vec<CreditNote>> {
+    pub async fn credit_notes_of_invoice(
+        &self,
+        invoice_id: &InvoiceId,
+    ) -> StoreResult<Vec<CreditNote>> {
         Ok(credit_note::Entity::find()
             .filter(credit_note::Column::InvoiceId.eq(invoice_id))
             .order_by_asc(credit_note::Column::Sequence)
@@ -174,7 +177,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     )
     .await?;
     let note = CreditNote {
-        id: CreditNoteId::generate().into_string(),
+        id: CreditNoteId::generate(),
         account_id: invoice.account_id.clone(),
         series: CREDIT_NOTE_SERIES.to_owned(),
         sequence,

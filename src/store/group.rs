@@ -359,7 +359,7 @@ pub(crate) mod tests {
             if !rows.has_more {
                 break;
             }
-            page.cursor = rows.items.last().map(|row| row.id.clone());
+            page.cursor = rows.items.last().map(|row| row.id.to_string());
         }
         assert_eq!(ledger, 180);
         let events = fresh

@@ -99,8 +99,12 @@ pub struct InvoiceFilter {
 }
 
 impl Store {
-    pub async fn invoice(&self, account: &AccountId, id: &str) -> StoreResult<Option<Invoice>> {
-        Ok(invoice::Entity::find_scoped(account, id)
+    pub async fn invoice(
+        &self,
+        account: &AccountId,
+        id: &InvoiceId,
+    ) -> StoreResult<Option<Invoice>> {
+        Ok(invoice::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -478,7 +482,7 @@ fn invoice_row(
     let id = InvoiceId::generate();
     let hosted_token = hosted_token_of(&id);
     Ok(Invoice {
-        id: id.into_string(),
+        id,
         account_id: charge.account_id.clone(),
         series: INVOICE_SERIES.to_owned(),
         sequence: 0,

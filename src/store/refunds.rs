@@ -131,7 +131,7 @@ impl Store {
             return Err(BeginRefundError::InFlight);
         }
         let row = refund::ActiveModel {
-            id: Set(RefundId::generate().into_string()),
+            id: Set(RefundId::generate()),
             account_id: Set(new.account),
             charge_id: Set(charge.id.clone()),
             amount_cents: Set(amount),
@@ -173,8 +173,8 @@ impl Store {
         Ok(())
     }
 
-    pub async fn refund(&self, account: &AccountId, id: &str) -> StoreResult<Option<Refund>> {
-        Ok(refund::Entity::find_scoped(account, id)
+    pub async fn refund(&self, account: &AccountId, id: &RefundId) -> StoreResult<Option<Refund>> {
+        Ok(refund::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -208,7 +208,7 @@ impl Store {
 
     /// Notes that the refund's one post is about to be sent, only while it is pending and was
     /// never sent: false when the reconciler closed it as unsent first (it must not be sent).
-    pub async fn mark_refund_posted(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn mark_refund_posted(&self, id: &RefundId, now_ms: i64) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let marked = refund::Entity::update_many()
             .col_expr(refund::Column::PostedAt, Some(now_ms).into())
@@ -224,7 +224,7 @@ impl Store {
 
     /// Ends a pending refund that was never sent to the processor `declined`, and frees its
     /// reservation, only while it is still unsent (see the module doc). True when it did.
-    pub async fn close_unposted_refund(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn close_unposted_refund(&self, id: &RefundId, now_ms: i64) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let closed = refund::Entity::update_many()
             .col_expr(refund::Column::Status, RefundStatus::Declined.into())
@@ -255,7 +255,7 @@ impl Store {
     /// Notes the processor's id and status of a still-pending refund.
     pub async fn record_processor_refund(
         &self,
-        id: &str,
+        id: &RefundId,
         processor_refund_id: &str,
         processor_status: &str,
         now_ms: i64,
@@ -278,7 +278,7 @@ impl Store {
     /// When to ask the processor next about a pending refund, and why it is still open.
     pub async fn schedule_refund_recheck(
         &self,
-        id: &str,
+        id: &RefundId,
         attempts: i32,
         at_ms: i64,
         reason: &str,
@@ -335,7 +335,7 @@ impl StoreTxn {
     /// `settle_refund_in`.
     pub async fn settle_refund(
         &self,
-        id: &str,
+        id: &RefundId,
         raw_status: &str,
         message: Option<&str>,
         processor_refund_id: Option<&str>,
@@ -362,7 +362,7 @@ impl StoreTxn {
 /// another report, or discarded) or the status is not final.
 pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
     conn: &C,
-    id: &str,
+    id: &RefundId,
     raw_status: &str,
     message: Option<&str>,
     processor_refund_id: Option<&str>,
@@ -498,7 +498,13 @@ mod tests {
         // A unit that has written holds SQLite's write lock until it commits.
         let holder = shop.store.begin().await.expect("begin");
         holder
-            .settle_refund("ref_none", "APPROVED", None, None, NOW)
+            .settle_refund(
+                &crate::ids::RefundId::generate(),
+                "APPROVED",
+                None,
+                None,
+                NOW,
+            )
             .await
             .expect("a write");
         let (store, id) = (shop.store.clone(), refund.id.clone());

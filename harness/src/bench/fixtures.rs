@@ -183,7 +183,7 @@ impl crate::Raw<'_> {
             .await?;
             balance_transaction::Entity::insert_many(part.iter().map(|r| {
                 balance_transaction::ActiveModel {
-                    id: Set(format!("btx_{}", r.charge_id)),
+                    id: Set(billing::ids::BalanceTransactionId::generate()),
                     account_id: Set(r.account.clone()),
                     kind: Set("fee".into()),
                     amount_cents: Set(-r.fee_cents),

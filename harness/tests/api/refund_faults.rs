@@ -35,7 +35,10 @@ async fn asked_five_times(shop: &Shop, id: &str) -> billing::store::refunds::Ref
     let account = billing::ids::AccountId::from_stored(shop.account_id.clone());
     let read = || async {
         shop.store
-            .refund(&account, id)
+            .refund(
+                &account,
+                &billing::ids::RefundId::parse(id).expect("a refund's id"),
+            )
             .await
             .expect("db")
             .expect("refund")
@@ -224,7 +227,7 @@ async fn a_refund_recorded_but_never_posted_is_settled_by_the_reconciler(app: Te
         })
         .await
         .expect("recorded");
-    let done = settled_as(&app, &shop.key, &recorded.id).await;
+    let done = settled_as(&app, &shop.key, recorded.id.as_str()).await;
     assert_eq!(done["status"], "declined", "{done}");
     assert!(
         shop.proxy.seen("POST", "/refunds").is_empty(),

@@ -1,6 +1,7 @@
 //! The balance's ledger: one row per top-up or fee, the sum of which is the account's balance.
 
 use crate::ids::AccountId;
+use crate::ids::BalanceTransactionId;
 use crate::ids::ChargeAttemptId;
 use sea_orm::entity::prelude::*;
 
@@ -8,7 +9,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "balance_transactions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: BalanceTransactionId,
     pub account_id: AccountId,
     /// `top_up` or `fee` (`api::schemas::BALANCE_TRANSACTION_TYPES`).
     pub kind: String,

@@ -3,6 +3,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::ChargeAttemptId;
+use crate::ids::ChargeConflictId;
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration
@@ -11,7 +12,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "charge_conflicts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: ChargeConflictId,
     pub account_id: AccountId,
     pub charge_id: ChargeAttemptId,
     /// `outcome` (contradicts the recorded final outcome) or `mismatch` (amount, currency or

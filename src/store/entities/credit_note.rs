@@ -3,20 +3,21 @@
 
 use crate::ids::AccountId;
 use crate::ids::ChargeAttemptId;
+use crate::ids::{CreditNoteId, InvoiceId, RefundId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "credit_notes")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: CreditNoteId,
     pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,
     /// The series' prefix and the sequence (`NC-1`).
     pub number: String,
-    pub invoice_id: String,
-    pub refund_id: String,
+    pub invoice_id: InvoiceId,
+    pub refund_id: RefundId,
     pub charge_id: ChargeAttemptId,
     /// JSON of `store::credit_notes::CreditLine`s.
     pub lines: String,

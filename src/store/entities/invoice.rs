@@ -4,6 +4,7 @@
 use crate::ids::AccountId;
 use crate::ids::ChargeAttemptId;
 use crate::ids::CustomerId;
+use crate::ids::InvoiceId;
 use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
@@ -11,7 +12,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "invoices")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: InvoiceId,
     pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,

@@ -4,13 +4,14 @@
 use crate::domain::charge_status::RefundStatus;
 use crate::ids::AccountId;
 use crate::ids::ChargeAttemptId;
+use crate::ids::RefundId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "refunds")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: RefundId,
     pub account_id: AccountId,
     pub charge_id: ChargeAttemptId,
     pub amount_cents: i64,
