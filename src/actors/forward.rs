@@ -13,7 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
-use crate::ids::{AccountId, ChargeAttemptId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, ChargeAttemptId, PlanId, SubscriptionId, WebhookEndpointId};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -314,11 +314,11 @@ impl super::Runtime {
         let subscription = || SubscriptionId::given(id);
         let reply = match message {
             Message::Wake => {
-                self.wake_endpoint(id).await;
+                self.wake_endpoint(&WebhookEndpointId::given(id)).await;
                 Ok(Reply::Done)
             }
             Message::Flush => {
-                self.flush_endpoint(id).await;
+                self.flush_endpoint(&WebhookEndpointId::given(id)).await;
                 Ok(Reply::Done)
             }
             Message::Act { command } => self

@@ -17,7 +17,7 @@ pub mod tree;
 use crate::actors::forward::{Message, Reply};
 use crate::charges::Charger;
 use crate::clock::Clock;
-use crate::ids::{AccountId, PlanId, SubscriptionId};
+use crate::ids::{AccountId, PlanId, SubscriptionId, WebhookEndpointId};
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
@@ -49,9 +49,9 @@ struct Inner {
     endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
     /// Endpoints of other nodes with a wake on its way, and whether another was asked for
     /// meanwhile (`Runtime::wake_remote`).
-    remote_wakes: dashmap::DashMap<String, bool>,
+    remote_wakes: dashmap::DashMap<WebhookEndpointId, bool>,
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
-    endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    endpoint_wakes: dashmap::DashMap<WebhookEndpointId, Arc<std::sync::atomic::AtomicBool>>,
     /// The period charges out at the processor, their slots and the rows they began on.
     in_flight: InFlight,
     /// The guarded HTTP clients of webhook deliveries, per account mode (15 s timeout, no

@@ -6,7 +6,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::SubscriptionId;
+use crate::ids::{EventId, SubscriptionId};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -137,7 +137,7 @@ async fn list_events(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |e| e.id.clone(),
+        |e| e.id.to_string(),
         |e| event_out(e.body),
     )))
 }
@@ -150,6 +150,7 @@ async fn get_event(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EventOut>> {
+    let id = EventId::given(id);
     let event = state
         .store
         .event(caller.account_id(), &id)
@@ -187,6 +188,7 @@ async fn redeliver_event(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(axum::http::StatusCode, Json<RedeliveryOut>)> {
+    let id = EventId::given(id);
     let account = caller.account_id();
     let event = state
         .store
@@ -198,7 +200,7 @@ async fn redeliver_event(
     Ok((
         axum::http::StatusCode::ACCEPTED,
         Json(RedeliveryOut {
-            event_id: event.id,
+            event_id: event.id.into_string(),
             deliveries: deliveries
                 .into_iter()
                 .map(|d| super::webhook_endpoints::delivery_out(d, &[]))

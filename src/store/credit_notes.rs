@@ -12,7 +12,7 @@ use super::outbox::{Event, event_row};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
-use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId};
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, WebhookEndpointId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -122,7 +122,7 @@ fn creditable(lines: &[InvoiceLine], earlier: &[CreditNote]) -> StoreResult<Vec<
 pub(crate) async fn issue_in<C: ConnectionTrait>(
     conn: &C,
     refund: &refund::Model,
-) -> StoreResult<Vec<String>> {
+) -> StoreResult<Vec<WebhookEndpointId>> {
     if refund.status != RefundStatus::Approved {
         return Err(StoreError::invariant(format!(
             "a credit note for refund {}, which is {}",

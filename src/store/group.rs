@@ -322,7 +322,7 @@ pub(crate) mod tests {
                     // Writes, then gives up: only its savepoint rolls back, not the group.
                     let txn = store.begin().await.expect("begin");
                     txn.insert_event(Event {
-                        id: EventId::generate().into_string(),
+                        id: EventId::generate(),
                         account_id: id.clone(),
                         event_type: "subscription.created".into(),
                         subscription_id: None,
@@ -381,7 +381,7 @@ pub(crate) mod tests {
 
     fn event(id: &AccountId, body: &str) -> Event {
         Event {
-            id: EventId::generate().into_string(),
+            id: EventId::generate(),
             account_id: id.clone(),
             event_type: "subscription.created".into(),
             subscription_id: None,

@@ -14,6 +14,7 @@ use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
 use crate::ids::{
     AccountId, AddonId, ChargeAttemptId, CustomerId, InvoiceId, PlanId, SubscriptionId,
+    WebhookEndpointId,
 };
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
@@ -386,7 +387,7 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
 pub(crate) async fn issue_with_events<C: ConnectionTrait>(
     conn: &C,
     charge: &ChargeAttempt,
-) -> StoreResult<Vec<String>> {
+) -> StoreResult<Vec<WebhookEndpointId>> {
     let mut touched = Vec::new();
     for event in issue_in(conn, &[charge]).await? {
         event

@@ -15,7 +15,7 @@ pub fn event_row(
     data: serde_json::Value,
     now_ms: i64,
 ) -> Event {
-    let id = crate::ids::EventId::generate().into_string();
+    let id = crate::ids::EventId::generate();
     let created = crate::domain::time::rfc3339(crate::domain::time::from_millis(now_ms));
     let body = serde_json::json!({"id": id, "type": event_type, "created": created, "data": data});
     Event {

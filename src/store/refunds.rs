@@ -25,7 +25,9 @@ use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId, RefundId, SubscriptionId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CustomerId, RefundId, SubscriptionId, WebhookEndpointId,
+};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -82,7 +84,7 @@ pub struct SettledRefund {
     pub refund: Refund,
     pub charge: ChargeAttempt,
     /// The endpoints given deliveries of the credit note's event, to wake after the commit.
-    pub touched: Vec<String>,
+    pub touched: Vec<WebhookEndpointId>,
 }
 
 impl Store {

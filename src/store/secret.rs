@@ -97,7 +97,7 @@ mod tests {
 
     fn endpoint_row() -> webhook_endpoint::Model {
         webhook_endpoint::Model {
-            id: "we_1".into(),
+            id: crate::ids::WebhookEndpointId::parse("we_1").expect("an endpoint's id"),
             account_id: AccountId::parse("acct_1").expect("an account's id"),
             url: "https://example.com/hooks".into(),
             secret: SECRETS[3].into(),

@@ -8,7 +8,9 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::subscription::Status;
-use crate::ids::{AccountId, AddonId, ChargeAttemptId, CustomerId, PlanId, SubscriptionId};
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CustomerId, EventId, PlanId, SubscriptionId,
+};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
@@ -289,8 +291,8 @@ impl Store {
         fetch_page(self.conn(), select, event::Column::Id, page).await
     }
 
-    pub async fn event(&self, account: &AccountId, id: &str) -> StoreResult<Option<Event>> {
-        Ok(event::Entity::find_scoped(account, id)
+    pub async fn event(&self, account: &AccountId, id: &EventId) -> StoreResult<Option<Event>> {
+        Ok(event::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }

@@ -195,7 +195,7 @@ impl crate::Raw<'_> {
             .exec(&txn)
             .await?;
             event::Entity::insert_many(part.iter().map(|r| event::ActiveModel {
-                id: Set(format!("evt_{}", r.charge_id)),
+                id: Set(billing::ids::EventId::generate()),
                 account_id: Set(r.account.clone()),
                 event_type: Set("charge.approved".into()),
                 subscription_id: Set(Some(r.subscription_id.clone())),

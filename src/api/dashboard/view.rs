@@ -174,9 +174,9 @@ pub(super) async fn page(
                     .unwrap_or_default(),
                 last_error: d.last_error.unwrap_or_default(),
                 updated: when(d.updated_at),
-                id: d.id,
-                endpoint: d.endpoint_id,
-                event: d.event_id,
+                id: d.id.into_string(),
+                endpoint: d.endpoint_id.into_string(),
+                event: d.event_id.into_string(),
                 status: d.status,
             })
             .collect(),

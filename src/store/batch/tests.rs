@@ -172,7 +172,7 @@ async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
     let shop = shop(NOW).await;
     let subs = subscriptions(&shop, 3).await;
     let endpoint = WebhookEndpoint {
-        id: "we_resumed".into(),
+        id: crate::ids::WebhookEndpointId::parse("we_resumed").expect("an endpoint's id"),
         account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),
@@ -275,7 +275,7 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
     let shop = shop(NOW).await;
     let subs = subscriptions(&shop, 4).await;
     let endpoint = WebhookEndpoint {
-        id: "we_batch".into(),
+        id: crate::ids::WebhookEndpointId::parse("we_batch").expect("an endpoint's id"),
         account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),

@@ -19,7 +19,9 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId, WebhookEndpointId,
+};
 use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
@@ -85,7 +87,7 @@ pub struct Settled {
     pub conflict: bool,
     /// The endpoints given deliveries of the invoice's event, for the caller's transaction to
     /// wake once it commits.
-    pub touched: Vec<String>,
+    pub touched: Vec<WebhookEndpointId>,
 }
 
 impl Store {

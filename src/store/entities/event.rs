@@ -1,6 +1,7 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
 use crate::ids::AccountId;
+use crate::ids::EventId;
 use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
@@ -8,7 +9,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: EventId,
     pub account_id: AccountId,
     #[sea_orm(column_name = "type")]
     pub event_type: String,

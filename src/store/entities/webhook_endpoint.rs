@@ -2,6 +2,7 @@
 //! it is enabled.
 
 use crate::ids::AccountId;
+use crate::ids::WebhookEndpointId;
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: WebhookEndpointId,
     pub account_id: AccountId,
     pub url: String,
     pub secret: Secret,
