@@ -166,7 +166,7 @@ pub struct CheckoutSessionListQuery {
 }
 
 /// `<public url>/checkout/<id>`.
-fn session_url(state: &AppState, id: &str) -> String {
+fn session_url(state: &AppState, id: &CheckoutSessionId) -> String {
     format!("{}/checkout/{id}", state.config.public_url())
 }
 
@@ -190,7 +190,7 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
             email: session.customer_email,
             name: session.customer_name,
         }),
-        id: session.id,
+        id: session.id.into_string(),
         status: session.status,
         subscription_id: session.subscription_id.map(SubscriptionId::into_string),
         plan_id: session.plan_id.into_string(),
@@ -216,7 +216,11 @@ pub(super) fn web_url(raw: Option<String>, param: &str) -> ApiResult<Option<Stri
 }
 
 /// The caller's session `id` as it stands now (expired once its time has passed), or 404.
-async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<CheckoutSession> {
+async fn scoped(
+    state: &AppState,
+    caller: &Caller,
+    id: &CheckoutSessionId,
+) -> ApiResult<CheckoutSession> {
     let account = caller.account_id();
     let session = state
         .store
@@ -290,7 +294,7 @@ async fn create_checkout_session(
     let amount_cents = plan.price(cycle);
     let now = state.runtime.clock().now_ms(account).await?;
     let session = CheckoutSession {
-        id: CheckoutSessionId::generate().into_string(),
+        id: CheckoutSessionId::generate(),
         account_id: caller.0.id.clone(),
         plan_id,
         cycle: cycle.as_str().to_owned(),
@@ -345,7 +349,7 @@ async fn list_checkout_sessions(
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |s| s.id.clone(),
+        |s| s.id.to_string(),
         |s| session_out(&state, s),
     )))
 }
@@ -358,6 +362,7 @@ async fn get_checkout_session(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CheckoutSessionOut>> {
+    let id = CheckoutSessionId::given(id);
     let session = scoped(&state, &caller, &id).await?;
     Ok(Json(session_out(&state, session)))
 }
@@ -372,9 +377,10 @@ async fn get_checkout_session_status(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CheckoutSessionStatusOut>> {
+    let id = CheckoutSessionId::given(id);
     let session = scoped(&state, &caller, &id).await?;
     Ok(Json(CheckoutSessionStatusOut {
-        id: session.id,
+        id: session.id.into_string(),
         status: session.status,
         subscription_id: session.subscription_id.map(SubscriptionId::into_string),
     }))

@@ -8,6 +8,7 @@ use crate::accounts::processor_base_url;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::time::Cycle;
 use crate::http::state::AppState;
+use crate::ids::CheckoutSessionId;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -78,6 +79,7 @@ async fn show_page(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let id = CheckoutSessionId::given(id);
     let accept = headers
         .get(header::ACCEPT_LANGUAGE)
         .and_then(|v| v.to_str().ok());
@@ -109,7 +111,7 @@ async fn show_page(
 /// The page's HTML and the processor origin it may talk to; `None` for an unknown session.
 async fn render(
     state: &AppState,
-    id: &str,
+    id: &CheckoutSessionId,
     locale: Locale,
 ) -> Result<Option<(askama::Result<String>, String)>, crate::store::StoreError> {
     let Some(session) = state.store.checkout_session_by_id(id).await? else {
@@ -166,7 +168,7 @@ async fn render(
                 lang: locale.code(),
                 t,
                 merchant: &account.name,
-                session_id: &session.id,
+                session_id: session.id.as_str(),
                 processor_url: &processor,
                 public_key: &account.processor_public_key,
                 plan_name,

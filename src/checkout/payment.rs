@@ -22,7 +22,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
 use crate::store::charges::{BeginChargeError, NewCharge};
@@ -156,6 +156,7 @@ async fn complete_checkout(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CompleteIn>,
 ) -> ApiResult<Response> {
+    let id = CheckoutSessionId::given(id);
     let (session, account) = open_session(&state, &id).await?;
     state
         .limiter
@@ -322,7 +323,10 @@ async fn payer(
 }
 
 /// The session, which must exist (404) and be open (409), with its account.
-async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession, Account)> {
+async fn open_session(
+    state: &AppState,
+    id: &CheckoutSessionId,
+) -> ApiResult<(CheckoutSession, Account)> {
     let not_found =
         || ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id");
     let session = state
@@ -354,7 +358,7 @@ async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession,
 async fn outcome(
     state: &AppState,
     account: &Account,
-    session_id: &str,
+    session_id: &CheckoutSessionId,
     charge_id: &ChargeAttemptId,
 ) -> ApiResult<Response> {
     let started = tokio::time::Instant::now();

@@ -9,7 +9,9 @@ use super::entities::{charge_attempt, checkout_session, customer, payment_method
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId, SubscriptionId,
+};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
@@ -47,9 +49,9 @@ impl Store {
     pub async fn checkout_session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CheckoutSessionId,
     ) -> StoreResult<Option<CheckoutSession>> {
-        Ok(checkout_session::Entity::find_scoped(account, id)
+        Ok(checkout_session::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -89,8 +91,11 @@ impl Store {
 
     /// A session by id alone: for the hosted page, whose URL (the unguessable id) is the
     /// customer's only credential, as with any hosted payment page.
-    pub async fn checkout_session_by_id(&self, id: &str) -> StoreResult<Option<CheckoutSession>> {
-        Ok(checkout_session::Entity::find_by_id(id)
+    pub async fn checkout_session_by_id(
+        &self,
+        id: &CheckoutSessionId,
+    ) -> StoreResult<Option<CheckoutSession>> {
+        Ok(checkout_session::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -108,7 +113,11 @@ impl Store {
 
     /// Marks an open session expired once `now_ms` (the account's clock) has reached its
     /// `expires_at`, unless a payment is in flight: that payment decides. True if it changed.
-    pub async fn expire_checkout_session(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn expire_checkout_session(
+        &self,
+        id: &CheckoutSessionId,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
         let result = checkout_session::Entity::update_many()
             .col_expr(checkout_session::Column::Status, Expired.as_str().into())
             .col_expr(checkout_session::Column::UpdatedAt, now_ms.into())
@@ -127,7 +136,7 @@ impl StoreTxn {
     /// in flight can be claimed. False when another attempt holds it or the session is closed.
     pub async fn claim_checkout_session(
         &self,
-        id: &str,
+        id: &CheckoutSessionId,
         attempt: &CheckoutAttempt,
         now_ms: i64,
     ) -> StoreResult<bool> {
@@ -169,7 +178,7 @@ impl StoreTxn {
     /// that charge (so nothing is created twice).
     pub async fn complete_checkout_session(
         &self,
-        id: &str,
+        id: &CheckoutSessionId,
         charge_id: &ChargeAttemptId,
         subscription_id: &SubscriptionId,
         now_ms: i64,
@@ -191,7 +200,7 @@ impl StoreTxn {
     /// A failed attempt lets go of the lock, keeping the reason for the page.
     pub async fn release_checkout_session(
         &self,
-        id: &str,
+        id: &CheckoutSessionId,
         charge_id: &ChargeAttemptId,
         error: &str,
         now_ms: i64,

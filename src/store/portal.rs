@@ -4,7 +4,7 @@
 use super::entities::{account, portal_action, portal_session};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::portal::{PortalConfig, PortalPatch};
-use crate::ids::{AccountId, PortalActionId, SubscriptionId};
+use crate::ids::{AccountId, PortalActionId, PortalSessionId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
@@ -94,9 +94,9 @@ impl Store {
     pub async fn portal_session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PortalSessionId,
     ) -> StoreResult<Option<PortalSession>> {
-        Ok(portal_session::Entity::find_scoped(account, id)
+        Ok(portal_session::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -116,7 +116,7 @@ impl Store {
     /// Records an action taken through the portal (after it took effect).
     pub async fn record_portal_action(&self, new: NewPortalAction<'_>) -> StoreResult<()> {
         portal_action::ActiveModel {
-            id: Set(PortalActionId::generate().into_string()),
+            id: Set(PortalActionId::generate()),
             account_id: Set(new.session.account_id.clone()),
             session_id: Set(new.session.id.clone()),
             customer_id: Set(new.session.customer_id.clone()),
@@ -134,7 +134,7 @@ impl Store {
     pub async fn portal_actions_of_session(
         &self,
         account: &AccountId,
-        session_id: &str,
+        session_id: &PortalSessionId,
     ) -> StoreResult<Vec<PortalAction>> {
         use sea_orm::QueryOrder;
         Ok(portal_action::Entity::scoped(account)

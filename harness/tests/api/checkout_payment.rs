@@ -406,7 +406,11 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         token: "tok_test_1_a".into(),
     };
     let claimed = txn
-        .claim_checkout_session(&id, &attempt, chrono::Utc::now().timestamp_millis())
+        .claim_checkout_session(
+            &billing::ids::CheckoutSessionId::parse(&id).expect("a session's id"),
+            &attempt,
+            chrono::Utc::now().timestamp_millis(),
+        )
         .await
         .expect("claim");
     assert!(claimed);
@@ -427,7 +431,9 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     // this test is about.
     eventually(Duration::from_secs(30), || async {
         store
-            .checkout_session_by_id(&id)
+            .checkout_session_by_id(
+                &billing::ids::CheckoutSessionId::parse(&id).expect("a session's id"),
+            )
             .await
             .expect("db")
             .is_some_and(|session| session.status == "complete")

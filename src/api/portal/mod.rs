@@ -175,7 +175,7 @@ async fn create_portal_session(
     let now = state.runtime.clock().now_ms(account).await?;
     let token = random_token(TOKEN_PREFIX, TOKEN_LEN);
     let session = PortalSession {
-        id: PortalSessionId::generate().into_string(),
+        id: PortalSessionId::generate(),
         account_id: account.clone(),
         customer_id: customer.id,
         token_hash: sha256_hex(&token),
@@ -195,7 +195,7 @@ async fn create_portal_session(
         StatusCode::CREATED,
         Json(PortalSessionOut {
             url: format!("{}/portal/{token}", state.config.public_url()),
-            id: session.id,
+            id: session.id.into_string(),
             customer_id: session.customer_id.into_string(),
             return_url: session.return_url,
             locale: session.locale,
@@ -255,6 +255,7 @@ async fn get_portal_session(
     caller: Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> ApiResult<Json<PortalSessionRead>> {
+    let id = PortalSessionId::given(id);
     let account = caller.account_id();
     let session = state
         .store
@@ -294,7 +295,7 @@ async fn get_portal_session(
                 kind,
                 subscription_id,
             }),
-        id: session.id,
+        id: session.id.into_string(),
         customer_id: session.customer_id.into_string(),
         return_url: session.return_url,
         locale: session.locale,

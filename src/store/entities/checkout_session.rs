@@ -2,6 +2,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::ChargeAttemptId;
+use crate::ids::CheckoutSessionId;
 use crate::ids::PlanId;
 use crate::ids::SubscriptionId;
 use crate::ids::{CustomerId, PaymentMethodId};
@@ -11,7 +12,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "checkout_sessions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: CheckoutSessionId,
     pub account_id: AccountId,
     pub plan_id: PlanId,
     pub cycle: String,

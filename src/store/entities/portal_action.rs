@@ -3,6 +3,7 @@
 use crate::ids::AccountId;
 use crate::ids::CustomerId;
 use crate::ids::SubscriptionId;
+use crate::ids::{PortalActionId, PortalSessionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -10,9 +11,9 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     /// `bpa_…`.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: PortalActionId,
     pub account_id: AccountId,
-    pub session_id: String,
+    pub session_id: PortalSessionId,
     pub customer_id: CustomerId,
     pub subscription_id: Option<SubscriptionId>,
     /// `payment_method_update`, `subscription_cancel`, `plan_switch` or `customer_update`.

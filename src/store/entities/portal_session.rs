@@ -3,6 +3,7 @@
 
 use crate::ids::AccountId;
 use crate::ids::CustomerId;
+use crate::ids::PortalSessionId;
 use crate::ids::SubscriptionId;
 use sea_orm::entity::prelude::*;
 
@@ -11,7 +12,7 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     /// `bps_…`.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: PortalSessionId,
     pub account_id: AccountId,
     pub customer_id: CustomerId,
     /// SHA-256 (hex) of the token in the session's URL.
