@@ -2,7 +2,7 @@
 //! and `harness/src/` opens with its `//!` doc and is at most 600 lines long; in the
 //! service (`src/`) only `store/` names sea_orm, only the HTTP layer names axum, and no two
 //! modules import each other, however far round; the tenant filter is written once
-//! (`store::Scoped`). Each rule's known exceptions are listed
+//! (`store::Scoped`), and an entity's ids are newtypes unless a comment says why not. Each rule's known exceptions are listed
 //! beside it with the reason, and a listed exception that no longer breaks the rule fails the
 //! test too.
 
@@ -185,6 +185,68 @@ fn the_tenant_filter_test_finds_what_it_looks_for() {
     assert!(!compares_the_account(
         "// never `.filter(x::Column::AccountId.eq(a))`"
     ));
+}
+
+/// The fields of entity source `text` whose name ends in `id` and whose type is `String` or
+/// `Option<String>`, without a `// raw id:` comment (saying why) among the lines just above.
+fn raw_ids(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut raw = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(field) = line.strip_prefix("pub ") else {
+            continue;
+        };
+        let Some((name, kind)) = field.split_once(':') else {
+            continue;
+        };
+        let kind = kind.trim().trim_end_matches(',');
+        if !name.ends_with("id") || !matches!(kind, "String" | "Option<String>") {
+            continue;
+        }
+        let explained = lines[..at]
+            .iter()
+            .rev()
+            .take_while(|above| above.starts_with("//") || above.starts_with("#["))
+            .any(|above| above.starts_with("// raw id:"));
+        if !explained {
+            raw.push(name.to_owned());
+        }
+    }
+    raw
+}
+
+#[test]
+fn entity_ids_are_newtypes_unless_said_otherwise() {
+    let raw: Vec<String> = sources()
+        .into_iter()
+        .filter(|(file, _)| file.starts_with("src/store/entities/"))
+        .flat_map(|(file, text)| {
+            raw_ids(&text)
+                .into_iter()
+                .map(move |field| format!("{file}: {field}"))
+        })
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "an entity's id is its `crate::ids` newtype (a column through `entities::ids`), or a \
+         String under a `// raw id:` comment saying why: {raw:?}"
+    );
+}
+
+#[test]
+fn the_raw_id_test_finds_what_it_looks_for() {
+    let entity = "
+        pub struct Model {
+            pub id: SubscriptionId,
+            pub plan_id: String,
+            /// The processor's.
+            // raw id: not ours.
+            pub processor_id: Option<String>,
+            pub customer_id: Option<String>,
+            pub reference: String,
+            pub id_hash: String,
+        }";
+    assert_eq!(raw_ids(entity), ["plan_id", "customer_id"]);
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! The balance's ledger: one row per top-up or fee, the sum of which is the account's balance.
 
-use crate::ids::AccountId;
-use crate::ids::BalanceTransactionId;
-use crate::ids::ChargeAttemptId;
+use crate::ids::{AccountId, BalanceTransactionId, ChargeAttemptId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,8 +1,7 @@
 //! A plan or an add-on (`kind`), with its monthly and annual amounts in cents.
 
 use crate::domain::tax::TaxCode;
-use crate::ids::AccountId;
-use crate::ids::CatalogItemId;
+use crate::ids::{AccountId, CatalogItemId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

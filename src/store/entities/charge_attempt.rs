@@ -3,10 +3,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::SubscriptionId;
-use crate::ids::{CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -22,6 +19,7 @@ pub struct Model {
     /// The fee reserved for this charge, deducted on approval, released otherwise.
     pub fee_cents: i64,
     pub reference: String,
+    // raw id: the processor's transaction id, in its own format (no prefix of ours).
     pub processor_transaction_id: Option<String>,
     pub status: ChargeStatus,
     /// The processor's raw status (APPROVED, DECLINED, …).

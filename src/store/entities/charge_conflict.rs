@@ -1,9 +1,7 @@
 //! A processor report about a charge that moved no money (another transaction, another amount),
 //! kept for the operator.
 
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::ChargeConflictId;
+use crate::ids::{AccountId, ChargeAttemptId, ChargeConflictId};
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration
@@ -22,6 +20,7 @@ pub struct Model {
     pub recorded_status: String,
     /// The processor's raw status in the report.
     pub reported_status: Option<String>,
+    // raw id: the processor's transaction id the report named, whatever it was.
     pub transaction_id: Option<String>,
     pub amount_cents: Option<i64>,
     pub currency: Option<String>,

@@ -1,8 +1,7 @@
 //! When to ask the processor next about a charge whose outcome is unknown, and how many times
 //! it was asked.
 
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
+use crate::ids::{AccountId, ChargeAttemptId};
 use sea_orm::entity::prelude::*;
 
 /// A pending charge whose outcome is unknown: when to ask the processor about it next.

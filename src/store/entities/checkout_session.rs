@@ -1,11 +1,9 @@
 //! A hosted checkout session: what it sells, its state, and the payment it took.
 
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::CheckoutSessionId;
-use crate::ids::PlanId;
-use crate::ids::SubscriptionId;
-use crate::ids::{CustomerId, PaymentMethodId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId, PlanId,
+    SubscriptionId,
+};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

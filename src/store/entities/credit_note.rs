@@ -1,9 +1,7 @@
 //! A credit note: one per approved refund, against its charge's invoice, numbered in its own
 //! series, with the part of each invoice line it gives back (JSON) and its sums.
 
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::{CreditNoteId, InvoiceId, RefundId};
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, RefundId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

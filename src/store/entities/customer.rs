@@ -1,7 +1,6 @@
 //! An integrator's customer (a name and an e-mail).
 
-use crate::ids::AccountId;
-use crate::ids::CustomerId;
+use crate::ids::{AccountId, CustomerId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

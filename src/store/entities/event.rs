@@ -1,8 +1,6 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
-use crate::ids::AccountId;
-use crate::ids::EventId;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, EventId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

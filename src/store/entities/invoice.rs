@@ -1,11 +1,7 @@
 //! An invoice: one per approved charge, numbered in its account's series, with the customer and
 //! the lines as they were at issue (JSON) and its sums.
 
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::CustomerId;
-use crate::ids::InvoiceId;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

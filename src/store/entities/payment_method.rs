@@ -1,7 +1,6 @@
 //! A customer's card or Nequi account, as the processor's payment source.
 
-use crate::ids::AccountId;
-use crate::ids::{CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

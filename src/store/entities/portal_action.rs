@@ -1,9 +1,6 @@
 //! An action a customer took through the portal, with the session it came from.
 
-use crate::ids::AccountId;
-use crate::ids::CustomerId;
-use crate::ids::SubscriptionId;
-use crate::ids::{PortalActionId, PortalSessionId};
+use crate::ids::{AccountId, CustomerId, PortalActionId, PortalSessionId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

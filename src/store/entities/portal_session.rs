@@ -1,10 +1,7 @@
 //! A customer portal session (CONTRACT §13): one customer of one account, an hour long, its
 //! URL's token stored only as its SHA-256.
 
-use crate::ids::AccountId;
-use crate::ids::CustomerId;
-use crate::ids::PortalSessionId;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, CustomerId, PortalSessionId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

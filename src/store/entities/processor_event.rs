@@ -10,6 +10,7 @@ pub struct Model {
     pub checksum: String,
     pub account_id: AccountId,
     pub event_type: String,
+    // raw id: the processor's transaction id, as its event carried it.
     pub transaction_id: Option<String>,
     pub reference: Option<String>,
     pub status: Option<String>,

@@ -2,9 +2,7 @@
 //! pending when to ask about it next.
 
 use crate::domain::charge_status::RefundStatus;
-use crate::ids::AccountId;
-use crate::ids::ChargeAttemptId;
-use crate::ids::RefundId;
+use crate::ids::{AccountId, ChargeAttemptId, RefundId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -17,6 +15,7 @@ pub struct Model {
     pub amount_cents: i64,
     pub reason: Option<String>,
     pub status: RefundStatus,
+    // raw id: the processor's refund id, in its own format.
     pub processor_refund_id: Option<String>,
     pub processor_status: Option<String>,
     pub processor_message: Option<String>,

@@ -3,10 +3,7 @@
 
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
-use crate::ids::PlanId;
-use crate::ids::SubscriptionId;
-use crate::ids::{CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]

@@ -1,8 +1,6 @@
 //! An add-on attached to a subscription, and when it was detached.
 
-use crate::ids::AccountId;
-use crate::ids::AddonId;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, AddonId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

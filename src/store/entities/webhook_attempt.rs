@@ -1,7 +1,6 @@
 //! One attempt to deliver a webhook: the receiver's status code or the error, and its timing.
 
-use crate::ids::AccountId;
-use crate::ids::{AttemptId, DeliveryId, WebhookEndpointId};
+use crate::ids::{AccountId, AttemptId, DeliveryId, WebhookEndpointId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

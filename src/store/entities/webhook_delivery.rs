@@ -1,7 +1,6 @@
 //! An event to deliver to one endpoint, with when to try next and how it ended.
 
-use crate::ids::AccountId;
-use crate::ids::{DeliveryId, EventId, WebhookEndpointId};
+use crate::ids::{AccountId, DeliveryId, EventId, WebhookEndpointId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -1,8 +1,7 @@
 //! An integrator's webhook endpoint: its URL, the events it wants, its signing secret and whether
 //! it is enabled.
 
-use crate::ids::AccountId;
-use crate::ids::WebhookEndpointId;
+use crate::ids::{AccountId, WebhookEndpointId};
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
