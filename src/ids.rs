@@ -27,8 +27,9 @@ macro_rules! id_type {
                 raw.starts_with($prefix).then(|| Self(raw.to_owned()))
             }
 
-            /// Wraps a value read back from our own storage.
-            pub fn from_stored(raw: String) -> Self {
+            /// Wraps a value read back from our own storage (`store::entities::ids`, the only
+            /// caller: the rows carry the newtypes).
+            pub(crate) fn from_stored(raw: String) -> Self {
                 Self(raw)
             }
 

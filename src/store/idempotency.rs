@@ -194,7 +194,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000_000;
 
     fn account() -> AccountId {
-        AccountId::from_stored("acct_1".to_owned())
+        AccountId::parse("acct_1").expect("an account's id")
     }
 
     #[tokio::test]

@@ -148,7 +148,8 @@ pub(super) async fn shop(
     )
     .await?;
     let key = account["api_key"].as_str().context("api_key")?.to_owned();
-    let account_id = AccountId::from_stored(account["id"].as_str().context("id")?.to_owned());
+    let account_id =
+        AccountId::parse(account["id"].as_str().context("id")?).context("an account's id")?;
     if let Some(standalone) = standalone {
         standalone
             .point_events(http, &keys, base, &account_id)

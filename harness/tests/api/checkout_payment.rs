@@ -374,7 +374,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     let store = billing::store::Store::connect(&app.database_url)
         .await
         .expect("store");
-    let account = billing::ids::AccountId::from_stored(app.account_id.clone());
+    let account = billing::ids::AccountId::parse(&app.account_id).expect("an account's id");
     let txn = store.begin().await.expect("begin");
     let charge = txn
         .begin_charge(NewCharge {

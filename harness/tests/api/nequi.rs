@@ -33,7 +33,7 @@ async fn keys(app: &TestApp) -> (String, String) {
         .await
         .expect("store");
     let account = store
-        .account(&AccountId::from_stored(app.account_id.clone()))
+        .account(&AccountId::parse(&app.account_id).expect("an account's id"))
         .await
         .expect("db")
         .expect("account");

@@ -81,7 +81,7 @@ impl Fixture {
             .expect("json");
         let store = Store::connect(&app.database_url).await.expect("store");
         let row = store
-            .account(&AccountId::from_stored(self.account_id.clone()))
+            .account(&AccountId::parse(&self.account_id).expect("an account's id"))
             .await
             .expect("db")
             .expect("account");
@@ -151,7 +151,7 @@ impl Fixture {
     async fn charger(&self, app: &TestApp) -> (Charger, Store, billing::store::accounts::Account) {
         let store = Store::connect(&app.database_url).await.expect("store");
         let account = store
-            .account(&AccountId::from_stored(self.account_id.clone()))
+            .account(&AccountId::parse(&self.account_id).expect("an account's id"))
             .await
             .expect("db")
             .expect("account");
@@ -186,7 +186,7 @@ async fn wait_final(
     account: &str,
     charge_id: &str,
 ) -> billing::store::charges::ChargeAttempt {
-    let account = AccountId::from_stored(account.to_owned());
+    let account = AccountId::parse(account).expect("an account's id");
     let fetch = || async {
         store
             .charge(
@@ -304,7 +304,9 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
     );
     assert_eq!(
         store
-            .count_processor_events(&AccountId::from_stored(fixture.account_id.clone()))
+            .count_processor_events(
+                &AccountId::parse(&fixture.account_id).expect("an account's id")
+            )
             .await
             .expect("db"),
         1,

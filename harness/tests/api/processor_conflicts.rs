@@ -99,7 +99,7 @@ async fn an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_coun
     let reference = shop.posted_references()[0].clone();
     let declined = shop.charge(&reference).await;
     assert_eq!(declined.status, ChargeStatus::Declined);
-    let account = AccountId::from_stored(shop.account_id.clone());
+    let account = AccountId::parse(&shop.account_id).expect("an account's id");
     let events_before = shop
         .store
         .count_processor_events(&account)

@@ -234,7 +234,7 @@ async fn one_failing_charge_does_not_stop_the_reconciler(app: TestApp) {
     let source = shop
         .store
         .payment_method(
-            &AccountId::from_stored(shop.account_id.clone()),
+            &AccountId::parse(&shop.account_id).expect("an account's id"),
             &billing::ids::PaymentMethodId::parse(&shop.method).expect("an id"),
         )
         .await

@@ -78,8 +78,8 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
         "the lookup probes the reference's unique index:\n{plan}"
     );
     // The charge for its account, none for another.
-    let ours = AccountId::from_stored("acct_burst".to_owned());
-    let theirs = AccountId::from_stored("acct_other".to_owned());
+    let ours = AccountId::parse("acct_burst").expect("an account's id");
+    let theirs = AccountId::parse("acct_other").expect("an account's id");
     let (seen, charge) = store
         .event_seen_and_charge("checksum", &ours, "ch_19999")
         .await

@@ -259,7 +259,7 @@ impl Shop {
     pub async fn unposted_charge(&self, subscription_id: Option<&str>) -> ChargeAttempt {
         self.store
             .begin_charge(NewCharge {
-                account: AccountId::from_stored(self.account_id.clone()),
+                account: AccountId::parse(&self.account_id).expect("an account's id"),
                 subscription_id: subscription_id
                     .map(|id| billing::ids::SubscriptionId::parse(id).expect("an id")),
                 customer_id: billing::ids::CustomerId::parse(&self.customer).expect("an id"),
