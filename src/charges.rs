@@ -160,16 +160,16 @@ impl Charger {
         account: &Account,
         request: ChargeRequest,
     ) -> Result<ChargeAttempt, ChargeError> {
-        let account_id = account.id.clone();
+        let account_id = &account.id;
         // Both must exist before any money moves.
         if self
             .store
-            .payment_method(&account_id, &request.payment_method_id)
+            .payment_method(account_id, &request.payment_method_id)
             .await?
             .is_none()
             || self
                 .store
-                .customer(&account_id, &request.customer_id)
+                .customer(account_id, &request.customer_id)
                 .await?
                 .is_none()
         {
@@ -180,7 +180,7 @@ impl Charger {
         let charge = self
             .store
             .begin_charge(NewCharge {
-                account: account_id,
+                account: account_id.clone(),
                 subscription_id: request.subscription_id,
                 customer_id: request.customer_id,
                 payment_method_id: request.payment_method_id,
@@ -307,15 +307,12 @@ impl Charger {
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<Option<Payer>, StoreError> {
-        let account_id = account.id.clone();
+        let account_id = &account.id;
         let method = self
             .store
-            .payment_method(&account_id, &charge.payment_method_id)
+            .payment_method(account_id, &charge.payment_method_id)
             .await?;
-        let customer = self
-            .store
-            .customer(&account_id, &charge.customer_id)
-            .await?;
+        let customer = self.store.customer(account_id, &charge.customer_id).await?;
         if let (Some(method), Some(customer)) = (method, customer) {
             return Ok(Some(Payer::of(&method, &customer)));
         }

@@ -131,10 +131,10 @@ impl EndpointActor {
                 return Ok(());
             }
         };
-        let account = endpoint.account_id.clone();
-        let now = self.runtime.clock().now_ms(&account).await?;
+        let account = &endpoint.account_id;
+        let now = self.runtime.clock().now_ms(account).await?;
         // The account's mode decides which addresses its endpoints may reach (CONTRACT §9).
-        let Some(owner) = self.runtime.account(&account).await? else {
+        let Some(owner) = self.runtime.account(account).await? else {
             // No account, nothing to send for (accounts are not deleted today).
             state.waiters.drain(..).for_each(|w| drop(w.send(())));
             return Ok(());
@@ -214,8 +214,8 @@ impl EndpointActor {
         delivery: &WebhookDelivery,
         result: AttemptResult,
     ) -> Result<(), ActorProcessingErr> {
-        let account = delivery.account_id.clone();
-        let now = self.runtime.clock().now_ms(&account).await?;
+        let account = &delivery.account_id;
+        let now = self.runtime.clock().now_ms(account).await?;
         let made = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
         let verdict = if result.delivered() {
             AttemptVerdict::Delivered

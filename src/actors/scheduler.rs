@@ -313,8 +313,8 @@ async fn load_window(
         return Ok(());
     }
     for account in runtime.store().all_accounts().await? {
-        let account_id = account.id.clone();
-        let now = runtime.clock().now_ms(&account_id).await?;
+        let account_id = &account.id;
+        let now = runtime.clock().now_ms(account_id).await?;
         let read_at = tokio::time::Instant::now();
         let horizon = now + WINDOW.as_millis() as i64;
         let mut after = marks.after.get(&account.id).cloned();
@@ -322,7 +322,7 @@ async fn load_window(
             let page = runtime
                 .store()
                 .due_timers_page(
-                    &account_id,
+                    account_id,
                     horizon,
                     after.take(),
                     LOAD_BATCH,
@@ -416,8 +416,8 @@ async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize 
 }
 
 async fn recheck_one(runtime: &Runtime, charge: &ChargeAttempt) -> anyhow::Result<()> {
-    let account_id = charge.account_id.clone();
-    let Some(account) = runtime.store().account(&account_id).await? else {
+    let account_id = &charge.account_id;
+    let Some(account) = runtime.store().account(account_id).await? else {
         anyhow::bail!("the charge's account is gone");
     };
     let outcome = runtime.recheck_charge(&account, charge).await?;

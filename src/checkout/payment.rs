@@ -185,16 +185,16 @@ async fn complete_checkout(
             session.last_error.as_deref().unwrap_or("declined")
         )));
     }
-    let account_id = account.id.clone();
+    let account_id = &account.id;
     let (customer_id, email, name) = payer(
         &state,
-        &account_id,
+        account_id,
         &session,
         body.customer_name,
         body.customer_email,
     )
     .await?;
-    let plan = state.store.plan(&account_id, &session.plan_id).await?;
+    let plan = state.store.plan(account_id, &session.plan_id).await?;
     let Some(plan) = plan.filter(|plan| plan.active) else {
         return Err(ApiError::conflict("This plan is no longer offered."));
     };
@@ -212,7 +212,7 @@ async fn complete_checkout(
         .await
         .map_err(processor_error)?;
 
-    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let now = state.runtime.clock().now_ms(account_id).await?;
     let payment_method_id = PaymentMethodId::generate();
     let txn = state.store.begin().await?;
     let charge = txn
@@ -334,13 +334,13 @@ async fn open_session(
         .checkout_session_by_id(id)
         .await?
         .ok_or_else(not_found)?;
-    let account_id = session.account_id.clone();
+    let account_id = &session.account_id;
     let account = state
         .store
-        .account(&account_id)
+        .account(account_id)
         .await?
         .ok_or_else(not_found)?;
-    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let now = state.runtime.clock().now_ms(account_id).await?;
     let session = super::current(&state.store, session, now).await?;
     match SessionStatus::parse(&session.status) {
         Some(SessionStatus::Complete) => Err(ApiError::conflict(

@@ -165,8 +165,8 @@ async fn credit_note_pdf(
         Ok(None) => return not_found(),
         Err(response) => return response,
     };
-    let account_id = invoice.account_id.clone();
-    let note = match state.store.credit_note(&account_id, &id).await {
+    let account_id = &invoice.account_id;
+    let note = match state.store.credit_note(account_id, &id).await {
         // Only a credit note of this invoice: the token opens nothing else.
         Ok(Some(note)) if note.invoice_id == invoice.id => note,
         Ok(_) => return not_found(),

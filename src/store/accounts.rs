@@ -94,7 +94,7 @@ impl Store {
         let updated = account::Entity::update_many()
             .col_expr(account::Column::Invoicing, Some(raw).into())
             .col_expr(account::Column::DefaultTaxCode, default_tax_code.into())
-            .filter(account::Column::Id.eq(id.as_str()))
+            .filter(account::Column::Id.eq(id))
             .exec_with_returning(self.writer())
             .await?;
         updated

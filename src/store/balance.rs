@@ -82,7 +82,7 @@ impl Store {
                 account::Column::AvailableCents,
                 Expr::col(account::Column::AvailableCents).add(amount_cents),
             )
-            .filter(account::Column::Id.eq(account.as_str()))
+            .filter(account::Column::Id.eq(account))
             .exec(txn.conn())
             .await?;
         if updated.rows_affected == 0 {

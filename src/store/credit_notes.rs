@@ -77,10 +77,10 @@ impl Store {
     ) -> StoreResult<Page<CreditNote>> {
         let mut select = credit_note::Entity::scoped(account);
         if let Some(invoice) = &filter.invoice_id {
-            select = select.filter(credit_note::Column::InvoiceId.eq(invoice.as_str()));
+            select = select.filter(credit_note::Column::InvoiceId.eq(invoice));
         }
         if let Some(charge) = &filter.charge_id {
-            select = select.filter(credit_note::Column::ChargeId.eq(charge.as_str()));
+            select = select.filter(credit_note::Column::ChargeId.eq(charge));
         }
         fetch_page(self.conn(), select, credit_note::Column::Id, page).await
     }
@@ -130,7 +130,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         )));
     }
     let Some(invoice) = invoice::Entity::find()
-        .filter(invoice::Column::ChargeId.eq(refund.charge_id.as_str()))
+        .filter(invoice::Column::ChargeId.eq(&refund.charge_id))
         .one(conn)
         .await?
     else {
@@ -140,7 +140,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines)
         .map_err(|err| StoreError::invariant(format!("invoice {}: {err}", invoice.id)))?;
     let earlier = credit_note::Entity::find()
-        .filter(credit_note::Column::InvoiceId.eq(invoice.id.as_str()))
+        .filter(credit_note::Column::InvoiceId.eq(&invoice.id))
         .all(conn)
         .await?;
     let left = creditable(&lines, &earlier)?;

@@ -127,13 +127,13 @@ impl Store {
     ) -> StoreResult<Page<Invoice>> {
         let mut select = invoice::Entity::scoped(account);
         if let Some(customer) = &filter.customer_id {
-            select = select.filter(invoice::Column::CustomerId.eq(customer.as_str()));
+            select = select.filter(invoice::Column::CustomerId.eq(customer));
         }
         if let Some(subscription) = &filter.subscription_id {
-            select = select.filter(invoice::Column::SubscriptionId.eq(subscription.as_str()));
+            select = select.filter(invoice::Column::SubscriptionId.eq(subscription));
         }
         if let Some(charge) = &filter.charge_id {
-            select = select.filter(invoice::Column::ChargeId.eq(charge.as_str()));
+            select = select.filter(invoice::Column::ChargeId.eq(charge));
         }
         fetch_page(self.conn(), select, invoice::Column::Id, page).await
     }

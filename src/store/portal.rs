@@ -57,7 +57,7 @@ impl Store {
                 .map_err(|err| StoreError::invariant(format!("portal configuration: {err}")))?;
             let mut update = account::Entity::update_many()
                 .col_expr(account::Column::Portal, Some(raw).into())
-                .filter(account::Column::Id.eq(account.as_str()));
+                .filter(account::Column::Id.eq(account));
             update = match &stored {
                 Some(old) => update.filter(account::Column::Portal.eq(old.as_str())),
                 None => update.filter(account::Column::Portal.is_null()),

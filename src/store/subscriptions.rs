@@ -123,10 +123,10 @@ impl Store {
             select = select.filter(subscription::Column::Status.eq(*status));
         }
         if let Some(customer) = &filter.customer_id {
-            select = select.filter(subscription::Column::CustomerId.eq(customer.as_str()));
+            select = select.filter(subscription::Column::CustomerId.eq(customer));
         }
         if let Some(plan) = &filter.plan_id {
-            select = select.filter(subscription::Column::PlanId.eq(plan.as_str()));
+            select = select.filter(subscription::Column::PlanId.eq(plan));
         }
         fetch_page(self.conn(), select, subscription::Column::Id, page).await
     }
@@ -313,7 +313,7 @@ impl Store {
                 account::Column::ClockOffsetMs,
                 Expr::col(account::Column::ClockOffsetMs).add(Ord::max(delta_ms, 0)),
             )
-            .filter(account::Column::Id.eq(account.as_str()))
+            .filter(account::Column::Id.eq(account))
             .exec_with_returning(self.writer())
             .await?;
         Ok(moved.first().map(|row| row.clock_offset_ms))
@@ -356,7 +356,7 @@ impl StoreTxn {
         written.version = read_at + 1;
         let mut update = subscription::Entity::update_many()
             .set(written.clone().into_active_model().reset_all())
-            .filter(subscription::Column::Id.eq(id.as_str()))
+            .filter(subscription::Column::Id.eq(&id))
             .filter(subscription::Column::Version.eq(read_at));
         if let Some(epoch) = fence {
             update = update.filter(super::cluster::lease_is(shard, epoch));

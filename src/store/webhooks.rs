@@ -398,7 +398,7 @@ impl Store {
                 webhook_delivery::Column::UpdatedAt,
                 Expr::value(attempt.attempted_at),
             )
-            .filter(webhook_delivery::Column::Id.eq(delivery.id.as_str()))
+            .filter(webhook_delivery::Column::Id.eq(&delivery.id))
             .filter(webhook_delivery::Column::Status.eq("pending"));
         if let Some(epoch) = fence {
             update = update.filter(super::cluster::lease_is(shard, epoch));

@@ -211,7 +211,7 @@ impl crate::Raw<'_> {
                         account::Column::AvailableCents,
                         Expr::col(account::Column::AvailableCents).sub(fees),
                     )
-                    .filter(account::Column::Id.eq(first.account.as_str()))
+                    .filter(account::Column::Id.eq(&first.account))
                     .exec(&txn)
                     .await?;
             }
@@ -220,9 +220,7 @@ impl crate::Raw<'_> {
                     subscription::Column::Version,
                     Expr::col(subscription::Column::Version).add(1),
                 )
-                .filter(
-                    subscription::Column::Id.is_in(part.iter().map(|r| r.subscription_id.as_str())),
-                )
+                .filter(subscription::Column::Id.is_in(part.iter().map(|r| &r.subscription_id)))
                 .exec(&txn)
                 .await?;
             txn.commit().await?;

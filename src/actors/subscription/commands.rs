@@ -300,10 +300,10 @@ impl Context<'_> {
                 "A canceled subscription accepts no add-ons.".into(),
             ));
         }
-        let account_id = sub.account_id.clone();
+        let account_id = &sub.account_id;
         let addon = self
             .store()
-            .addon(&account_id, &addon_id)
+            .addon(account_id, &addon_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No add-on with id `{addon_id}`.")))?;
         if !addon.active {
@@ -416,10 +416,10 @@ impl Context<'_> {
         now: i64,
     ) -> Result<(i64, CatalogItem), ActionError> {
         let status = sub.status;
-        let account = sub.account_id.clone();
+        let account = &sub.account_id;
         let plan = self
             .store()
-            .plan(&account, plan_id)
+            .plan(account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         if !status.can_change_plan() {
@@ -447,7 +447,7 @@ impl Context<'_> {
         let billed = sub.period_cycle;
         let old = self
             .store()
-            .plan(&account, &sub.plan_id)
+            .plan(account, &sub.plan_id)
             .await?
             .map_or(0, |p| p.price(billed));
         let amount = prorate(

@@ -242,12 +242,12 @@ impl Context<'_> {
         &self,
         sub: &Subscription,
     ) -> Result<(Arc<Account>, i64), ActionError> {
-        let account_id = sub.account_id.clone();
+        let account_id = &sub.account_id;
         let account = self
-            .account(&account_id)
+            .account(account_id)
             .await?
             .ok_or_else(|| ActionError::NotFound("account".into()))?;
-        let now = self.clock().now_ms(&account_id).await?;
+        let now = self.clock().now_ms(account_id).await?;
         Ok((account, now))
     }
 
@@ -260,10 +260,10 @@ impl Context<'_> {
         cycle: Cycle,
         (start, end): (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
-        let account = sub.account_id.clone();
+        let account = &sub.account_id;
         let plan = self
             .store()
-            .plan(&account, plan_id)
+            .plan(account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         let mut lines = vec![plan.line(cycle, start, end)];
@@ -275,7 +275,7 @@ impl Context<'_> {
             .into_iter()
             .filter(|a| !a.detach_at_period_end)
         {
-            if let Some(addon) = self.store().addon(&account, &attached.addon_id).await? {
+            if let Some(addon) = self.store().addon(account, &attached.addon_id).await? {
                 lines.push(addon.line(cycle, start, end));
             }
         }

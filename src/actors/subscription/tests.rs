@@ -139,7 +139,7 @@ async fn a_stale_snapshot_writes_nothing_and_the_renewal_reads_again() {
         .expect("renewal");
 
     let charges = charge_attempt::Entity::find()
-        .filter(charge_attempt::Column::SubscriptionId.eq(id.as_str()))
+        .filter(charge_attempt::Column::SubscriptionId.eq(&id))
         .all(store.conn())
         .await
         .expect("charges");

@@ -62,14 +62,14 @@ pub async fn resolve(state: &AppState, token: &str) -> ApiResult<PortalCaller> {
     else {
         return Err(ApiError::PortalSession);
     };
-    let account_id = session.account_id.clone();
-    let now_ms = state.runtime.clock().now_ms(&account_id).await?;
+    let account_id = &session.account_id;
+    let now_ms = state.runtime.clock().now_ms(account_id).await?;
     if session.expires_at <= now_ms {
         return Err(ApiError::PortalSession);
     }
     let account = state
         .store
-        .account(&account_id)
+        .account(account_id)
         .await?
         .ok_or(ApiError::PortalSession)?;
     Ok(PortalCaller {

@@ -90,7 +90,7 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
             charge_attempt::Column::FinalizedAt,
             by_id(|c| c.finalized_at.into()),
         )
-        .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
+        .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| &c.id)))
         .and_where(still_pending())
         .and_where(same_transaction(charges));
     update
@@ -116,7 +116,7 @@ pub(super) fn reported_transaction(charges: &[&ChargeAttempt]) -> Expr {
     for charge in charges {
         if let Some(transaction_id) = &charge.processor_transaction_id {
             reported = reported.case(
-                Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
+                Expr::col(charge_attempt::Column::Id).eq(&charge.id),
                 Expr::val(transaction_id.as_str()),
             );
             any = true;

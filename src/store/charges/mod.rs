@@ -304,7 +304,7 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
             account::Column::ReservedCents,
             Expr::col(account::Column::ReservedCents).add(new.fee_cents),
         )
-        .filter(account::Column::Id.eq(new.account.as_str()))
+        .filter(account::Column::Id.eq(&new.account))
         .filter(account::Column::AvailableCents.gte(new.fee_cents))
         .exec(conn)
         .await
@@ -474,14 +474,14 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     // Counted when applied; a transaction that then rolls back (a database error) would be
     // counted once too often, which an operator's dashboard can live with.
     metrics::counter!("charge_outcomes_total", "outcome" => status.as_str()).increment(1);
-    let account = charge.account_id.clone();
+    let account = &charge.account_id;
     let fee = charge.fee_cents;
     let counters = account::Entity::update_many()
         .col_expr(
             account::Column::ReservedCents,
             Expr::col(account::Column::ReservedCents).sub(fee),
         )
-        .filter(account::Column::Id.eq(account.as_str()));
+        .filter(account::Column::Id.eq(account));
     let mut touched = Vec::new();
     if status == ChargeStatus::Approved {
         counters.exec(conn).await?;
