@@ -121,6 +121,8 @@ async fn finish(
             payment_method_id: charge.payment_method_id.clone(),
             metadata: session.metadata.clone(),
             start: Start::Paid,
+            quantity: 1,
+            discount: None,
         },
         now,
     );

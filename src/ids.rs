@@ -69,6 +69,8 @@ id_type! {
     CreditNoteId => "cn_",
     PortalSessionId => "bps_",
     PortalActionId => "bpa_",
+    CouponId => "co_",
+    PromotionCodeId => "promo_",
 }
 
 #[cfg(test)]

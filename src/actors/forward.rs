@@ -47,6 +47,8 @@ pub enum Message {
     Preview {
         plan_id: String,
         #[serde(default)]
+        quantity: Option<i64>,
+        #[serde(default)]
         at: Option<i64>,
     },
     Due,
@@ -76,6 +78,10 @@ pub enum WireError {
     NotFound(String),
     Conflict(String),
     Invalid(String),
+    InvalidField {
+        param: String,
+        message: String,
+    },
     Unprocessable(String),
     InsufficientBalance,
     Unavailable,
@@ -91,6 +97,7 @@ impl From<ActionError> for WireError {
             ActionError::NotFound(m) => Self::NotFound(m),
             ActionError::Conflict(m) => Self::Conflict(m),
             ActionError::Invalid(m) => Self::Invalid(m),
+            ActionError::InvalidField { param, message } => Self::InvalidField { param, message },
             ActionError::Unprocessable(m) => Self::Unprocessable(m),
             ActionError::InsufficientBalance => Self::InsufficientBalance,
             ActionError::Unavailable => Self::Unavailable,
@@ -113,6 +120,7 @@ impl From<WireError> for ActionError {
             WireError::NotFound(m) => Self::NotFound(m),
             WireError::Conflict(m) => Self::Conflict(m),
             WireError::Invalid(m) => Self::Invalid(m),
+            WireError::InvalidField { param, message } => Self::InvalidField { param, message },
             WireError::Unprocessable(m) => Self::Unprocessable(m),
             WireError::InsufficientBalance => Self::InsufficientBalance,
             WireError::Unavailable => Self::Unavailable,
@@ -319,9 +327,14 @@ impl super::Runtime {
                 .call(id, |reply| Request::Act(command.clone(), reply))
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
-            Message::Preview { plan_id, at } => self
+            Message::Preview {
+                plan_id,
+                quantity,
+                at,
+            } => self
                 .call(id, |reply| Request::Preview {
                     plan_id: plan_id.clone(),
+                    quantity,
                     at,
                     reply,
                 })

@@ -354,11 +354,13 @@ impl Runtime {
         &self,
         id: &str,
         plan_id: &str,
+        quantity: Option<i64>,
         at: Option<i64>,
     ) -> Result<i64, ActionError> {
         if let Some(shard) = self.elsewhere(id) {
             let message = Message::Preview {
                 plan_id: plan_id.to_owned(),
+                quantity,
                 at,
             };
             return match self.forward(shard, id, message).await? {
@@ -368,6 +370,7 @@ impl Runtime {
         }
         self.call(id, |reply| Request::Preview {
             plan_id: plan_id.to_owned(),
+            quantity,
             at,
             reply,
         })

@@ -9,6 +9,7 @@ pub mod balance;
 pub mod catalog;
 pub mod charges;
 pub mod checkout_sessions;
+pub mod coupons;
 pub mod customers;
 pub mod dashboard;
 pub mod events;
@@ -129,6 +130,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     let mut v1 = OpenApiRouter::new()
         .merge(accounts::router())
         .merge(catalog::router())
+        .merge(coupons::router())
         .merge(customers::router())
         .merge(invoicing::router())
         .merge(balance::router())

@@ -3,10 +3,11 @@
 use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in,
 };
-use super::entities::{charge_attempt, event, subscription, subscription_addon};
+use super::entities::{charge_attempt, event, invoice, subscription, subscription_addon};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::ids::AccountId;
 use sea_orm::sea_query::{Expr, ExprTrait};
@@ -78,6 +79,47 @@ impl PeriodCharges {
             "asked about a period before `since`"
         );
         self.paid.contains(&period_start)
+    }
+}
+
+/// The periods of `ids` from `since` on that an invoice of nothing documents (a total of 0:
+/// no charge), as (subscription, period start): they are paid as much as an approved charge's.
+pub(super) fn free_period_rows(ids: &[&str], since: i64) -> sea_orm::Select<invoice::Entity> {
+    invoice::Entity::find()
+        .select_only()
+        .column(invoice::Column::SubscriptionId)
+        .column(invoice::Column::PeriodStart)
+        .filter(invoice::Column::ChargeId.is_null())
+        .filter(invoice::Column::SubscriptionId.is_in(ids.iter().copied()))
+        .filter(invoice::Column::PeriodStart.gte(since))
+}
+
+/// A row of `free_period_rows`: the subscription and the period's start.
+pub(super) type FreePeriod = (Option<String>, Option<i64>);
+
+/// Free periods read as the rows of approved charges (`PeriodCharges::from_rows`).
+pub(super) fn free_as_paid(
+    rows: Vec<FreePeriod>,
+) -> impl Iterator<Item = (ChargeStatus, Option<i64>)> {
+    rows.into_iter()
+        .map(|(_, start)| (ChargeStatus::Approved, start))
+}
+
+impl Subscription {
+    /// Its discount, if it has one.
+    pub fn discount(&self) -> Option<Discount> {
+        let raw = self.discount.as_deref()?;
+        match serde_json::from_str(raw) {
+            Ok(discount) => Some(discount),
+            Err(err) => {
+                tracing::error!(subscription = %self.id, error = %err, "unreadable discount");
+                None
+            }
+        }
+    }
+
+    pub fn set_discount(&mut self, discount: Option<&Discount>) {
+        self.discount = discount.and_then(|d| serde_json::to_string(d).ok());
     }
 }
 
@@ -247,7 +289,14 @@ impl Store {
             .into_tuple()
             .all(self.conn())
             .await?;
-        Ok(PeriodCharges::from_rows(since, rows.into_iter()))
+        let free: Vec<FreePeriod> = free_period_rows(&[subscription_id], since)
+            .into_tuple()
+            .all(self.conn())
+            .await?;
+        Ok(PeriodCharges::from_rows(
+            since,
+            rows.into_iter().chain(free_as_paid(free)),
+        ))
     }
 
     pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {

@@ -100,6 +100,8 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
             payment_method_id: "pm_1".into(),
             metadata: None,
             start: Start::Paid,
+            quantity: 1,
+            discount: None,
         },
         0,
     );

@@ -17,6 +17,7 @@ mod cluster;
 mod cluster_handover;
 mod cluster_nodes;
 mod conventions;
+mod coupons;
 mod crash;
 mod generated_client;
 

@@ -5,6 +5,7 @@
 use crate::domain::time::Cycle;
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
+use crate::store::coupons::Redeem;
 use crate::store::subscriptions::Subscription;
 use ractor::RpcReplyPort;
 use std::sync::Arc;
@@ -26,6 +27,9 @@ pub enum Command {
         /// then exactly what the preview said. `None`: now.
         #[serde(default)]
         proration_at: Option<i64>,
+        /// The new quantity of seats; `None` keeps it.
+        #[serde(default)]
+        quantity: Option<i64>,
     },
     ChargeNow,
     AttachAddon {
@@ -38,6 +42,11 @@ pub enum Command {
     SetPaymentMethod {
         payment_method_id: String,
     },
+    /// Gives the subscription a coupon's discount (replacing any), redeemed now.
+    SetDiscount {
+        redeem: Redeem,
+    },
+    RemoveDiscount,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -55,6 +64,9 @@ pub enum ActionError {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// A 400 about one field of the request.
+    #[error("{message}")]
+    InvalidField { param: String, message: String },
     #[error("{0}")]
     Unprocessable(String),
     #[error("the balance does not cover the fee")]
@@ -89,6 +101,8 @@ pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
         plan_id: String,
+        /// The quantity to price; `None`: the subscription's.
+        quantity: Option<i64>,
         /// The instant to price at; `None`: now.
         at: Option<i64>,
         reply: RpcReplyPort<Result<i64, ActionError>>,

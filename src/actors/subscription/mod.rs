@@ -10,8 +10,10 @@ mod charging;
 mod commands;
 mod context;
 mod decide;
+mod discounts;
 pub mod in_flight;
 pub mod messages;
+mod periods;
 mod timer;
 
 use super::tree::{ActorStats, KindView};
@@ -24,11 +26,12 @@ use crate::events::subscription_event;
 use crate::ids::AccountId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
+use crate::store::catalog::{CatalogKind, period_lines};
 use crate::store::charges::{ChargeAttempt, NewCharge};
 use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
+use commands::PlanChange;
 use context::Context;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::Arc;
@@ -153,7 +156,12 @@ impl SubscriptionActor {
                 runtime.in_flight().forget_began(&state.id);
                 let _ = reply.send(Box::pin(cx.apply_command(&state.id, command)).await);
             }
-            Request::Preview { plan_id, at, reply } => {
+            Request::Preview {
+                plan_id,
+                quantity,
+                at,
+                reply,
+            } => {
                 let result = async {
                     let sub = runtime
                         .store()
@@ -164,10 +172,13 @@ impl SubscriptionActor {
                         .clock()
                         .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
                         .await?;
-                    let (amount, _) = cx
-                        .prorated_change(&sub, &plan_id, None, at.unwrap_or(now))
-                        .await?;
-                    Ok(amount)
+                    let change = PlanChange {
+                        plan_id,
+                        cycle: None,
+                        quantity,
+                    };
+                    let line = cx.prorated_change(&sub, &change, at.unwrap_or(now)).await?;
+                    Ok(line.amount_cents)
                 };
                 let _ = reply.send(Box::pin(result).await);
             }
@@ -255,14 +266,16 @@ impl Context<'_> {
         Ok((account, now))
     }
 
-    /// The invoice lines of one period from `start` to `end` of `plan_id` for `cycle` and of
-    /// the attached add-ons: their sum is the period's amount.
+    /// The invoice lines of one period from `start` to `end` of `quantity` of `plan_id` for
+    /// `cycle`, of the attached add-ons and with the discount (`catalog::period_lines`): their
+    /// sum is the period's amount.
     pub(super) async fn recurring_lines(
         &self,
         sub: &Subscription,
         plan_id: &str,
         cycle: Cycle,
-        (start, end): (i64, i64),
+        quantity: i64,
+        period: (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
         let account = AccountId::from_stored(sub.account_id.clone());
         let plan = self
@@ -270,7 +283,7 @@ impl Context<'_> {
             .catalog_item(&account, CatalogKind::Plan, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
-        let mut lines = vec![plan.line(cycle, start, end)];
+        let mut addons = Vec::new();
         // A detached add-on is billed for no further period (it leaves at the period's end).
         for attached in self
             .store()
@@ -284,10 +297,17 @@ impl Context<'_> {
                 .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
                 .await?
             {
-                lines.push(addon.line(cycle, start, end));
+                addons.push(addon);
             }
         }
-        Ok(lines)
+        Ok(period_lines(
+            &plan,
+            &addons,
+            cycle,
+            quantity,
+            period,
+            sub.discount().as_ref(),
+        ))
     }
 
     /// Cancels a subscription whose period ended with `cancel_at_period_end` set.

@@ -382,6 +382,7 @@ async fn change_plan(
         cycle: None,
         prorate,
         proration_at,
+        quantity: None,
     };
     let outcome = act(&state, &caller, &id, command).await?;
     // 200, or 202 while the upgrade's charge is pending (it applies once approved); a declined
@@ -411,7 +412,7 @@ async fn preview_change_plan(
     let amount = if prorate {
         state
             .runtime
-            .preview(&id, &body.plan_id, Some(at))
+            .preview(&id, &body.plan_id, None, Some(at))
             .await
             .map_err(action_error)?
     } else {

@@ -167,7 +167,7 @@ async fn render(
             .and_then(|s| s.plan())
             .map_or_else(|| sub.plan_id.clone(), |p| p.name.clone());
         let amount = snapshot
-            .and_then(|s| s.recurring_amount(&sub.plan_id, sub.cycle))
+            .and_then(|s| s.recurring_amount(&sub.plan_id, sub.cycle, sub.quantity))
             .map_or_else(|| t.none.to_owned(), |cents| money(cents, locale));
         let method = data
             .payment_methods

@@ -1,0 +1,595 @@
+//! Coupons and promotion codes (CONTRACT §14): `/v1/coupons` (the money terms) and
+//! `/v1/promotion-codes` (what a customer types for one). Redeeming them is the subscription's
+//! business (`subscriptions`, `checkout_sessions`); here they are made, read and retired.
+
+use crate::domain::discount::{AppliesTo, Duration};
+use crate::domain::time::{from_millis, rfc3339};
+use crate::http::auth::Caller;
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
+use crate::http::list::{ListOut, ListQuery, page_request};
+use crate::http::state::AppState;
+use crate::ids::{CouponId, PromotionCodeId};
+use crate::store::catalog::CatalogKind;
+use crate::store::coupons::{Coupon, PromotionCode, code_key};
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_coupon, list_coupons))
+        .routes(routes!(get_coupon, update_coupon))
+        .routes(routes!(create_promotion_code, list_promotion_codes))
+        .routes(routes!(get_promotion_code, update_promotion_code))
+}
+
+/// The largest amount off: ten billion pesos, as the catalog's largest price.
+const MAX_AMOUNT_OFF_CENTS: i64 = 1_000_000_000_000;
+
+/// The most billed periods a repeating coupon may last (ten years of months).
+const MAX_PERIODS: i64 = 120;
+
+/// Body of `POST /v1/coupons`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "name": "Lanzamiento: 20 % tres meses",
+    "percent_off_bps": 2000,
+    "duration": "repeating",
+    "duration_in_periods": 3,
+    "applies_to": {"plan_ids": ["plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f"]},
+    "max_redemptions": 100
+})))]
+pub struct CouponIn {
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    pub name: String,
+    /// Basis points off each line it applies to (1 to 10 000); or `amount_off_cents`.
+    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub percent_off_bps: Option<i64>,
+    /// Cents off each period's total, never below zero; or `percent_off_bps`.
+    #[schema(minimum = 1, maximum = 1e12)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub amount_off_cents: Option<i64>,
+    #[schema(schema_with = super::openapi::schemas::coupon_duration)]
+    pub duration: String,
+    /// With `repeating` only: how many period charges it takes part of.
+    #[schema(minimum = 1, maximum = 120)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub duration_in_periods: Option<i64>,
+    pub applies_to: Option<AppliesToIn>,
+    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub max_redemptions: Option<i64>,
+    /// RFC 3339: no redemption from then on.
+    #[schema(format = DateTime)]
+    pub redeem_by: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// The plans and add-ons a coupon is limited to.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppliesToIn {
+    pub plan_ids: Option<Vec<String>>,
+    pub addon_ids: Option<Vec<String>>,
+}
+
+/// Body of `PATCH /v1/coupons/{id}`: its money terms never change.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"valid": false})))]
+pub struct CouponPatch {
+    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    pub name: Option<String>,
+    /// false: no further redemptions (subscriptions that have it keep it).
+    pub valid: Option<bool>,
+}
+
+/// A coupon.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "co_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "name": "Lanzamiento: 20 % tres meses",
+    "percent_off_bps": 2000,
+    "amount_off_cents": null,
+    "duration": "repeating",
+    "duration_in_periods": 3,
+    "applies_to": {"plan_ids": ["plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f"], "addon_ids": []},
+    "max_redemptions": 100,
+    "times_redeemed": 4,
+    "redeem_by": null,
+    "valid": true,
+    "metadata": null,
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
+pub struct CouponOut {
+    pub id: String,
+    pub name: String,
+    pub percent_off_bps: Option<i64>,
+    pub amount_off_cents: Option<i64>,
+    #[schema(schema_with = super::openapi::schemas::coupon_duration)]
+    pub duration: Duration,
+    pub duration_in_periods: Option<i64>,
+    #[schema(value_type = Option<Object>)]
+    pub applies_to: Option<AppliesTo>,
+    pub max_redemptions: Option<i64>,
+    pub times_redeemed: i64,
+    #[schema(format = DateTime)]
+    pub redeem_by: Option<String>,
+    /// Whether it can still be redeemed (not made invalid, before `redeem_by`, redemptions
+    /// left).
+    pub valid: bool,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl CouponOut {
+    fn of(coupon: Coupon, now: i64) -> Self {
+        let at = |ms: i64| rfc3339(from_millis(ms));
+        Self {
+            valid: coupon.valid_at(now),
+            applies_to: coupon.applies_to(),
+            metadata: metadata_value(coupon.metadata.as_deref()),
+            redeem_by: coupon.redeem_by.map(at),
+            created_at: at(coupon.created_at),
+            id: coupon.id,
+            name: coupon.name,
+            percent_off_bps: coupon.percent_off_bps,
+            amount_off_cents: coupon.amount_off_cents,
+            duration: coupon.duration,
+            duration_in_periods: coupon.duration_in_periods,
+            max_redemptions: coupon.max_redemptions,
+            times_redeemed: coupon.times_redeemed,
+        }
+    }
+}
+
+/// Body of `POST /v1/promotion-codes`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({
+    "coupon_id": "co_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "code": "BIENVENIDA",
+    "max_redemptions": 50,
+    "first_time_only": true
+})))]
+pub struct PromotionCodeIn {
+    pub coupon_id: String,
+    /// Letters, digits, `-` and `_`; matched in any case; unique among the account's active
+    /// codes.
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    pub code: String,
+    #[schema(minimum = 1)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub max_redemptions: Option<i64>,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    /// Only this customer may redeem it.
+    pub customer_id: Option<String>,
+    /// Only a customer with no approved charge yet may redeem it.
+    pub first_time_only: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Body of `PATCH /v1/promotion-codes/{id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"active": false})))]
+pub struct PromotionCodePatch {
+    pub active: bool,
+}
+
+/// A promotion code.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "id": "promo_0193a1f7b2c37d5e8f6a7b8c9d0e1f2b",
+    "coupon_id": "co_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "code": "BIENVENIDA",
+    "active": true,
+    "max_redemptions": 50,
+    "times_redeemed": 1,
+    "expires_at": null,
+    "customer_id": null,
+    "first_time_only": true,
+    "metadata": null,
+    "created_at": "2026-11-02T14:30:00Z"
+})))]
+pub struct PromotionCodeOut {
+    pub id: String,
+    pub coupon_id: String,
+    pub code: String,
+    pub active: bool,
+    pub max_redemptions: Option<i64>,
+    pub times_redeemed: i64,
+    #[schema(format = DateTime)]
+    pub expires_at: Option<String>,
+    pub customer_id: Option<String>,
+    pub first_time_only: bool,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Box<RawValue>>,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+}
+
+impl From<PromotionCode> for PromotionCodeOut {
+    fn from(code: PromotionCode) -> Self {
+        let at = |ms: i64| rfc3339(from_millis(ms));
+        Self {
+            metadata: metadata_value(code.metadata.as_deref()),
+            expires_at: code.expires_at.map(at),
+            created_at: at(code.created_at),
+            id: code.id,
+            coupon_id: code.coupon_id,
+            code: code.code,
+            active: code.active,
+            max_redemptions: code.max_redemptions,
+            times_redeemed: code.times_redeemed,
+            customer_id: code.customer_id,
+            first_time_only: code.first_time_only,
+        }
+    }
+}
+
+/// Filters of `GET /v1/promotion-codes`.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PromotionCodeListQuery {
+    pub coupon_id: Option<String>,
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+    pub cursor: Option<String>,
+}
+
+/// An RFC 3339 instant after `now`, or a 400 naming `field`.
+fn future_instant(raw: &str, now: i64, field: &str) -> ApiResult<i64> {
+    let at = chrono::DateTime::parse_from_rfc3339(raw)
+        .map_err(|_| {
+            ApiError::bad_request(format!("{field} must be an RFC 3339 datetime.")).param(field)
+        })?
+        .timestamp_millis();
+    if at <= now {
+        return Err(ApiError::bad_request(format!("{field} must be in the future.")).param(field));
+    }
+    Ok(at)
+}
+
+fn positive(value: Option<i64>, field: &str, max: i64) -> ApiResult<Option<i64>> {
+    match value {
+        Some(v) if !(1..=max).contains(&v) => Err(ApiError::bad_request(format!(
+            "{field} must be an integer from 1 to {max}."
+        ))
+        .param(field)),
+        other => Ok(other),
+    }
+}
+
+/// The plans and add-ons named, each the caller's (400 naming `applies_to` otherwise).
+async fn applies_to(
+    state: &AppState,
+    caller: &Caller,
+    given: Option<AppliesToIn>,
+) -> ApiResult<Option<AppliesTo>> {
+    let Some(given) = given else {
+        return Ok(None);
+    };
+    let to = AppliesTo {
+        plan_ids: given.plan_ids.unwrap_or_default(),
+        addon_ids: given.addon_ids.unwrap_or_default(),
+    };
+    if to.plan_ids.is_empty() && to.addon_ids.is_empty() {
+        return Err(
+            ApiError::bad_request("applies_to must name at least one plan or add-on.")
+                .param("applies_to"),
+        );
+    }
+    let account = caller.account_id();
+    for (ids, kind) in [
+        (&to.plan_ids, CatalogKind::Plan),
+        (&to.addon_ids, CatalogKind::Addon),
+    ] {
+        for id in ids {
+            if state
+                .store
+                .catalog_item(&account, kind, id)
+                .await?
+                .is_none()
+            {
+                return Err(ApiError::bad_request(format!(
+                    "applies_to names `{id}`, which is no {} of this account.",
+                    kind.as_str()
+                ))
+                .param("applies_to"));
+            }
+        }
+    }
+    Ok(Some(to))
+}
+
+/// Create a coupon.
+#[utoipa::path(post, path = "/v1/coupons", tag = "coupons", request_body = CouponIn,
+    responses((status = 201, body = CouponOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn create_coupon(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<CouponIn>,
+) -> ApiResult<(StatusCode, Json<CouponOut>)> {
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let name = super::catalog::parse_name(&body.name)?;
+    let percent_off_bps = positive(body.percent_off_bps, "percent_off_bps", 10_000)?;
+    let amount_off_cents = positive(
+        body.amount_off_cents,
+        "amount_off_cents",
+        MAX_AMOUNT_OFF_CENTS,
+    )?;
+    if percent_off_bps.is_some() == amount_off_cents.is_some() {
+        return Err(ApiError::bad_request(
+            "Send exactly one of percent_off_bps and amount_off_cents.",
+        )
+        .param("percent_off_bps"));
+    }
+    let duration = Duration::parse(&body.duration).ok_or_else(|| {
+        ApiError::bad_request(format!(
+            "duration must be one of {}.",
+            Duration::WORDS.join(", ")
+        ))
+        .param("duration")
+    })?;
+    let duration_in_periods =
+        positive(body.duration_in_periods, "duration_in_periods", MAX_PERIODS)?;
+    if (duration == Duration::Repeating) != duration_in_periods.is_some() {
+        return Err(ApiError::bad_request(
+            "duration_in_periods is required with repeating, and only with it.",
+        )
+        .param("duration_in_periods"));
+    }
+    let applies_to = applies_to(&state, &caller, body.applies_to).await?;
+    let redeem_by = body
+        .redeem_by
+        .as_deref()
+        .map(|raw| future_instant(raw, now, "redeem_by"))
+        .transpose()?;
+    let coupon = Coupon {
+        id: CouponId::generate().into_string(),
+        account_id: caller.0.id.clone(),
+        name,
+        percent_off_bps,
+        amount_off_cents,
+        duration,
+        duration_in_periods,
+        applies_to: applies_to
+            .as_ref()
+            .and_then(|to| serde_json::to_string(to).ok()),
+        max_redemptions: positive(body.max_redemptions, "max_redemptions", i64::MAX)?,
+        times_redeemed: 0,
+        redeem_by,
+        active: true,
+        metadata: metadata_text(body.metadata)?,
+        created_at: now,
+    };
+    let coupon = state.store.insert_coupon(coupon).await?;
+    Ok((StatusCode::CREATED, Json(CouponOut::of(coupon, now))))
+}
+
+/// List coupons, newest first.
+#[utoipa::path(get, path = "/v1/coupons", tag = "coupons", params(ListQuery),
+    responses((status = 200, body = ListOut<CouponOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_coupons(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> ApiResult<Json<ListOut<CouponOut>>> {
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let page = state.store.list_coupons(&account, &query.page()?).await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |c| c.id.clone(),
+        |c| CouponOut::of(c, now),
+    )))
+}
+
+fn no_coupon(id: &str) -> ApiError {
+    ApiError::not_found(format!("No coupon with id `{id}`.")).param("id")
+}
+
+/// Get a coupon.
+#[utoipa::path(get, path = "/v1/coupons/{id}", tag = "coupons",
+    responses((status = 200, body = CouponOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_coupon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<CouponOut>> {
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let coupon = state
+        .store
+        .coupon(&account, &id)
+        .await?
+        .ok_or_else(|| no_coupon(&id))?;
+    Ok(Json(CouponOut::of(coupon, now)))
+}
+
+/// Rename a coupon or make it (in)valid; its money terms never change.
+#[utoipa::path(patch, path = "/v1/coupons/{id}", tag = "coupons", request_body = CouponPatch,
+    responses((status = 200, body = CouponOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_coupon(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CouponPatch>,
+) -> ApiResult<Json<CouponOut>> {
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let name = body
+        .name
+        .as_deref()
+        .map(super::catalog::parse_name)
+        .transpose()?;
+    let coupon = state
+        .store
+        .update_coupon(&account, &id, name, body.valid)
+        .await?
+        .ok_or_else(|| no_coupon(&id))?;
+    Ok(Json(CouponOut::of(coupon, now)))
+}
+
+/// A code's letters, or a 400 naming `code`.
+fn parse_code(raw: &str) -> ApiResult<String> {
+    let ok = (1..=64).contains(&raw.len())
+        && raw
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        return Err(
+            ApiError::bad_request("code must be 1 to 64 letters, digits, `-` or `_`.")
+                .param("code"),
+        );
+    }
+    Ok(raw.to_owned())
+}
+
+fn code_taken(code: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "An active promotion code `{code}` exists already (codes are matched in any case)."
+    ))
+    .param("code")
+}
+
+/// Create a promotion code for a coupon.
+#[utoipa::path(post, path = "/v1/promotion-codes", tag = "coupons", request_body = PromotionCodeIn,
+    responses((status = 201, body = PromotionCodeOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn create_promotion_code(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(body): ApiJson<PromotionCodeIn>,
+) -> ApiResult<(StatusCode, Json<PromotionCodeOut>)> {
+    let account = caller.account_id();
+    let now = state.runtime.clock().now_ms(&account).await?;
+    let code = parse_code(&body.code)?;
+    state
+        .store
+        .coupon(&account, &body.coupon_id)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("No coupon with id `{}`.", body.coupon_id))
+                .param("coupon_id")
+        })?;
+    if let Some(customer) = &body.customer_id {
+        state
+            .store
+            .customer(&account, customer)
+            .await?
+            .ok_or_else(|| {
+                ApiError::not_found(format!("No customer with id `{customer}`."))
+                    .param("customer_id")
+            })?;
+    }
+    let expires_at = body
+        .expires_at
+        .as_deref()
+        .map(|raw| future_instant(raw, now, "expires_at"))
+        .transpose()?;
+    if state.store.active_code_exists(&account, &code).await? {
+        return Err(code_taken(&code));
+    }
+    let row = PromotionCode {
+        id: PromotionCodeId::generate().into_string(),
+        account_id: caller.0.id.clone(),
+        coupon_id: body.coupon_id,
+        code_key: code_key(&code),
+        code: code.clone(),
+        active: true,
+        max_redemptions: positive(body.max_redemptions, "max_redemptions", i64::MAX)?,
+        times_redeemed: 0,
+        expires_at,
+        customer_id: body.customer_id,
+        first_time_only: body.first_time_only.unwrap_or(false),
+        metadata: metadata_text(body.metadata)?,
+        created_at: now,
+    };
+    // A concurrent twin passes the check above; the unique index refuses it.
+    let row = match state.store.insert_promotion_code(row).await {
+        Ok(row) => row,
+        Err(err) if err.is_unique_violation() => return Err(code_taken(&code)),
+        Err(err) => return Err(err.into()),
+    };
+    Ok((StatusCode::CREATED, Json(row.into())))
+}
+
+/// List promotion codes, newest first.
+#[utoipa::path(get, path = "/v1/promotion-codes", tag = "coupons", params(PromotionCodeListQuery),
+    responses((status = 200, body = ListOut<PromotionCodeOut>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn list_promotion_codes(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<PromotionCodeListQuery>,
+) -> ApiResult<Json<ListOut<PromotionCodeOut>>> {
+    let page = page_request(query.limit, query.cursor.clone())?;
+    let page = state
+        .store
+        .list_promotion_codes(&caller.account_id(), query.coupon_id.as_deref(), &page)
+        .await?;
+    Ok(Json(ListOut::from_page(
+        page,
+        |c| c.id.clone(),
+        PromotionCodeOut::from,
+    )))
+}
+
+fn no_code(id: &str) -> ApiError {
+    ApiError::not_found(format!("No promotion code with id `{id}`.")).param("id")
+}
+
+/// Get a promotion code.
+#[utoipa::path(get, path = "/v1/promotion-codes/{id}", tag = "coupons",
+    responses((status = 200, body = PromotionCodeOut), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn get_promotion_code(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<PromotionCodeOut>> {
+    state
+        .store
+        .promotion_code(&caller.account_id(), &id)
+        .await?
+        .map(|code| Json(code.into()))
+        .ok_or_else(|| no_code(&id))
+}
+
+/// (De)activate a promotion code; an inactive code cannot be redeemed and frees its letters.
+#[utoipa::path(patch, path = "/v1/promotion-codes/{id}", tag = "coupons", request_body = PromotionCodePatch,
+    responses((status = 200, body = PromotionCodeOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn update_promotion_code(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PromotionCodePatch>,
+) -> ApiResult<Json<PromotionCodeOut>> {
+    match state
+        .store
+        .set_promotion_code_active(&caller.account_id(), &id, body.active)
+        .await
+    {
+        Ok(Some(code)) => Ok(Json(code.into())),
+        Ok(None) => Err(no_code(&id)),
+        Err(err) if err.is_unique_violation() => Err(ApiError::bad_request(
+            "Another active promotion code has the same letters.",
+        )
+        .param("active")),
+        Err(err) => Err(err.into()),
+    }
+}
