@@ -13,6 +13,7 @@
 pub mod certificate;
 pub mod document;
 pub mod emitter;
+pub mod outcome;
 pub mod sandbox;
 pub mod signature;
 pub mod soap;

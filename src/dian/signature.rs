@@ -114,6 +114,9 @@ pub fn digest(bytes: &[u8]) -> String {
     STANDARD.encode(Sha256::digest(bytes))
 }
 
+/// A reference's attributes, as `Out` takes them.
+type Attributes<'a> = &'a [(&'a str, &'a str)];
+
 struct Parts<'a> {
     id: &'a str,
     certificate: &'a Certificate,
@@ -127,7 +130,7 @@ impl Parts<'_> {
         out.open("ds:SignedInfo", &[])?;
         out.empty("ds:CanonicalizationMethod", &[("Algorithm", INCLUSIVE)])?;
         out.empty("ds:SignatureMethod", &[("Algorithm", RSA_SHA256)])?;
-        let references: [(&[(&str, &str)], &[&str]); 3] = [
+        let references: [(Attributes<'_>, &[&str]); 3] = [
             (&[("Id", &format!("{id}-ref0")), ("URI", "")], &[ENVELOPED]),
             (&[("URI", &format!("#{id}-keyinfo"))], &[INCLUSIVE]),
             (

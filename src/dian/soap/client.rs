@@ -6,7 +6,7 @@
 use super::envelope::{Operation, request};
 use super::response::{ACCEPTED, DUPLICATE_RULE, DianResponse, NOT_FOUND};
 use crate::dian::certificate::Certificate;
-use crate::dian::emitter::{Outcome, Unknown};
+use crate::dian::outcome::{Outcome, Unknown};
 use crate::domain::dian::Environment;
 use chrono::Utc;
 use std::sync::Arc;

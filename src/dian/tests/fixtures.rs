@@ -126,6 +126,12 @@ pub fn generate_certificate() -> Option<Generated> {
     })
 }
 
+impl Drop for Generated {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl Generated {
     pub fn certificate(&self) -> Certificate {
         Certificate::from_pkcs12(&self.aes_p12, PASSWORD).expect("the AES PKCS#12 reads")
