@@ -344,6 +344,32 @@ fn redemption_left(times: Expr, max: Expr) -> Condition {
 }
 
 impl StoreTxn {
+    /// Gives back the redemption `discount` counted (a checkout payment that was declined),
+    /// in the transaction that releases it.
+    pub async fn unredeem(&self, discount: &Discount) -> StoreResult<()> {
+        coupon::Entity::update_many()
+            .col_expr(
+                coupon::Column::TimesRedeemed,
+                Expr::col(coupon::Column::TimesRedeemed).sub(1),
+            )
+            .filter(coupon::Column::Id.eq(discount.coupon_id.as_str()))
+            .filter(coupon::Column::TimesRedeemed.gt(0))
+            .exec(self.conn())
+            .await?;
+        if let Some(code) = &discount.promotion_code_id {
+            promotion_code::Entity::update_many()
+                .col_expr(
+                    promotion_code::Column::TimesRedeemed,
+                    Expr::col(promotion_code::Column::TimesRedeemed).sub(1),
+                )
+                .filter(promotion_code::Column::Id.eq(code.as_str()))
+                .filter(promotion_code::Column::TimesRedeemed.gt(0))
+                .exec(self.conn())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Redeems `what` for `whom` inside this transaction: the checks, then one redemption
     /// counted on the coupon (and on the code) by a conditional `UPDATE`; the discount the
     /// subscription then carries. Refused (or rolled back), nothing is counted.
