@@ -211,16 +211,14 @@ async fn a_customer_applies_a_code_on_the_page_and_pays_the_discounted_amount() 
     // In Spanish, then paid.
     let spanish = new_session(&app, &plan, json!({"allow_promotion_codes": true})).await;
     let id = spanish["id"].as_str().expect("id").to_owned();
-    browser
-        .client
-        .goto(spanish["url"].as_str().expect("url"))
-        .await
-        .expect("open the page");
+    let url = format!("{}?lang=es", spanish["url"].as_str().expect("url"));
+    browser.client.goto(&url).await.expect("open the page");
     browser
         .wait_for_text("label[for=promotion-code]", "Código promocional")
         .await;
     apply_code(&browser, "DIEZ").await;
     browser.wait_for_text("#discount", "4.990,00").await;
+    browser.screenshot("checkout-code-applied-es").await;
     assert!(browser.text("#discount-line").await.contains("Descuento"));
     assert!(browser.text("#pay-label").await.contains("44.910,00"));
     browser
@@ -236,7 +234,6 @@ async fn a_customer_applies_a_code_on_the_page_and_pays_the_discounted_amount() 
     browser.fill("#card-expiry", "1234").await;
     browser.fill("#card-cvc", "123").await;
     browser.fill("#card-holder", "Ana Gómez").await;
-    browser.screenshot("checkout-code-applied-es").await;
     browser.click("#pay-button").await;
     browser.wait_for_text("#confirmation h1", "").await;
     browser.wait_for_text("#summary-amount", "44.910,00").await;
