@@ -22,6 +22,12 @@ async fn coupon(app: &TestApp, body: Value) -> String {
     coupon["id"].as_str().expect("id").to_owned()
 }
 
+async fn code(app: &TestApp, coupon: &str, code: &str) {
+    let body = json!({"coupon_id": coupon, "code": code});
+    let (status, made) = read(app.post("/v1/promotion-codes", body).await).await;
+    assert_eq!(status, 201, "{made}");
+}
+
 async fn coupon_redeemed(app: &TestApp, id: &str) -> i64 {
     let (_, coupon) = read(app.get(&format!("/v1/coupons/{id}")).await).await;
     coupon["times_redeemed"].as_i64().expect("times_redeemed")
@@ -81,15 +87,7 @@ async fn a_declined_checkout_payment_gives_its_redemption_back(app: TestApp) {
                "max_redemptions": 1}),
     )
     .await;
-    let (status, _) = read(
-        app.post(
-            "/v1/promotion-codes",
-            json!({"coupon_id": coupon, "code": "UNO"}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201);
+    code(&app, &coupon, "UNO").await;
     let session = new_session(&app, &plan, json!({"promotion_code": "uno"})).await;
     assert_eq!(session["amount_in_cents"], 4_000_000);
     let id = session["id"].as_str().expect("id");
@@ -113,15 +111,7 @@ async fn a_code_field_is_offered_only_where_the_merchant_allows_it(app: TestApp)
         json!({"name": "10 %", "percent_off_bps": 1_000, "duration": "once"}),
     )
     .await;
-    let (status, _) = read(
-        app.post(
-            "/v1/promotion-codes",
-            json!({"coupon_id": coupon, "code": "DIEZ"}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201);
+    code(&app, &coupon, "DIEZ").await;
     let closed = new_session(&app, &plan, json!({})).await;
     let closed_id = closed["id"].as_str().expect("id");
     let check = |session: String, code: &'static str| {
@@ -181,15 +171,7 @@ async fn a_customer_applies_a_code_on_the_page_and_pays_the_discounted_amount() 
         json!({"name": "10 %", "percent_off_bps": 1_000, "duration": "once"}),
     )
     .await;
-    let (status, _) = read(
-        app.post(
-            "/v1/promotion-codes",
-            json!({"coupon_id": coupon, "code": "DIEZ"}),
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(status, 201);
+    code(&app, &coupon, "DIEZ").await;
 
     // In English: the field and the lines say so.
     let english = new_session(&app, &plan, json!({"allow_promotion_codes": true})).await;
