@@ -29,7 +29,7 @@ use crate::store::catalog::CatalogKind;
 use crate::store::catalog::period_lines;
 use crate::store::charges::{BeginChargeError, NewCharge};
 use crate::store::checkout::{CheckoutAttempt, CheckoutSession};
-use crate::store::coupons::{Redeem, Redeeming};
+use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -207,6 +207,8 @@ async fn complete_checkout(
         return Err(ApiError::conflict("This plan is no longer offered."));
     };
     let now = state.runtime.clock().now_ms(&account_id).await?;
+    // A code typed on the page (not the integrator's) is refused in one word, as the field's.
+    let typed = session.redeem().is_none() && body.promotion_code.is_some();
     let redeem = redeem_for(&session, body.promotion_code)?;
     let whom = Redeeming {
         account: &account_id,
@@ -222,7 +224,7 @@ async fn complete_checkout(
                 .store
                 .check_redeem(redeem, &whom)
                 .await
-                .map_err(|err| redeem_error(err, redeem))?,
+                .map_err(|err| refused(err, redeem, typed))?,
         ),
         None => None,
     };
@@ -291,7 +293,7 @@ async fn complete_checkout(
         Some(redeem) => match txn.redeem(&state.store, redeem, &whom).await {
             Ok(discount) => Some(discount),
             // Spent since the check (another customer took the last one): nothing is charged.
-            Err(err) => return Err(redeem_error(err, redeem)),
+            Err(err) => return Err(refused(err, redeem, typed)),
         },
         None => None,
     };
@@ -332,6 +334,15 @@ async fn complete_checkout(
             .map_err(|err| ApiError::Internal(Box::new(err)))?;
     }
     outcome(&state, &account, &id, &charge.id).await
+}
+
+/// A refused redemption: a typed code's in one word (param `promotion_code`), the integrator's
+/// coupon's or code's as the API words it.
+fn refused(err: RedeemError, redeem: &Redeem, typed: bool) -> ApiError {
+    if typed {
+        return super::promotion::refused_code(err).param("promotion_code");
+    }
+    redeem_error(err, redeem)
 }
 
 /// What the payment redeems: the integrator's coupon or code, else a code the customer typed

@@ -5,12 +5,12 @@
 //! per session like payments, so the field is no way to guess an account's codes.
 
 use crate::domain::time::Cycle;
-use crate::http::error::{ApiError, ApiResult, ErrorBody, redeem_error};
+use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::catalog::{CatalogKind, period_lines};
-use crate::store::coupons::{Redeem, Redeeming};
+use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
@@ -52,6 +52,15 @@ pub struct CodeOut {
     pub subtotal: String,
     pub discount: String,
     pub total: String,
+}
+
+/// A typed code that cannot be redeemed, whatever the reason: one answer for a code that does
+/// not exist and one that is spent, so the field tells a guesser nothing.
+pub(super) fn refused_code(err: RedeemError) -> ApiError {
+    match err {
+        RedeemError::Store(err) => err.into(),
+        _ => ApiError::bad_request("This code is not valid for this purchase.").param("code"),
+    }
 }
 
 /// Check a promotion code typed on the hosted page (called by the page, not by integrators).
@@ -97,8 +106,7 @@ async fn check_promotion_code(
         .store
         .check_redeem(&redeem, &whom)
         .await
-        .map_err(|err| redeem_error(err, &redeem))
-        .map_err(|err| err.param("code"))?;
+        .map_err(refused_code)?;
     let cycle = Cycle::parse(&session.cycle).unwrap_or(Cycle::Monthly);
     let lines = period_lines(&plan, [], cycle, session.quantity, (0, 0), Some(&discount));
     let amount: i64 = lines.iter().map(|l| l.amount_cents).sum();

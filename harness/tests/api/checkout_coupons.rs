@@ -142,6 +142,28 @@ async fn a_code_field_is_offered_only_where_the_merchant_allows_it(app: TestApp)
     let (status, wrong) = read(check(open_id.clone(), "NADA").await.expect("send")).await;
     assert_eq!(status, 400, "{wrong}");
     assert_eq!(wrong["error"]["param"], "code");
+    // Another customer's code answers exactly as one that does not exist: the field tells a
+    // guesser nothing.
+    let (_, other) = read(
+        app.post(
+            "/v1/customers",
+            json!({"email": "otra@example.co", "name": "Otra"}),
+        )
+        .await,
+    )
+    .await;
+    let (status, _) = read(
+        app.post(
+            "/v1/promotion-codes",
+            json!({"coupon_id": coupon, "code": "AJENO", "customer_id": other["id"]}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, theirs) = read(check(open_id.clone(), "AJENO").await.expect("send")).await;
+    assert_eq!(status, 400, "{theirs}");
+    assert_eq!(theirs, wrong, "the same answer");
     let (status, right) = read(check(open_id.clone(), "diez").await.expect("send")).await;
     assert_eq!(status, 200, "{right}");
     assert_eq!(right["amount_in_cents"], 4_491_000);
