@@ -59,6 +59,10 @@ pub async fn settle(
             finish(&txn, &account, &session, &settled.charge, raw_status, now).await?;
         } else {
             let reason = message.unwrap_or(raw_status);
+            // The redemption the attempt counted is given back with it.
+            if let Some(discount) = session.attempt_discount() {
+                txn.unredeem(&discount).await?;
+            }
             txn.release_checkout_session(&session.id, charge_id, reason, now)
                 .await?;
         }
@@ -119,6 +123,11 @@ async fn finish(
             payment_method_id: charge.payment_method_id.clone(),
             metadata: session.metadata.clone(),
             start: Start::Paid,
+            quantity: session.quantity,
+            // The first period, which this charge paid, took part in it.
+            discount: session
+                .attempt_discount()
+                .and_then(|d| d.after_period_paid(charge.created_at)),
         },
         now,
     );

@@ -78,6 +78,8 @@ id_type! {
     CreditNoteId => "cn_",
     PortalSessionId => "bps_",
     PortalActionId => "bpa_",
+    CouponId => "co_",
+    PromotionCodeId => "promo_",
 }
 
 /// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and

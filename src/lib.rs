@@ -30,6 +30,7 @@ pub mod checkout_settlement;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod dian;
 pub mod documents;
 pub mod domain;
 pub mod egress;

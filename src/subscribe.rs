@@ -3,6 +3,7 @@
 //! (`POST /v1/subscriptions`) and the hosted checkout both start subscriptions here; every
 //! later change goes through the subscription's actor.
 
+use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
@@ -37,6 +38,11 @@ pub struct NewSubscription {
     /// Compact JSON text, already checked against the 60 KB limit.
     pub metadata: Option<String>,
     pub start: Start,
+    /// Seats: the plan's amount is charged this many times (at least 1).
+    pub quantity: i64,
+    /// The coupon redeemed for it, if any (`StoreTxn::redeem`, in the transaction that
+    /// inserts it).
+    pub discount: Option<Discount>,
 }
 
 /// The row of a new subscription at `now` (the account's clock).
@@ -57,6 +63,7 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
             (Status::Active, end, 0, None, end)
         }
     };
+    let discount = new.discount.and_then(|d| serde_json::to_string(&d).ok());
     Subscription {
         id: new.id,
         account_id: new.account_id,
@@ -81,6 +88,9 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         due_at: Some(next_charge),
         created_at: now,
         updated_at: now,
+        quantity: new.quantity,
+        period_quantity: new.quantity,
+        discount,
     }
 }
 
@@ -105,6 +115,8 @@ mod tests {
             payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start,
+            quantity: 1,
+            discount: None,
         }
     }
 

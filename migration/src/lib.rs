@@ -28,6 +28,7 @@ pub mod m20261126_000016_closed_vocabularies;
 pub mod m20261126_000017_invoices;
 mod m20261126_000018_credit_notes;
 mod m20261127_000019_portal;
+mod m20261128_000020_coupons;
 
 pub struct Migrator;
 
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000017_invoices::Migration),
             Box::new(m20261126_000018_credit_notes::Migration),
             Box::new(m20261127_000019_portal::Migration),
+            Box::new(m20261128_000020_coupons::Migration),
         ]
     }
 }

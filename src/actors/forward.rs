@@ -48,6 +48,8 @@ pub enum Message {
     Preview {
         plan_id: PlanId,
         #[serde(default)]
+        quantity: Option<i64>,
+        #[serde(default)]
         at: Option<i64>,
     },
     Due,
@@ -77,6 +79,10 @@ pub enum WireError {
     NotFound(String),
     Conflict(String),
     Invalid(String),
+    InvalidField {
+        param: String,
+        message: String,
+    },
     Unprocessable(String),
     InsufficientBalance,
     Unavailable,
@@ -92,6 +98,7 @@ impl From<ActionError> for WireError {
             ActionError::NotFound(m) => Self::NotFound(m),
             ActionError::Conflict(m) => Self::Conflict(m),
             ActionError::Invalid(m) => Self::Invalid(m),
+            ActionError::InvalidField { param, message } => Self::InvalidField { param, message },
             ActionError::Unprocessable(m) => Self::Unprocessable(m),
             ActionError::InsufficientBalance => Self::InsufficientBalance,
             ActionError::Unavailable => Self::Unavailable,
@@ -114,6 +121,7 @@ impl From<WireError> for ActionError {
             WireError::NotFound(m) => Self::NotFound(m),
             WireError::Conflict(m) => Self::Conflict(m),
             WireError::Invalid(m) => Self::Invalid(m),
+            WireError::InvalidField { param, message } => Self::InvalidField { param, message },
             WireError::Unprocessable(m) => Self::Unprocessable(m),
             WireError::InsufficientBalance => Self::InsufficientBalance,
             WireError::Unavailable => Self::Unavailable,
@@ -327,9 +335,14 @@ impl super::Runtime {
                 })
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
-            Message::Preview { plan_id, at } => self
+            Message::Preview {
+                plan_id,
+                quantity,
+                at,
+            } => self
                 .call(&subscription(), |reply| Request::Preview {
                     plan_id: plan_id.clone(),
+                    quantity,
                     at,
                     reply,
                 })

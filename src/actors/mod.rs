@@ -368,11 +368,13 @@ impl Runtime {
         &self,
         id: &SubscriptionId,
         plan_id: &PlanId,
+        quantity: Option<i64>,
         at: Option<i64>,
     ) -> Result<i64, ActionError> {
         if let Some(shard) = self.elsewhere(id.as_str()) {
             let message = Message::Preview {
                 plan_id: plan_id.clone(),
+                quantity,
                 at,
             };
             return match self.forward(shard, id.as_str(), message).await? {
@@ -382,6 +384,7 @@ impl Runtime {
         }
         self.call(id, |reply| Request::Preview {
             plan_id: plan_id.clone(),
+            quantity,
             at,
             reply,
         })

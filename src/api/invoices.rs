@@ -52,7 +52,10 @@ pub struct InvoiceListQuery {
 pub struct InvoiceLineOut {
     pub description: String,
     pub quantity: i64,
+    /// What the customer pays for the line, after its discount.
     pub amount_cents: i64,
+    /// What a discount took off the line (0 without one).
+    pub discount_cents: i64,
     #[schema(schema_with = super::openapi::schemas::tax_code)]
     pub tax_code: String,
     pub tax_rate_bps: i64,
@@ -73,6 +76,7 @@ impl From<InvoiceLine> for InvoiceLineOut {
             description: line.line.description,
             quantity: line.line.quantity,
             amount_cents: line.line.amount_cents,
+            discount_cents: line.line.discount_cents,
             tax_code: line.line.tax_code.as_str().to_owned(),
             tax_rate_bps: line.tax_rate_bps,
             taxable_base_cents: line.taxable_base_cents,
@@ -126,6 +130,7 @@ pub struct TaxIdOut {
         "description": "Plan Pro",
         "quantity": 1,
         "amount_cents": 4990000,
+        "discount_cents": 0,
         "tax_code": "iva_19",
         "tax_rate_bps": 1900,
         "taxable_base_cents": 4193277,
@@ -138,6 +143,7 @@ pub struct TaxIdOut {
     "subtotal_cents": 4193277,
     "tax_cents": 796723,
     "total_cents": 4990000,
+    "discount_cents": 0,
     "tax_breakdown": [{"tax_code": "iva_19", "rate_bps": 1900, "taxable_base_cents": 4193277, "tax_cents": 796723}],
     "issued_at": "2026-11-24T09:15:43.020Z",
     "customer": {"name": "Ana Gómez", "email": "ana@example.co", "tax_id": {"type": "CC", "number": "222222222222"}},
@@ -148,9 +154,10 @@ pub struct TaxIdOut {
 pub struct InvoiceOut {
     pub id: String,
     pub number: String,
-    /// Always `paid`: only an approved charge is invoiced.
+    /// Always `paid`: only an approved charge (or a period whose total was 0) is invoiced.
     pub status: String,
-    pub charge_id: String,
+    /// The approved charge it documents; null for a period whose total was 0 (CONTRACT §14).
+    pub charge_id: Option<String>,
     pub subscription_id: Option<String>,
     pub customer_id: String,
     pub currency: String,
@@ -158,6 +165,8 @@ pub struct InvoiceOut {
     pub subtotal_cents: i64,
     pub tax_cents: i64,
     pub total_cents: i64,
+    /// What discounts took off its lines.
+    pub discount_cents: i64,
     pub tax_breakdown: Vec<TaxBreakdownOut>,
     #[schema(format = DateTime)]
     pub issued_at: String,
@@ -205,13 +214,14 @@ impl InvoiceOut {
             id: invoice.id.into_string(),
             number: invoice.number,
             status: "paid".to_owned(),
-            charge_id: invoice.charge_id.into_string(),
+            charge_id: invoice.charge_id.map(ChargeAttemptId::into_string),
             subscription_id: invoice.subscription_id.map(SubscriptionId::into_string),
             customer_id: invoice.customer_id.into_string(),
             currency: CURRENCY.to_owned(),
             subtotal_cents: invoice.subtotal_cents,
             tax_cents: invoice.tax_cents,
             total_cents: invoice.total_cents,
+            discount_cents: invoice.discount_cents,
             dian: None,
         })
     }

@@ -9,6 +9,7 @@ pub mod balance;
 pub mod catalog;
 pub mod charges;
 pub mod checkout_sessions;
+pub mod coupons;
 pub mod customers;
 pub mod dashboard;
 pub mod events;
@@ -20,6 +21,7 @@ pub mod openapi;
 pub mod payment_methods;
 pub mod portal;
 pub mod probes;
+pub mod promotion_codes;
 pub mod subscriptions;
 pub mod test_clock;
 pub mod webhook_endpoints;
@@ -129,6 +131,8 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     let mut v1 = OpenApiRouter::new()
         .merge(accounts::router())
         .merge(catalog::router())
+        .merge(coupons::router())
+        .merge(promotion_codes::router())
         .merge(customers::router())
         .merge(invoicing::router())
         .merge(balance::router())

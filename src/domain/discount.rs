@@ -14,9 +14,12 @@
 
 use super::money::div_round_half_away;
 use super::tax::spread;
+use crate::ids::{AddonId, CouponId, PlanId, PromotionCodeId};
+use serde::{Deserialize, Serialize};
 
 /// The money terms of a coupon.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Off {
     /// Basis points of each line, 1 to 10 000.
     Percent(i64),
@@ -41,6 +44,70 @@ impl Duration {
             Duration::Repeating => Some(duration_in_periods.unwrap_or(1).max(1)),
             Duration::Forever => None,
         }
+    }
+}
+
+/// The plans and add-ons a coupon is limited to; a line of any other takes nothing off.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliesTo {
+    #[serde(default)]
+    pub plan_ids: Vec<PlanId>,
+    #[serde(default)]
+    pub addon_ids: Vec<AddonId>,
+}
+
+impl AppliesTo {
+    /// Whether a line of this plan or add-on is discounted.
+    pub fn covers(&self, plan_id: Option<&PlanId>, addon_id: Option<&AddonId>) -> bool {
+        plan_id.is_some_and(|id| self.plan_ids.contains(id))
+            || addon_id.is_some_and(|id| self.addon_ids.contains(id))
+    }
+}
+
+/// A subscription's discount: the coupon's terms as redeemed (they never change after a
+/// coupon's creation, so the subscription keeps them and a renewal reads nothing more), and
+/// how many period charges it still takes part of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discount {
+    pub coupon_id: CouponId,
+    pub promotion_code_id: Option<PromotionCodeId>,
+    /// When it was set: period charges begun from then on are discounted.
+    pub start: i64,
+    /// `None` for `forever`.
+    pub periods_left: Option<i64>,
+    pub off: Off,
+    /// `None`: every line.
+    pub applies_to: Option<AppliesTo>,
+}
+
+impl Discount {
+    /// Whether a line of this plan or add-on is discounted.
+    pub fn covers(&self, plan_id: Option<&PlanId>, addon_id: Option<&AddonId>) -> bool {
+        self.applies_to
+            .as_ref()
+            .is_none_or(|to| to.covers(plan_id, addon_id))
+    }
+
+    /// The discount after a period charge begun at `charge_began` was paid: one period fewer
+    /// (`None` once it has run out), unless it started after that charge began (it did not
+    /// take part in it).
+    pub fn after_period_paid(self, charge_began: i64) -> Option<Self> {
+        if self.start > charge_began {
+            return Some(self);
+        }
+        after_a_period(self.periods_left).map(|periods_left| Self {
+            periods_left,
+            ..self
+        })
+    }
+
+    /// The discount of each line of `amounts` (cents), `covered` saying which lines it may
+    /// apply to; a proration takes only a percent off (CONTRACT §14).
+    pub fn of_lines(&self, amounts: &[i64], covered: &[bool], proration: bool) -> Vec<i64> {
+        if proration && matches!(self.off, Off::Amount(_)) {
+            return vec![0; amounts.len()];
+        }
+        discounts(amounts, covered, self.off).unwrap_or_else(|| vec![0; amounts.len()])
     }
 }
 
@@ -130,6 +197,62 @@ mod tests {
         assert_eq!(discounts(&[1], &[true], Off::Amount(0)), None);
         assert_eq!(discounts(&[-1], &[true], Off::Amount(1)), None);
         assert_eq!(discounts(&[1, 2], &[true], Off::Amount(1)), None);
+    }
+
+    fn discount(periods_left: Option<i64>, start: i64) -> Discount {
+        Discount {
+            coupon_id: CouponId::parse("co_1").expect("a coupon's id"),
+            promotion_code_id: None,
+            start,
+            periods_left,
+            off: Off::Amount(1_000),
+            applies_to: None,
+        }
+    }
+
+    #[test]
+    fn a_paid_period_counts_only_if_it_began_after_the_discount() {
+        assert_eq!(discount(Some(1), 10).after_period_paid(20), None);
+        assert_eq!(
+            discount(Some(2), 10).after_period_paid(20),
+            Some(discount(Some(1), 10))
+        );
+        assert_eq!(
+            discount(Some(1), 30).after_period_paid(20),
+            Some(discount(Some(1), 30)),
+            "set after the charge began: it did not take part"
+        );
+        assert_eq!(
+            discount(None, 10).after_period_paid(20),
+            Some(discount(None, 10))
+        );
+    }
+
+    #[test]
+    fn an_amount_off_takes_nothing_off_a_proration_and_a_percent_does() {
+        let amount = discount(None, 0);
+        assert_eq!(amount.of_lines(&[5_000], &[true], true), vec![0]);
+        assert_eq!(amount.of_lines(&[5_000], &[true], false), vec![1_000]);
+        let percent = Discount {
+            off: Off::Percent(2_500),
+            ..amount
+        };
+        assert_eq!(percent.of_lines(&[5_000], &[true], true), vec![1_250]);
+    }
+
+    #[test]
+    fn applies_to_limits_the_lines() {
+        let (plan_a, plan_b) = (PlanId::generate(), PlanId::generate());
+        let addon_a = AddonId::generate();
+        let to = AppliesTo {
+            plan_ids: vec![plan_a.clone()],
+            addon_ids: vec![],
+        };
+        assert!(to.covers(Some(&plan_a), None));
+        assert!(!to.covers(Some(&plan_b), None));
+        assert!(!to.covers(None, Some(&addon_a)));
+        let all = discount(None, 0);
+        assert!(all.covers(None, Some(&addon_a)));
     }
 
     #[test]

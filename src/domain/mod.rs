@@ -8,6 +8,7 @@ pub(crate) use vocabulary::vocabulary;
 pub mod charge_purpose;
 pub mod charge_status;
 pub mod checkout;
+pub mod dian;
 pub mod discount;
 pub mod money;
 pub mod portal;

@@ -2,6 +2,7 @@
 
 use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
+use crate::domain::discount::Discount;
 use crate::domain::time::Cycle;
 use crate::ids::{AccountId, AddonId, CatalogItemId, CustomerId, PlanId};
 use crate::store::Scoped;
@@ -19,10 +20,19 @@ impl CatalogItem {
         }
     }
 
-    /// Its invoice line for one period of `cycle` from `start` to `end`: its price, its name
-    /// and its tax code.
-    pub fn line(&self, cycle: Cycle, start: i64, end: i64) -> super::invoices::DraftLine {
-        self.line_of(self.price(cycle), start, end)
+    /// Its invoice line for `quantity` of one period of `cycle` from `start` to `end`: its
+    /// price times the quantity, its name and its tax code.
+    pub fn line(
+        &self,
+        cycle: Cycle,
+        quantity: i64,
+        start: i64,
+        end: i64,
+    ) -> super::invoices::DraftLine {
+        super::invoices::DraftLine {
+            quantity,
+            ..self.line_of(self.price(cycle).saturating_mul(quantity), start, end)
+        }
     }
 
     /// Its invoice line of `amount` (a proration) from `start` to `end`.
@@ -31,6 +41,7 @@ impl CatalogItem {
             description: self.name.clone(),
             quantity: 1,
             amount_cents: amount,
+            discount_cents: 0,
             tax_code: self.tax_code,
             period_start: Some(start),
             period_end: Some(end),
@@ -38,6 +49,30 @@ impl CatalogItem {
             addon_id: self.id.addon().cloned(),
         }
     }
+}
+
+/// The price rule (CONTRACT §5, §14), written once: the lines of one period from `start` to
+/// `end` at `cycle`: the plan's amount times `quantity`, then each add-on's, then the discount
+/// taken off them line by line. Their sum is what the period charges.
+pub fn period_lines<'a>(
+    plan: &CatalogItem,
+    addons: impl IntoIterator<Item = &'a CatalogItem>,
+    cycle: Cycle,
+    quantity: i64,
+    (start, end): (i64, i64),
+    discount: Option<&Discount>,
+) -> Vec<super::invoices::DraftLine> {
+    let mut lines: Vec<_> = std::iter::once(plan.line(cycle, quantity, start, end))
+        .chain(
+            addons
+                .into_iter()
+                .map(|addon| addon.line(cycle, 1, start, end)),
+        )
+        .collect();
+    if let Some(discount) = discount {
+        super::coupons::discount_lines(&mut lines, discount, false);
+    }
+    lines
 }
 
 /// Which catalog an item belongs to.

@@ -7,14 +7,16 @@
 //! moves the series' counter in that same transaction.
 
 use super::entities::charge_attempt::Model as ChargeAttempt;
+use super::entities::subscription::Model as Subscription;
 use super::entities::{account, customer, invoice, invoice_series, subscription};
+use super::invoice_rows::{Billed, invoice_row};
 use super::outbox::{Event, event_row};
+use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
-use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
+use crate::domain::tax::TaxCode;
 use crate::ids::{
-    AccountId, AddonId, ChargeAttemptId, CustomerId, InvoiceId, PlanId, SubscriptionId,
-    WebhookEndpointId,
+    AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId, WebhookEndpointId,
 };
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
@@ -22,74 +24,14 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QuerySelect,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 pub use invoice::Model as Invoice;
 
-/// The series of sales invoices, and its prefix while DIAN is off (`FV-1`, `FV-2`, …).
-pub const INVOICE_SERIES: &str = "invoice";
-const INVOICE_PREFIX: &str = "FV-";
+pub use super::invoice_rows::{DraftLine, INVOICE_SERIES, InvoiceLine, Party, TaxEntry, TaxId};
 
-/// One line of what a charge is for, decided with its amount (`NewCharge::lines`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DraftLine {
-    pub description: String,
-    pub quantity: i64,
-    /// Tax-inclusive: what the customer pays for the line.
-    pub amount_cents: i64,
-    pub tax_code: TaxCode,
-    pub period_start: Option<i64>,
-    pub period_end: Option<i64>,
-    pub plan_id: Option<PlanId>,
-    pub addon_id: Option<AddonId>,
-}
-
-/// An invoice's line: the draft and its split.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InvoiceLine {
-    #[serde(flatten)]
-    pub line: DraftLine,
-    pub tax_rate_bps: i64,
-    pub taxable_base_cents: i64,
-    pub tax_cents: i64,
-}
-
-/// One entry of an invoice's IVA breakdown.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaxEntry {
-    pub tax_code: TaxCode,
-    pub rate_bps: i64,
-    pub taxable_base_cents: i64,
-    pub tax_cents: i64,
-}
-
-/// Whom an invoice is made out to, as they were at issue.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Party {
-    pub name: String,
-    pub email: String,
-    pub tax_id: TaxId,
-    pub legal_name: Option<String>,
-    pub address: Option<serde_json::Value>,
-}
-
-/// A tax identity; without one, the final consumer (`consumidor final`, 222222222222).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaxId {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub number: String,
-}
-
-impl TaxId {
-    pub fn final_consumer() -> Self {
-        Self {
-            kind: "CC".into(),
-            number: "222222222222".into(),
-        }
-    }
-}
+/// The prefix of the sales invoices' series while DIAN is off (`FV-1`, `FV-2`, …).
+pub(super) const INVOICE_PREFIX: &str = "FV-";
 
 /// Filters of `GET /v1/invoices`.
 #[derive(Debug, Default)]
@@ -163,6 +105,7 @@ fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
                 description: "Cargo".into(),
                 quantity: 1,
                 amount_cents: charge.amount_cents,
+                discount_cents: 0,
                 tax_code: first_code.unwrap_or(default_code),
                 period_start: charge.period_start,
                 period_end: None,
@@ -315,7 +258,18 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
             .get(&charge.account_id)
             .copied()
             .unwrap_or_default();
-        let row = invoice_row(charge, &customers, default_code)?;
+        let row = invoice_row(
+            Billed {
+                account_id: &charge.account_id,
+                charge_id: Some(&charge.id),
+                subscription_id: charge.subscription_id.as_ref(),
+                customer_id: &charge.customer_id,
+                lines: lines_of(charge, default_code),
+                issued_at: charge.finalized_at.unwrap_or(charge.updated_at),
+                period_start: None,
+            },
+            &customers,
+        )?;
         let metadata = charge
             .subscription_id
             .as_ref()
@@ -419,128 +373,56 @@ impl super::txn::StoreTxn {
     }
 }
 
-/// The invoice of an approved `charge`, not yet numbered (`number_in` numbers it).
-fn invoice_row(
-    charge: &ChargeAttempt,
-    customers: &HashMap<CustomerId, customer::Model>,
-    default_code: TaxCode,
-) -> StoreResult<Invoice> {
-    // A charge's customer is never deleted; were it missing, the money still settles and the
-    // invoice is made out to the final consumer (the error is logged for operators).
-    let party = match customers.get(&charge.customer_id) {
-        Some(customer) => Party {
-            name: customer.name.clone(),
-            email: customer.email.clone(),
-            tax_id: match (&customer.tax_id_type, &customer.tax_id_number) {
-                (Some(kind), Some(number)) => TaxId {
-                    kind: kind.clone(),
-                    number: number.clone(),
-                },
-                _ => TaxId::final_consumer(),
+impl StoreTxn {
+    /// Issues the invoice of a period of `sub` starting at `period_start` whose `lines` add up
+    /// to 0 (a discount took everything): no charge, one invoice of 0 with its
+    /// `invoice.created`, in this transaction. A second one for the same period is refused by
+    /// the database (`invoices_zero_period`), as is one beside a live charge of that period.
+    pub async fn issue_free_invoice(
+        &self,
+        sub: &Subscription,
+        lines: Vec<DraftLine>,
+        period_start: i64,
+        now: i64,
+    ) -> StoreResult<()> {
+        if lines.iter().map(|l| l.amount_cents).sum::<i64>() != 0 {
+            return Err(StoreError::invariant(format!(
+                "a free invoice of subscription {} with lines that are not free",
+                sub.id
+            )));
+        }
+        let customers: HashMap<CustomerId, customer::Model> =
+            customer::Entity::find_by_id(sub.customer_id.clone())
+                .one(self.conn())
+                .await?
+                .into_iter()
+                .map(|c| (c.id.clone(), c))
+                .collect();
+        let row = invoice_row(
+            Billed {
+                account_id: &sub.account_id,
+                charge_id: None,
+                subscription_id: Some(&sub.id),
+                customer_id: &sub.customer_id,
+                lines,
+                issued_at: now,
+                period_start: Some(period_start),
             },
-            legal_name: customer.legal_name.clone(),
-            address: customer
-                .address
-                .as_deref()
-                .and_then(|raw| serde_json::from_str(raw).ok()),
-        },
-        None => {
-            tracing::error!(charge = %charge.id, customer = %charge.customer_id, "an approved charge of no customer; invoiced to the final consumer");
-            Party {
-                name: String::new(),
-                email: String::new(),
-                tax_id: TaxId::final_consumer(),
-                legal_name: None,
-                address: None,
-            }
-        }
-    };
-    let drafts = lines_of(charge, default_code);
-    let taxed: Vec<Taxed> = drafts
-        .iter()
-        .map(|line| Taxed::new(line.tax_code, line.amount_cents))
-        .collect();
-    let sums = totals(&taxed);
-    let lines: Vec<InvoiceLine> = drafts
-        .into_iter()
-        .zip(&taxed)
-        .map(|(line, taxed)| InvoiceLine {
-            tax_rate_bps: line.tax_code.rate_bps(),
-            taxable_base_cents: taxed.split.base,
-            tax_cents: taxed.split.tax,
-            line,
-        })
-        .collect();
-    let entries: Vec<TaxEntry> = breakdown(&taxed)
-        .into_iter()
-        .map(|(code, split)| TaxEntry {
-            tax_code: code,
-            rate_bps: code.rate_bps(),
-            taxable_base_cents: split.base,
-            tax_cents: split.tax,
-        })
-        .collect();
-    let id = InvoiceId::generate();
-    let hosted_token = hosted_token_of(&id);
-    Ok(Invoice {
-        id,
-        account_id: charge.account_id.clone(),
-        series: INVOICE_SERIES.to_owned(),
-        sequence: 0,
-        number: String::new(),
-        charge_id: charge.id.clone(),
-        subscription_id: charge.subscription_id.clone(),
-        customer_id: charge.customer_id.clone(),
-        customer: to_json(&party)?,
-        lines: to_json(&lines)?,
-        tax_breakdown: to_json(&entries)?,
-        subtotal_cents: sums.subtotal,
-        tax_cents: sums.tax,
-        total_cents: sums.total,
-        hosted_token,
-        issued_at: charge.finalized_at.unwrap_or(charge.updated_at),
-    })
-}
-
-/// The hosted page's token of invoice `id`: `inv_`, the id's time-ordered hex, then 32 random
-/// letters and digits (about 190 bits, what makes it unguessable). Tokens issued one after
-/// another sort in issue order, so their unique index grows at its end like the ids' instead of
-/// dirtying a random page per invoice: a renewal batch's commit writes a page for every one of
-/// those (about a third of an invoice's insert on SQLite, `benches/README.md`).
-fn hosted_token_of(id: &InvoiceId) -> String {
-    let ordered = id.as_str().trim_start_matches(InvoiceId::PREFIX);
-    crate::secrets::random_token(&format!("inv_{ordered}"), 32)
-}
-
-/// JSON of an invoice's part.
-fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value)
-        .map_err(|err| StoreError::invariant(format!("an invoice's JSON: {err}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosted_tokens_sort_in_issue_order_and_end_in_32_random_characters() {
-        let ids: Vec<InvoiceId> = (0..200).map(|_| InvoiceId::generate()).collect();
-        let tokens: Vec<String> = ids.iter().map(hosted_token_of).collect();
-        let mut sorted = tokens.clone();
-        sorted.sort();
-        assert_eq!(sorted, tokens, "tokens sort as their invoices were issued");
-        for (id, token) in ids.iter().zip(&tokens) {
-            let ordered = id
-                .as_str()
-                .strip_prefix(InvoiceId::PREFIX)
-                .unwrap_or_default();
-            let rest = token.strip_prefix("inv_").unwrap_or_default();
-            assert!(rest.starts_with(ordered), "{token} begins with {id}'s hex");
-            let secret = &rest[ordered.len()..];
-            assert_eq!(secret.len(), 32);
-            assert!(secret.chars().all(|c| c.is_ascii_alphanumeric()));
-        }
-        // The same id twice still gives two tokens: the random part is what is secret.
-        assert_ne!(hosted_token_of(&ids[0]), hosted_token_of(&ids[0]));
+            &customers,
+        )?;
+        let metadata = sub
+            .metadata
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw).ok())
+            .unwrap_or(serde_json::Value::Null);
+        let data = serde_json::json!({
+            "subscription_id": sub.id,
+            "metadata": metadata,
+            "invoice_id": row.id,
+            "amount_in_cents": 0,
+        });
+        let event = event_row(&sub.account_id, Some(&sub.id), "invoice.created", data, now);
+        number_in(self.conn(), vec![row]).await?;
+        self.insert_event(event).await
     }
 }

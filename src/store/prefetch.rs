@@ -10,12 +10,14 @@
 //! (`Context::apply_due_prefetched`). A decision to do nothing (a charge still pending) writes
 //! nothing, and whatever changed it re-armed the timer.
 
-use super::catalog::{CatalogItem, CatalogKind, Customer};
+use super::catalog::{CatalogItem, CatalogKind, Customer, period_lines};
 use super::charges::PaymentMethod;
 use super::entities::{
     catalog_item, charge_attempt, customer, payment_method, subscription, subscription_addon,
 };
-use super::subscriptions::{PeriodCharges, Subscription, SubscriptionAddon};
+use super::subscriptions::{
+    FreePeriod, PeriodCharges, Subscription, SubscriptionAddon, free_as_paid, free_period_rows,
+};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
@@ -46,33 +48,35 @@ impl DueSnapshot {
         self.plan.as_ref()
     }
 
-    /// The per-period amount of the subscription's own plan at `cycle` with its add-ons, as
-    /// `Context::recurring_amount` computes it; `None` when the plan is not `plan_id` or is
-    /// missing (the caller reads and reports it).
-    pub fn recurring_amount(&self, plan_id: &PlanId, cycle: Cycle) -> Option<i64> {
-        let lines = self.recurring_lines(plan_id, cycle, 0, 0)?;
+    /// What one period of the subscription's own plan at `cycle` charges, `quantity` of it
+    /// with its add-ons and its discount, as `Context::recurring_lines` computes it; `None`
+    /// when the plan is not `plan_id` or is missing (the caller reads and reports it).
+    pub fn recurring_amount(&self, plan_id: &PlanId, cycle: Cycle, quantity: i64) -> Option<i64> {
+        let lines = self.recurring_lines(plan_id, cycle, quantity, (0, 0))?;
         Some(lines.iter().map(|line| line.amount_cents).sum())
     }
 
-    /// The invoice lines of that amount for the period from `start` to `end`: the plan's, then
-    /// each add-on's.
+    /// The invoice lines of that amount for the period from `start` to `end`
+    /// (`catalog::period_lines`).
     pub fn recurring_lines(
         &self,
         plan_id: &PlanId,
         cycle: Cycle,
-        start: i64,
-        end: i64,
+        quantity: i64,
+        period: (i64, i64),
     ) -> Option<Vec<DraftLine>> {
         let plan = self
             .plan
             .as_ref()
             .filter(|p| p.id.plan() == Some(plan_id))?;
-        Some(
-            std::iter::once(plan)
-                .chain(self.addons.iter().flatten())
-                .map(|item| item.line(cycle, start, end))
-                .collect(),
-        )
+        Some(period_lines(
+            plan,
+            self.addons.iter().flatten(),
+            cycle,
+            quantity,
+            period,
+            self.sub.discount().as_ref(),
+        ))
     }
 }
 
@@ -105,6 +109,13 @@ impl Store {
                 .into_tuple()
                 .all(conn)
                 .await?;
+        let free: Vec<FreePeriod> = free_period_rows(ids, since).into_tuple().all(conn).await?;
+        let mut free_of: HashMap<SubscriptionId, Vec<FreePeriod>> = HashMap::new();
+        for row in free {
+            if let Some(sub) = row.0.clone() {
+                free_of.entry(sub).or_default().push(row);
+            }
+        }
         let addons: Vec<SubscriptionAddon> = subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.is_in(ids))
             .order_by_asc(subscription_addon::Column::AttachedAt)
@@ -174,7 +185,9 @@ impl Store {
             let own = charges_of.get(&sub.id).map_or(&[][..], Vec::as_slice);
             let charges = PeriodCharges::from_rows(
                 sub.current_period_start,
-                own.iter().map(|(status, start)| (*status, *start)),
+                own.iter()
+                    .map(|(status, start)| (*status, *start))
+                    .chain(free_as_paid(free_of.remove(&sub.id).unwrap_or_default())),
             );
             // Each row is checked against the subscription's own account, as the single reads
             // are scoped to it.
@@ -359,6 +372,9 @@ pub(crate) mod fixture {
             due_at: Some(now - 1_000),
             created_at: 0,
             updated_at: 0,
+            quantity: 1,
+            period_quantity: 1,
+            discount: None,
         };
         let txn = store.begin().await.expect("begin");
         txn.insert_subscription(sub.clone())
@@ -417,15 +433,15 @@ mod tests {
         assert_eq!(snapshot.sub, *sub);
         // The plan and the billed add-on; the detached one is not billed next period.
         assert_eq!(
-            snapshot.recurring_amount(&sub.plan_id, Cycle::Monthly),
+            snapshot.recurring_amount(&sub.plan_id, Cycle::Monthly, 1),
             Some(PLAN_A + ADDON)
         );
         assert_eq!(
-            snapshot.recurring_amount(&sub.plan_id, Cycle::Annual),
+            snapshot.recurring_amount(&sub.plan_id, Cycle::Annual, 1),
             Some((PLAN_A + ADDON) * 10)
         );
         assert_eq!(
-            snapshot.recurring_amount(&crate::ids::PlanId::generate(), Cycle::Monthly),
+            snapshot.recurring_amount(&crate::ids::PlanId::generate(), Cycle::Monthly, 1),
             None
         );
         let (method, customer) = snapshot.payer.as_ref().expect("payer");

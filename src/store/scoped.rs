@@ -8,9 +8,9 @@
 
 use super::entities::{
     balance_transaction, catalog_item, charge_attempt, charge_conflict, charge_recheck,
-    checkout_session, credit_note, customer, event, idempotency_key, invoice, invoice_series,
-    payment_method, portal_action, portal_session, processor_event, refund, subscription,
-    subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
+    checkout_session, coupon, credit_note, customer, event, idempotency_key, invoice,
+    invoice_series, payment_method, portal_action, portal_session, processor_event, promotion_code,
+    refund, subscription, subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
 };
 use crate::ids::AccountId;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
@@ -51,6 +51,7 @@ scoped!(
     charge_conflict,
     charge_recheck,
     checkout_session,
+    coupon,
     credit_note,
     customer,
     event,
@@ -61,6 +62,7 @@ scoped!(
     portal_action,
     portal_session,
     processor_event,
+    promotion_code,
     refund,
     subscription,
     subscription_addon,

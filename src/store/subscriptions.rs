@@ -3,10 +3,11 @@
 use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in,
 };
-use super::entities::{charge_attempt, event, subscription, subscription_addon};
+use super::entities::{charge_attempt, event, invoice, subscription, subscription_addon};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::ids::{
     AccountId, AddonId, ChargeAttemptId, CustomerId, EventId, PlanId, SubscriptionId,
@@ -81,6 +82,50 @@ impl PeriodCharges {
             "asked about a period before `since`"
         );
         self.paid.contains(&period_start)
+    }
+}
+
+/// The periods of `ids` from `since` on that an invoice of nothing documents (a total of 0:
+/// no charge), as (subscription, period start): they are paid as much as an approved charge's.
+pub(super) fn free_period_rows(
+    ids: &[SubscriptionId],
+    since: i64,
+) -> sea_orm::Select<invoice::Entity> {
+    invoice::Entity::find()
+        .select_only()
+        .column(invoice::Column::SubscriptionId)
+        .column(invoice::Column::PeriodStart)
+        .filter(invoice::Column::ChargeId.is_null())
+        .filter(invoice::Column::SubscriptionId.is_in(ids))
+        .filter(invoice::Column::PeriodStart.gte(since))
+}
+
+/// A row of `free_period_rows`: the subscription and the period's start.
+pub(super) type FreePeriod = (Option<SubscriptionId>, Option<i64>);
+
+/// Free periods read as the rows of approved charges (`PeriodCharges::from_rows`).
+pub(super) fn free_as_paid(
+    rows: Vec<FreePeriod>,
+) -> impl Iterator<Item = (ChargeStatus, Option<i64>)> {
+    rows.into_iter()
+        .map(|(_, start)| (ChargeStatus::Approved, start))
+}
+
+impl Subscription {
+    /// Its discount, if it has one.
+    pub fn discount(&self) -> Option<Discount> {
+        let raw = self.discount.as_deref()?;
+        match serde_json::from_str(raw) {
+            Ok(discount) => Some(discount),
+            Err(err) => {
+                tracing::error!(subscription = %self.id, error = %err, "unreadable discount");
+                None
+            }
+        }
+    }
+
+    pub fn set_discount(&mut self, discount: Option<&Discount>) {
+        self.discount = discount.and_then(|d| serde_json::to_string(d).ok());
     }
 }
 
@@ -250,7 +295,14 @@ impl Store {
             .into_tuple()
             .all(self.conn())
             .await?;
-        Ok(PeriodCharges::from_rows(since, rows.into_iter()))
+        let free: Vec<FreePeriod> = free_period_rows(std::slice::from_ref(subscription_id), since)
+            .into_tuple()
+            .all(self.conn())
+            .await?;
+        Ok(PeriodCharges::from_rows(
+            since,
+            rows.into_iter().chain(free_as_paid(free)),
+        ))
     }
 
     pub async fn period_paid(

@@ -35,7 +35,7 @@ impl crate::Raw<'_> {
     /// whose refunded or refunding amounts disagree with their refunds, approved charges without
     /// exactly one invoice of their amount, and numbering series with a gap.
     pub async fn audit(&self, now_ms: i64) -> StoreResult<Vec<Breach>> {
-        let checks: [(&'static str, String); 11] = [
+        let checks: [(&'static str, String); 14] = [
             (
                 "a period paid more than once",
                 "SELECT subscription_id || ' ' || CAST(period_start AS TEXT) || ' x' || \
@@ -121,6 +121,28 @@ impl crate::Raw<'_> {
                  GROUP BY s.account_id, s.series, s.next_number \
                  HAVING COUNT(i.id) <> s.next_number - 1 \
                      OR COALESCE(MAX(i.sequence), 0) <> s.next_number - 1"
+                    .into(),
+            ),
+            (
+                "a period documented by both an invoice of nothing and a charge",
+                "SELECT i.id || ' and ' || c.id FROM invoices i \
+                 JOIN charge_attempts c ON c.subscription_id = i.subscription_id \
+                   AND c.period_start = i.period_start AND c.status IN ('pending', 'approved') \
+                 WHERE i.charge_id IS NULL"
+                    .into(),
+            ),
+            (
+                "an invoice without a charge that is not of nothing",
+                "SELECT id || ' total ' || CAST(total_cents AS TEXT) FROM invoices \
+                 WHERE charge_id IS NULL AND total_cents <> 0"
+                    .into(),
+            ),
+            (
+                "a coupon or promotion code redeemed beyond its limit",
+                "SELECT id FROM coupons WHERE max_redemptions IS NOT NULL \
+                   AND times_redeemed > max_redemptions \
+                 UNION ALL SELECT id FROM promotion_codes WHERE max_redemptions IS NOT NULL \
+                   AND times_redeemed > max_redemptions"
                     .into(),
             ),
             (

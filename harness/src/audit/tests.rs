@@ -105,6 +105,8 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
             payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start: Start::Paid,
+            quantity: 1,
+            discount: None,
         },
         0,
     );

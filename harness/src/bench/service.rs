@@ -264,6 +264,9 @@ pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
         due_at: Some(far),
         created_at: now,
         updated_at: now,
+        quantity: 1,
+        period_quantity: 1,
+        discount: None,
     }
 }
 

@@ -60,6 +60,24 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
     let (status, session) = read(app.post("/v1/checkout-sessions", session).await).await;
     assert_eq!(status, 201, "{session}");
     let portal = crate::portal::open(app, &shop.customer, json!({})).await;
+    let (status, coupon) = read(
+        app.post(
+            "/v1/coupons",
+            json!({"name": "B's", "percent_off_bps": 1_000, "duration": "forever"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{coupon}");
+    let (status, code) = read(
+        app.post(
+            "/v1/promotion-codes",
+            json!({"coupon_id": id(&coupon), "code": "B-ONLY"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{code}");
     let (_, charges) = read(
         app.get(&format!("/v1/charges?subscription_id={}", id(&sub)))
             .await,
@@ -113,6 +131,8 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         (Kind::Invoice, invoice),
         (Kind::CreditNote, credit_note),
         (Kind::PortalSession, id(&portal)),
+        (Kind::Coupon, id(&coupon)),
+        (Kind::PromotionCode, id(&code)),
     ])
 }
 
@@ -230,6 +250,9 @@ async fn every_route_given_another_accounts_ids_answers_as_for_none(app: TestApp
             let expected = match (guard, &op.slots[foreign[0]]) {
                 (Guard::AdminToken, _) => 401,
                 (_, Slot::Query(..)) => 200,
+                // A coupon that cannot be redeemed, unknown included, is a 400 naming the
+                // field (CONTRACT §14); as for one that does not exist.
+                (_, Slot::Body(Kind::Coupon)) if op.path != "/v1/promotion-codes" => 400,
                 _ => 404,
             };
             assert_eq!(status, expected, "{} {url} with A's key: {text}", op.method);

@@ -12,11 +12,13 @@ mod catalog;
 mod chaos;
 mod checkout;
 mod checkout_browser;
+mod checkout_coupons;
 mod checkout_payment;
 mod cluster;
 mod cluster_handover;
 mod cluster_nodes;
 mod conventions;
+mod coupons;
 mod crash;
 mod generated_client;
 

@@ -372,6 +372,8 @@ async fn operations_on_a_subscriptions_actor_document_the_503_of_a_moving_shard(
         ("post", "/v1/subscriptions/{id}/charge-now"),
         ("post", "/v1/subscriptions/{id}/addons"),
         ("delete", "/v1/subscriptions/{id}/addons/{addon_id}"),
+        ("post", "/v1/subscriptions/{id}/discount"),
+        ("delete", "/v1/subscriptions/{id}/discount"),
         ("post", "/webhooks/processor/{developer_id}"),
     ];
     for (method, path) in acting {

@@ -9,15 +9,23 @@ use crate::store::StoreError;
 use crate::store::subscriptions::{Subscription, SubscriptionAddon};
 use crate::store::txn::StoreTxn;
 
-/// Applies a change-plan (now, or when its proration is approved) with its event.
+/// Applies a change-plan (now, or when its proration is approved) with its event. A new
+/// `quantity` bills from the next period, or from now when a proration paid for it
+/// (`prorated`): a rise is charged like an upgrade, a fall waits (CONTRACT §14).
 pub(super) async fn apply_plan_change(
     txn: &StoreTxn,
     sub: &mut Subscription,
-    plan_id: PlanId,
-    cycle: Option<Cycle>,
+    (plan_id, cycle, quantity): (PlanId, Option<Cycle>, Option<i64>),
+    prorated: bool,
     now: i64,
 ) -> Result<(), StoreError> {
     sub.plan_id = plan_id;
+    if let Some(quantity) = quantity {
+        sub.quantity = quantity;
+        if prorated {
+            sub.period_quantity = quantity;
+        }
+    }
     if let Some(cycle) = cycle {
         // The current period keeps its end and its cycle; the new cycle starts at its end.
         reschedule(sub, |schedule| schedule.change_cycle(cycle));

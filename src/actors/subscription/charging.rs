@@ -8,12 +8,12 @@ use super::changes::{apply_addon, apply_plan_change};
 use super::context::Context;
 use super::decide::{self, PendingChange};
 use super::new_charge;
+use super::periods::{Resuming, charge_event_type, period_effect};
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::schedule::Schedule;
-use crate::domain::subscription::{Status, parse_retry_days};
-use crate::events::subscription_event;
+use crate::domain::subscription::Status;
 use crate::ids::{ChargeAttemptId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
@@ -24,7 +24,7 @@ use crate::store::charges::{
 };
 use crate::store::invoices::DraftLine;
 use crate::store::prefetch::DueSnapshot;
-use crate::store::subscriptions::{Event, PeriodCharges, Subscription};
+use crate::store::subscriptions::{PeriodCharges, Subscription};
 use crate::store::txn::StoreTxn;
 
 /// What applying a charge's outcome did, for the actor to finish after the commit.
@@ -59,8 +59,12 @@ pub(super) async fn transition(
         }
         emit(txn, sub, "charge.approved", Some(info()), now).await?;
         match serde_json::from_str::<PendingChange>(change) {
-            Ok(PendingChange::Plan { plan_id, cycle }) => {
-                apply_plan_change(txn, sub, plan_id, cycle, now).await?;
+            Ok(PendingChange::Plan {
+                plan_id,
+                cycle,
+                quantity,
+            }) => {
+                apply_plan_change(txn, sub, (plan_id, cycle, quantity), true, now).await?;
             }
             Ok(PendingChange::Addon { addon_id }) => {
                 if !txn.addon_attached(&sub.id, &addon_id).await? {
@@ -94,72 +98,6 @@ pub(super) async fn transition(
     Ok(true)
 }
 
-/// The event type of a settled charge.
-fn charge_event_type(approved: bool) -> &'static str {
-    if approved {
-        "charge.approved"
-    } else {
-        "charge.declined"
-    }
-}
-
-/// What a period's settled `charge` does to its subscription.
-struct PeriodEffect {
-    /// In order: the charge's event, then the transition's.
-    events: Vec<Event>,
-    /// Whether the add-ons detached at the period's end leave now.
-    drop_detached_addons: bool,
-}
-
-/// Moves `sub` as the settled `charge` of the period starting at `period_start` says
-/// (`decide::settle`), and returns the events that emits and whether detached add-ons leave:
-/// the one decision of a period's outcome, written alone (`transition`) or in a batch
-/// (`settle_in_batch`).
-fn period_effect(
-    sub: &mut Subscription,
-    account: &Account,
-    charge: &ChargeAttempt,
-    raw_status: &str,
-    period_start: i64,
-    now: i64,
-) -> PeriodEffect {
-    let approved = charge.is(ChargeStatus::Approved);
-    let mut events = vec![subscription_event(
-        sub,
-        charge_event_type(approved),
-        Some((charge, raw_status)),
-        now,
-    )];
-    let settlement = decide::settle(
-        sub,
-        approved,
-        period_start,
-        &parse_retry_days(&account.dunning_retry_days),
-        now,
-    );
-    events.extend(
-        settlement
-            .events
-            .iter()
-            .map(|event_type| subscription_event(sub, event_type, None, now)),
-    );
-    sub.updated_at = now;
-    PeriodEffect {
-        events,
-        drop_detached_addons: settlement.drop_detached_addons,
-    }
-}
-
-/// A paused subscription resuming into the charge then due (a top-up's wake, or the API's
-/// resume after the renewal date passed): the row as read before the resume, and its
-/// `subscription.resumed` event, which is written in the unit that begins the charge, so that
-/// it exists only if the charge began (CONTRACT §5).
-pub(super) struct Resuming {
-    /// The row as read, still paused: what stays when the charge cannot begin.
-    pub(super) paused: Subscription,
-    pub(super) event: Event,
-}
-
 impl Context<'_> {
     /// Charges the subscription's unpaid period: the current one if it was never paid (a first
     /// charge), else the next one (a renewal). A period already paid is never charged again.
@@ -191,12 +129,12 @@ impl Context<'_> {
             }
             return Ok(None);
         }
-        // The current period (a first charge) is priced at the cycle it is billed at; the next
-        // one at the subscription's cycle, which a pending change has already set.
-        let cycle = if period_start == sub.current_period_start {
-            sub.period_cycle
+        // The current period (a first charge) is priced at the cycle and quantity it is billed
+        // at; the next one at the subscription's, which a pending change has already set.
+        let (cycle, quantity) = if period_start == sub.current_period_start {
+            (sub.period_cycle, sub.period_quantity)
         } else {
-            sub.cycle
+            (sub.cycle, sub.quantity)
         };
         // The period charged, for its invoice's lines.
         let period = if period_start == sub.current_period_start {
@@ -207,14 +145,28 @@ impl Context<'_> {
             (next.current_period_start, next.current_period_end)
         };
         let prefetched =
-            snapshot.and_then(|s| s.recurring_lines(&sub.plan_id, cycle, period.0, period.1));
+            snapshot.and_then(|s| s.recurring_lines(&sub.plan_id, cycle, quantity, period));
         let lines = match prefetched {
             Some(lines) => lines,
             None => {
-                self.recurring_lines(sub, &sub.plan_id.clone(), cycle, period)
+                self.recurring_lines(sub, &sub.plan_id.clone(), cycle, quantity, period)
                     .await?
             }
         };
+        if lines.iter().map(|line| line.amount_cents).sum::<i64>() == 0 {
+            // A discount took everything: no charge, an invoice of nothing (CONTRACT §14). A
+            // charge-now has nothing to charge: it is refused, writing nothing.
+            if purpose == ChargePurpose::Manual {
+                return Err(ActionError::Conflict(
+                    "The period's total is 0 after its discount: there is nothing to charge; \
+                     it is invoiced when it renews."
+                        .into(),
+                ));
+            }
+            self.free_period(sub, account, lines, period_start, resuming, now)
+                .await?;
+            return Ok(None);
+        }
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight().slot().await;
         let new = new_charge(sub, account, lines, purpose, Some(period_start), None, now);

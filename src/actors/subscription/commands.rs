@@ -6,7 +6,7 @@
 use super::ActionError;
 use super::changes::{apply_addon, apply_plan_change};
 use super::context::Context;
-use super::decide::{PendingChange, reschedule, stopped_due};
+use super::decide::{PendingChange, enter_period, stopped_due};
 use super::emit;
 use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
@@ -15,8 +15,9 @@ use crate::domain::time::Cycle;
 use crate::ids::{AddonId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogItem;
 use crate::store::charges::ChargeAttempt;
+use crate::store::coupons::discount_lines;
+use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
 use std::sync::Arc;
 
@@ -91,8 +92,14 @@ impl Context<'_> {
                 cycle,
                 prorate,
                 proration_at,
+                quantity,
             } => {
-                self.change_plan(target, plan_id, cycle, prorate, proration_at)
+                let change = PlanChange {
+                    plan_id,
+                    cycle,
+                    quantity,
+                };
+                self.change_plan(target, change, prorate, proration_at)
                     .await?
             }
             Command::AttachAddon { addon_id, prorate } => {
@@ -102,6 +109,11 @@ impl Context<'_> {
             Command::SetPaymentMethod { payment_method_id } => {
                 self.set_payment_method(target, payment_method_id).await?
             }
+            Command::SetDiscount { redeem } => {
+                self.set_discount(target.sub, target.status, redeem, now)
+                    .await?
+            }
+            Command::RemoveDiscount => self.remove_discount(target.sub, now).await?,
         };
         let subscription = self.store().subscription_by_id(id).await?.unwrap_or(sub);
         Ok(ActionOutcome {
@@ -217,7 +229,7 @@ impl Context<'_> {
         if status != Status::PastDue {
             // The period restarts now (a pending cycle change takes effect with it).
             sub.status = Status::Active;
-            reschedule(sub, |schedule| schedule.restart(now));
+            enter_period(sub, |schedule| schedule.restart(now));
             sub.next_charge_date = now;
         }
         sub.due_at = Some(now);
@@ -246,13 +258,12 @@ impl Context<'_> {
         ))
     }
 
-    /// Changes the plan (and perhaps the cycle), at once or, for a prorated upgrade, when its
-    /// charge is approved.
+    /// Changes the plan (and perhaps the cycle or the quantity), at once or, for a prorated
+    /// upgrade or rise, when its charge is approved.
     async fn change_plan(
         &self,
         target: Target<'_>,
-        plan_id: PlanId,
-        cycle: Option<Cycle>,
+        change: PlanChange,
         with_proration: bool,
         proration_at: Option<i64>,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
@@ -260,22 +271,35 @@ impl Context<'_> {
             sub, account, now, ..
         } = target;
         let at = proration_instant(proration_at, now, sub.current_period_start)?;
-        let (preview, plan) = self.prorated_change(sub, &plan_id, cycle, at).await?;
+        let proration = self.prorated_change(sub, &change, at).await?;
         self.refuse_while_change_pending(sub).await?;
         // Only a real change of cycle is recorded as one.
-        let cycle = cycle.filter(|c| *c != sub.cycle);
-        if with_proration && preview > 0 {
+        let cycle = change.cycle.filter(|c| *c != sub.cycle);
+        let PlanChange {
+            plan_id, quantity, ..
+        } = change;
+        if with_proration && proration.amount_cents > 0 {
             // An upgrade takes effect when its prorated charge is approved: the
             // charge carries the change, and nothing else is written now.
-            let change = PendingChange::Plan { plan_id, cycle };
-            let line = plan.line_of(preview, at, sub.current_period_end);
+            let change = PendingChange::Plan {
+                plan_id,
+                cycle,
+                quantity,
+            };
             return Ok(Some(
-                self.one_off_charge(sub, account, line, ChargePurpose::Proration, change, now)
-                    .await?,
+                self.one_off_charge(
+                    sub,
+                    account,
+                    proration,
+                    ChargePurpose::Proration,
+                    change,
+                    now,
+                )
+                .await?,
             ));
         } else {
             let txn = self.store().begin().await?;
-            apply_plan_change(&txn, sub, plan_id, cycle, now).await?;
+            apply_plan_change(&txn, sub, (plan_id, cycle, quantity), false, now).await?;
             self.save(&txn, sub, now).await?;
             txn.commit().await?;
         }
@@ -331,9 +355,12 @@ impl Context<'_> {
             sub.current_period_end,
             now,
         );
-        if with_proration && status == Status::Active && amount > 0 {
+        let mut line = addon.line_of(amount, now, sub.current_period_end);
+        if let Some(discount) = sub.discount() {
+            discount_lines(std::slice::from_mut(&mut line), &discount, true);
+        }
+        if with_proration && status == Status::Active && line.amount_cents > 0 {
             let change = PendingChange::Addon { addon_id };
-            let line = addon.line_of(amount, now, sub.current_period_end);
             return Ok(Some(
                 self.one_off_charge(
                     sub,
@@ -406,16 +433,18 @@ impl Context<'_> {
         Ok(())
     }
 
-    /// What change-plan would charge at `now` (0 for trials and downgrades charge nothing),
-    /// and the plan it changes to.
+    /// What change-plan would charge at `now` (0 for trials; downgrades and falls charge
+    /// nothing), with the plan's line of it: the rest of the period at the difference between
+    /// the new plan times the new quantity and what the period was billed at, less a
+    /// percent-off discount that covers the plan (CONTRACT §14). A preview answers its amount.
     pub(super) async fn prorated_change(
         &self,
         sub: &Subscription,
-        plan_id: &PlanId,
-        cycle: Option<Cycle>,
+        change: &PlanChange,
         now: i64,
-    ) -> Result<(i64, CatalogItem), ActionError> {
+    ) -> Result<DraftLine, ActionError> {
         let status = sub.status;
+        let plan_id = &change.plan_id;
         let account = &sub.account_id;
         let plan = self
             .store()
@@ -433,14 +462,17 @@ impl Context<'_> {
                 "Plan `{plan_id}` is inactive."
             )));
         }
-        let current_cycle = sub.cycle;
-        if *plan_id == sub.plan_id && cycle.is_none_or(|c| c == current_cycle) {
+        let quantity = change.quantity.unwrap_or(sub.quantity);
+        if *plan_id == sub.plan_id
+            && change.cycle.is_none_or(|c| c == sub.cycle)
+            && quantity == sub.quantity
+        {
             return Err(ActionError::Invalid(
-                "The subscription is already on this plan and cycle.".into(),
+                "The subscription is already on this plan, cycle and quantity.".into(),
             ));
         }
         if status == Status::Trialing {
-            return Ok((0, plan));
+            return Ok(plan.line_of(0, now, sub.current_period_end));
         }
         // Both amounts at the cycle the current period was billed at: after a cycle change
         // the period keeps its length and its prices until it ends (CONTRACT §5).
@@ -449,16 +481,28 @@ impl Context<'_> {
             .store()
             .plan(account, &sub.plan_id)
             .await?
-            .map_or(0, |p| p.price(billed));
+            .map_or(0, |p| p.price(billed).saturating_mul(sub.period_quantity));
         let amount = prorate(
             old,
-            plan.price(billed),
+            plan.price(billed).saturating_mul(quantity),
             sub.current_period_start,
             sub.current_period_end,
             now,
         );
-        Ok((amount, plan))
+        let mut line = plan.line_of(amount, now, sub.current_period_end);
+        if let Some(discount) = sub.discount() {
+            discount_lines(std::slice::from_mut(&mut line), &discount, true);
+        }
+        Ok(line)
     }
+}
+
+/// A change of plan, cycle or quantity (`None`: as it is).
+#[derive(Clone, Debug)]
+pub(super) struct PlanChange {
+    pub(super) plan_id: PlanId,
+    pub(super) cycle: Option<Cycle>,
+    pub(super) quantity: Option<i64>,
 }
 
 /// How old a preview's `proration_date` may be when the change it priced arrives.

@@ -39,6 +39,21 @@ pub(super) fn reschedule(sub: &mut Subscription, change: impl FnOnce(&mut Schedu
     set_schedule(sub, schedule);
 }
 
+/// Moves the subscription into its next period (or a new one starting now, `restart`), which
+/// is billed at its quantity: a fall waits for this moment (CONTRACT §14).
+pub(super) fn enter_period(sub: &mut Subscription, change: impl FnOnce(&mut Schedule)) {
+    reschedule(sub, change);
+    sub.period_quantity = sub.quantity;
+}
+
+/// A paid period charge begun at `charge_began` counts against the discount it took part in
+/// (`Discount::after_period_paid`): one period fewer, and none once it has run out.
+pub(super) fn count_discounted_period(sub: &mut Subscription, charge_began: i64) {
+    if let Some(discount) = sub.discount() {
+        sub.set_discount(discount.after_period_paid(charge_began).as_ref());
+    }
+}
+
 /// The timer of a subscription that is not charging (paused, or stopped with a charge in
 /// flight): only a cancellation at the period's end is still due.
 pub(super) fn stopped_due(sub: &Subscription) -> Option<i64> {
@@ -53,6 +68,9 @@ pub enum PendingChange {
     Plan {
         plan_id: PlanId,
         cycle: Option<Cycle>,
+        /// The new quantity, billed from now on (the proration paid the rest of the period).
+        #[serde(default)]
+        quantity: Option<i64>,
     },
     /// An add-on attached with proration.
     Addon { addon_id: AddonId },
@@ -84,7 +102,7 @@ pub(super) fn settle(
     );
     if stopped {
         if approved && period_start == sub.current_period_end {
-            reschedule(sub, Schedule::advance);
+            enter_period(sub, Schedule::advance);
             sub.next_charge_date = sub.current_period_end;
         }
         sub.due_at = match sub.status {
@@ -96,7 +114,7 @@ pub(super) fn settle(
         // the add-ons detached before it: they leave now.
         settlement.drop_detached_addons = true;
         if period_start == sub.current_period_end {
-            reschedule(sub, Schedule::advance);
+            enter_period(sub, Schedule::advance);
         }
         sub.status = Status::Active;
         sub.failed_attempts = 0;
@@ -142,7 +160,7 @@ pub(super) fn resume(sub: &mut Subscription, now: i64) {
         Status::Active
     };
     if sub.next_charge_date <= now && sub.failed_attempts == 0 {
-        reschedule(sub, |schedule| schedule.restart(now));
+        enter_period(sub, |schedule| schedule.restart(now));
         sub.next_charge_date = now;
     }
     sub.due_at = Some(sub.next_charge_date);
@@ -177,6 +195,8 @@ mod tests {
                 payment_method_id: crate::ids::PaymentMethodId::generate(),
                 metadata: None,
                 start: crate::subscribe::Start::Paid,
+                quantity: 1,
+                discount: None,
             },
             start,
         );

@@ -6,6 +6,7 @@ use crate::domain::time::Cycle;
 use crate::ids::{AddonId, ChargeAttemptId, PaymentMethodId, PlanId};
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
+use crate::store::coupons::Redeem;
 use crate::store::subscriptions::Subscription;
 use ractor::RpcReplyPort;
 use std::sync::Arc;
@@ -27,6 +28,9 @@ pub enum Command {
         /// then exactly what the preview said. `None`: now.
         #[serde(default)]
         proration_at: Option<i64>,
+        /// The new quantity of seats; `None` keeps it.
+        #[serde(default)]
+        quantity: Option<i64>,
     },
     ChargeNow,
     AttachAddon {
@@ -39,6 +43,11 @@ pub enum Command {
     SetPaymentMethod {
         payment_method_id: PaymentMethodId,
     },
+    /// Gives the subscription a coupon's discount (replacing any), redeemed now.
+    SetDiscount {
+        redeem: Redeem,
+    },
+    RemoveDiscount,
 }
 
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -56,6 +65,9 @@ pub enum ActionError {
     Conflict(String),
     #[error("{0}")]
     Invalid(String),
+    /// A 400 about one field of the request.
+    #[error("{message}")]
+    InvalidField { param: String, message: String },
     #[error("{0}")]
     Unprocessable(String),
     #[error("the balance does not cover the fee")]
@@ -90,6 +102,8 @@ pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
         plan_id: PlanId,
+        /// The quantity to price; `None`: the subscription's.
+        quantity: Option<i64>,
         /// The instant to price at; `None`: now.
         at: Option<i64>,
         reply: RpcReplyPort<Result<i64, ActionError>>,

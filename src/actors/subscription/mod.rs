@@ -10,8 +10,10 @@ mod charging;
 mod commands;
 mod context;
 mod decide;
+mod discounts;
 pub mod in_flight;
 pub mod messages;
+mod periods;
 mod timer;
 
 use super::tree::{ActorStats, KindView};
@@ -24,10 +26,12 @@ use crate::events::subscription_event;
 use crate::ids::{PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
+use crate::store::catalog::period_lines;
 use crate::store::charges::{ChargeAttempt, NewCharge};
 use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
+use commands::PlanChange;
 use context::Context;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::sync::Arc;
@@ -152,7 +156,12 @@ impl SubscriptionActor {
                 runtime.in_flight().forget_began(&state.id);
                 let _ = reply.send(Box::pin(cx.apply_command(&state.id, command)).await);
             }
-            Request::Preview { plan_id, at, reply } => {
+            Request::Preview {
+                plan_id,
+                quantity,
+                at,
+                reply,
+            } => {
                 let result = async {
                     let sub = runtime
                         .store()
@@ -160,10 +169,13 @@ impl SubscriptionActor {
                         .await?
                         .ok_or_else(|| ActionError::NotFound("subscription".into()))?;
                     let now = runtime.clock().now_ms(&sub.account_id).await?;
-                    let (amount, _) = cx
-                        .prorated_change(&sub, &plan_id, None, at.unwrap_or(now))
-                        .await?;
-                    Ok(amount)
+                    let change = PlanChange {
+                        plan_id,
+                        cycle: None,
+                        quantity,
+                    };
+                    let line = cx.prorated_change(&sub, &change, at.unwrap_or(now)).await?;
+                    Ok(line.amount_cents)
                 };
                 let _ = reply.send(Box::pin(result).await);
             }
@@ -251,14 +263,16 @@ impl Context<'_> {
         Ok((account, now))
     }
 
-    /// The invoice lines of one period from `start` to `end` of `plan_id` for `cycle` and of
-    /// the attached add-ons: their sum is the period's amount.
+    /// The invoice lines of one period from `start` to `end` of `quantity` of `plan_id` for
+    /// `cycle`, of the attached add-ons and with the discount (`catalog::period_lines`): their
+    /// sum is the period's amount.
     pub(super) async fn recurring_lines(
         &self,
         sub: &Subscription,
         plan_id: &PlanId,
         cycle: Cycle,
-        (start, end): (i64, i64),
+        quantity: i64,
+        period: (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
         let account = &sub.account_id;
         let plan = self
@@ -266,7 +280,7 @@ impl Context<'_> {
             .plan(account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
-        let mut lines = vec![plan.line(cycle, start, end)];
+        let mut addons = Vec::new();
         // A detached add-on is billed for no further period (it leaves at the period's end).
         for attached in self
             .store()
@@ -276,10 +290,17 @@ impl Context<'_> {
             .filter(|a| !a.detach_at_period_end)
         {
             if let Some(addon) = self.store().addon(account, &attached.addon_id).await? {
-                lines.push(addon.line(cycle, start, end));
+                addons.push(addon);
             }
         }
-        Ok(lines)
+        Ok(period_lines(
+            &plan,
+            &addons,
+            cycle,
+            quantity,
+            period,
+            sub.discount().as_ref(),
+        ))
     }
 
     /// Cancels a subscription whose period ended with `cancel_at_period_end` set.

@@ -44,6 +44,9 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         due_at: None,
         created_at: 0,
         updated_at: 0,
+        quantity: 1,
+        period_quantity: 1,
+        discount: None,
     };
     let charge = ChargeAttempt {
         id: ChargeAttemptId::parse("ch_01a20748d4787232924bab375e9b2bba").expect("an id"),

@@ -3,9 +3,9 @@
 //! plan change, a paused subscription's resumption once its fee is covered.
 
 use super::ActionError;
-use super::charging::Resuming;
 use super::context::Context;
 use super::decide::{self, reschedule};
+use super::periods::Resuming;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;

@@ -416,6 +416,8 @@ impl About {
             "events" => ("event", "evt_"),
             "webhook-endpoints" => ("webhook endpoint", "we_"),
             "accounts" => ("account", "acct_"),
+            "coupons" => ("coupon", "co_"),
+            "promotion-codes" => ("promotion code", "promo_"),
             _ => ("customer", "cus_"),
         };
         let takes =

@@ -92,8 +92,9 @@ fn strings(values: &[&str], nullable: bool) -> Object {
 /// one type for a value wherever it appears (the `status` of a subscription is the type its
 /// list filters by, the `cycle` of a plan's subscription the type a subscription is created
 /// with).
-const ENUMERATIONS: [(&str, &[&str]); 9] = [
+const ENUMERATIONS: [(&str, &[&str]); 10] = [
     ("TaxCode", TaxCode::WORDS),
+    ("CouponDuration", crate::domain::discount::Duration::WORDS),
     ("Cycle", CYCLES),
     ("SubscriptionStatus", SUBSCRIPTION_STATUSES),
     ("CheckoutSessionStatus", &SESSION_STATUSES),
@@ -128,6 +129,10 @@ pub fn subscription_status() -> Ref {
 
 pub fn session_status() -> Ref {
     Ref::from_schema_name("CheckoutSessionStatus")
+}
+
+pub fn coupon_duration() -> Ref {
+    Ref::from_schema_name("CouponDuration")
 }
 
 pub fn tax_code() -> Ref {

@@ -391,6 +391,7 @@ async fn change_plan(
         cycle: None,
         prorate,
         proration_at,
+        quantity: None,
     };
     let outcome = act(&state, &caller, &id, command).await?;
     // 200, or 202 while the upgrade's charge is pending (it applies once approved); a declined
@@ -422,7 +423,7 @@ async fn preview_change_plan(
     let amount = if prorate {
         state
             .runtime
-            .preview(&id, &plan_id, Some(at))
+            .preview(&id, &plan_id, None, Some(at))
             .await
             .map_err(action_error)?
     } else {

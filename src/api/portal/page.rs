@@ -179,7 +179,7 @@ async fn render(
             .map_or_else(|| sub.plan_id.to_string(), |p| p.name.clone());
         let amount = snapshot
             .filter(|s| s.sub.plan_id.as_str() == sub.plan_id)
-            .and_then(|s| s.recurring_amount(&s.sub.plan_id, sub.cycle))
+            .and_then(|s| s.recurring_amount(&s.sub.plan_id, sub.cycle, sub.quantity))
             .map_or_else(|| t.none.to_owned(), |cents| money(cents, locale));
         let method = data
             .payment_methods

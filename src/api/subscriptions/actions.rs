@@ -2,7 +2,7 @@
 //! subscription's actor; those whose change waits on a charge (charge-now, an upgrade's or an
 //! add-on's proration) answer once the charge's outcome is applied, or 202 while it is pending.
 
-use super::{SubscriptionOut, act, action_error, parse_cycle, scoped};
+use super::{SubscriptionOut, act, action_error, parse_cycle, parse_quantity, scoped};
 use crate::actors::{ActionOutcome, Command};
 use crate::api::openapi::error_responses::ShardMoving;
 use crate::domain::charge_status::ChargeStatus;
@@ -98,6 +98,11 @@ pub struct ChangePlanIn {
     /// upgrade is then charged exactly what that preview said. Default: now.
     #[schema(format = DateTime)]
     pub proration_date: Option<String>,
+    /// Seats from now on: a rise is prorated like an upgrade, a fall applies from the next
+    /// period. Default: as it is.
+    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub quantity: Option<i64>,
 }
 
 /// A `proration_date` as sent: an RFC 3339 instant, or a 400 naming it.
@@ -131,11 +136,13 @@ pub(super) async fn change_plan(
     let id = SubscriptionId::given(id);
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
+    let quantity = body.quantity.map(|q| parse_quantity(Some(q))).transpose()?;
     let command = Command::ChangePlan {
         plan_id: PlanId::given(body.plan_id),
         cycle,
         prorate: body.prorate.unwrap_or(true),
         proration_at,
+        quantity,
     };
     let outcome = act(&state, &caller, &id, command).await?;
     action_after_charge(&state, &caller, outcome).await
@@ -146,6 +153,10 @@ pub(super) async fn change_plan(
 #[schema(examples(json!({"plan_id": "plan_0193a1f3b1c27d3e8f0a1b2c3d4e5f6a"})))]
 pub struct PreviewIn {
     pub plan_id: String,
+    /// The quantity to price (default: the subscription's).
+    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub quantity: Option<i64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -170,10 +181,11 @@ pub(super) async fn preview_change_plan(
 ) -> ApiResult<Json<PreviewOut>> {
     let id = SubscriptionId::given(id);
     scoped(&state, &caller, &id).await?;
+    let quantity = body.quantity.map(|q| parse_quantity(Some(q))).transpose()?;
     let at = state.runtime.clock().now_ms(caller.account_id()).await?;
     let amount = state
         .runtime
-        .preview(&id, &PlanId::given(body.plan_id), Some(at))
+        .preview(&id, &PlanId::given(body.plan_id), quantity, Some(at))
         .await
         .map_err(action_error)?;
     Ok(Json(PreviewOut::at(amount, at)))

@@ -2,12 +2,16 @@
 //! its first period charged at once unless it starts later (a trial or a start date).
 
 use super::actions::settled_charge;
-use super::{SubscriptionIn, SubscriptionOut, active_plan, parse_cycle};
+use super::{
+    SubscriptionIn, SubscriptionOut, active_plan, parse_cycle, parse_quantity, redeem_error,
+    redeem_of,
+};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, metadata_text};
 use crate::http::state::AppState;
 use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId};
+use crate::store::coupons::{Redeem, Redeeming};
 use crate::store::subscriptions::Subscription;
 use crate::subscribe::{self, NewSubscription, Start};
 use axum::Json;
@@ -23,7 +27,7 @@ pub(super) async fn create_subscription(
     ApiJson(body): ApiJson<SubscriptionIn>,
 ) -> ApiResult<(StatusCode, Json<SubscriptionOut>)> {
     // Until the row commits a failure leaves nothing behind, so its Idempotency-Key is freed.
-    let (sub, start, now) = new_subscription(&state, &caller, body)
+    let (mut sub, start, now, redeem) = new_subscription(&state, &caller, body)
         .await
         .map_err(ApiError::before_any_write)?;
     let txn = state
@@ -31,6 +35,22 @@ pub(super) async fn create_subscription(
         .begin()
         .await
         .map_err(|err| ApiError::from(err).before_any_write())?;
+    if let Some(redeem) = &redeem {
+        // Counted in the transaction that inserts the subscription: refused or rolled back,
+        // nothing is redeemed.
+        let whom = Redeeming {
+            account: caller.account_id(),
+            customer_id: Some(&sub.customer_id),
+            plan_id: &sub.plan_id,
+            addon_ids: &[],
+            now,
+        };
+        let discount = txn
+            .redeem(&state.store, redeem, &whom)
+            .await
+            .map_err(|err| redeem_error(err, redeem).before_any_write())?;
+        sub.set_discount(Some(&discount));
+    }
     subscribe::insert(&txn, &sub, now)
         .await
         .map_err(|err| ApiError::from(err).before_any_write())?;
@@ -53,9 +73,11 @@ pub(super) async fn new_subscription(
     state: &AppState,
     caller: &Caller,
     body: SubscriptionIn,
-) -> ApiResult<(Subscription, Start, i64)> {
+) -> ApiResult<(Subscription, Start, i64, Option<Redeem>)> {
     let account = caller.account_id();
     let cycle = parse_cycle(&body.cycle)?;
+    let quantity = parse_quantity(body.quantity)?;
+    let redeem = redeem_of(body.coupon_id, body.promotion_code)?;
     let metadata = metadata_text(body.metadata)?;
     let customer = state
         .store
@@ -119,10 +141,12 @@ pub(super) async fn new_subscription(
             payment_method_id: method.id,
             metadata,
             start,
+            quantity,
+            discount: None,
         },
         now,
     );
-    Ok((sub, start, now))
+    Ok((sub, start, now, redeem))
 }
 
 /// Charges the first period of `sub`, just committed, and answers the subscription as it

@@ -3,15 +3,20 @@
 
 use super::openapi::error_responses::ShardMoving;
 use crate::actors::{ActionError, ActionOutcome, Command};
+use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, rfc3339};
 use crate::http::auth::Caller;
+pub use crate::http::error::redeem_error;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
+use crate::ids::{
+    AccountId, CouponId, CustomerId, PaymentMethodId, PlanId, PromotionCodeId, SubscriptionId,
+};
 use crate::store::catalog::CatalogItem;
+use crate::store::coupons::Redeem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -22,6 +27,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 pub(super) mod actions;
 mod create;
+mod discount;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -35,6 +41,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(actions::charge_now))
         .routes(routes!(actions::attach_addon, actions::list_addons))
         .routes(routes!(actions::detach_addon))
+        .routes(routes!(discount::set_discount, discount::delete_discount))
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -52,7 +59,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     "cancel_at_period_end": false,
     "failed_attempts": 0,
     "created_at": "2026-11-02T14:30:00Z",
-    "metadata": {"order": "A-1042"}
+    "metadata": {"order": "A-1042"},
+    "quantity": 1,
+    "current_period_quantity": 1,
+    "discount": null
 })))]
 pub struct SubscriptionOut {
     pub id: String,
@@ -77,6 +87,40 @@ pub struct SubscriptionOut {
     pub created_at: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Box<RawValue>>,
+    /// Seats: the plan's amount is charged this many times. A fall takes effect at the next
+    /// period (the current one was billed at `current_period_quantity`).
+    pub quantity: i64,
+    pub current_period_quantity: i64,
+    /// The coupon it has (CONTRACT §14); null once it has run out.
+    pub discount: Option<DiscountOut>,
+}
+
+/// A subscription's discount.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "coupon_id": "co_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
+    "promotion_code_id": null,
+    "start": "2026-11-02T14:30:00Z",
+    "periods_left": 2
+})))]
+pub struct DiscountOut {
+    pub coupon_id: String,
+    pub promotion_code_id: Option<String>,
+    #[schema(format = DateTime)]
+    pub start: String,
+    /// Period charges it still takes part of; null for `forever`.
+    pub periods_left: Option<i64>,
+}
+
+impl From<Discount> for DiscountOut {
+    fn from(discount: Discount) -> Self {
+        Self {
+            start: rfc3339(from_millis(discount.start)),
+            coupon_id: discount.coupon_id.into_string(),
+            promotion_code_id: discount.promotion_code_id.map(PromotionCodeId::into_string),
+            periods_left: discount.periods_left,
+        }
+    }
 }
 
 impl From<Subscription> for SubscriptionOut {
@@ -89,6 +133,9 @@ impl From<Subscription> for SubscriptionOut {
             trial_end: sub.trial_end.map(at),
             created_at: at(sub.created_at),
             metadata: metadata_value(sub.metadata.as_deref()),
+            discount: sub.discount().map(DiscountOut::from),
+            quantity: sub.quantity,
+            current_period_quantity: sub.period_quantity,
             id: sub.id.into_string(),
             customer_id: sub.customer_id.into_string(),
             plan_id: sub.plan_id.into_string(),
@@ -109,6 +156,8 @@ impl From<Subscription> for SubscriptionOut {
     "cycle": "monthly",
     "payment_method_id": "pm_0193a1f6c3b27a1d8e7f6a5b4c3d2e1f",
     "trial_days": 14,
+    "quantity": 3,
+    "promotion_code": "BIENVENIDA",
     "metadata": {"order": "A-1042"}
 })))]
 pub struct SubscriptionIn {
@@ -126,6 +175,46 @@ pub struct SubscriptionIn {
     pub start_date: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// Seats (≥ 1, default 1): the plan's amount is charged this many times.
+    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub quantity: Option<i64>,
+    /// A coupon to redeem for it (or `promotion_code`, not both).
+    pub coupon_id: Option<String>,
+    /// A promotion code as the customer typed it (any case).
+    #[schema(max_length = 64)]
+    pub promotion_code: Option<String>,
+}
+
+/// The largest quantity accepted.
+pub const MAX_QUANTITY: i64 = 10_000;
+
+/// A quantity of seats, 1 to `MAX_QUANTITY`, or a 400 naming `quantity`.
+pub fn parse_quantity(raw: Option<i64>) -> ApiResult<i64> {
+    let quantity = raw.unwrap_or(1);
+    if !(1..=MAX_QUANTITY).contains(&quantity) {
+        return Err(ApiError::bad_request(format!(
+            "quantity must be an integer from 1 to {MAX_QUANTITY}."
+        ))
+        .param("quantity"));
+    }
+    Ok(quantity)
+}
+
+/// What a body asks to redeem (`coupon_id` or `promotion_code`), or a 400 when it sends both.
+pub fn redeem_of(
+    coupon_id: Option<String>,
+    promotion_code: Option<String>,
+) -> ApiResult<Option<Redeem>> {
+    match (coupon_id, promotion_code) {
+        (Some(_), Some(_)) => Err(ApiError::bad_request(
+            "Send coupon_id or promotion_code, not both.",
+        )
+        .param("promotion_code")),
+        (Some(id), None) => Ok(Some(Redeem::Coupon(CouponId::given(id)))),
+        (None, Some(code)) => Ok(Some(Redeem::Code(code))),
+        (None, None) => Ok(None),
+    }
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -169,6 +258,7 @@ pub(super) fn action_error(err: ActionError) -> ApiError {
         ActionError::NotFound(message) => ApiError::not_found(message),
         ActionError::Conflict(message) => ApiError::conflict(message),
         ActionError::Invalid(message) => ApiError::bad_request(message),
+        ActionError::InvalidField { param, message } => ApiError::bad_request(message).param(param),
         ActionError::Unprocessable(message) => ApiError::unprocessable(message),
         ActionError::InsufficientBalance => ApiError::InsufficientBalance(
             "The prepaid balance does not cover the fee of this charge.".into(),

@@ -39,7 +39,7 @@ impl AdminAuth {
     }
 
     /// Compares hashes in constant time, as `api::auth::require_admin` does.
-    fn admits(&self, presented: Option<&str>) -> bool {
+    pub(crate) fn admits(&self, presented: Option<&str>) -> bool {
         presented.is_some_and(|token| constant_time_eq(&sha256_hex(token), &self.token_hash))
     }
 }

@@ -9,9 +9,9 @@
 
 use crate::ids::{
     AccountId, AddonId, AttemptId, BalanceTransactionId, CatalogItemId, ChargeAttemptId,
-    ChargeConflictId, CheckoutSessionId, CreditNoteId, CustomerId, DeliveryId, EventId, InvoiceId,
-    PaymentMethodId, PlanId, PortalActionId, PortalSessionId, RefundId, SubscriptionId,
-    WebhookEndpointId,
+    ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId, EventId,
+    InvoiceId, PaymentMethodId, PlanId, PortalActionId, PortalSessionId, PromotionCodeId, RefundId,
+    SubscriptionId, WebhookEndpointId,
 };
 
 /// A stored string that is not an id of the column's type (a catalog item's with neither a
@@ -126,6 +126,8 @@ id_columns!(
     CreditNoteId,
     PortalSessionId,
     PortalActionId,
+    CouponId,
+    PromotionCodeId,
 );
 
 text_id_column!(CatalogItemId, |raw| CatalogItemId::parse(&raw).ok_or(raw));

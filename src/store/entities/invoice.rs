@@ -1,4 +1,4 @@
-//! An invoice: one per approved charge, numbered in its account's series, with the customer and
+//! An invoice: one per approved charge (or per period whose total was 0), numbered in its account's series, with the customer and
 //! the lines as they were at issue (JSON) and its sums.
 
 use crate::ids::{AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId};
@@ -14,7 +14,8 @@ pub struct Model {
     pub sequence: i64,
     /// The series' prefix and the sequence (`FV-1`).
     pub number: String,
-    pub charge_id: ChargeAttemptId,
+    /// NULL for a period whose total was 0 (no charge: CONTRACT §14).
+    pub charge_id: Option<ChargeAttemptId>,
     pub subscription_id: Option<SubscriptionId>,
     pub customer_id: CustomerId,
     /// JSON of `store::invoices::Party`, as the customer was at issue.
@@ -29,6 +30,10 @@ pub struct Model {
     /// The unguessable part of the hosted page's URL.
     pub hosted_token: String,
     pub issued_at: i64,
+    /// What discounts took off its lines.
+    pub discount_cents: i64,
+    /// The period an invoice without a charge is for (one per subscription and period).
+    pub period_start: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -37,6 +37,12 @@ pub struct Model {
     pub due_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// What later periods bill: the plan's amount times it (CONTRACT §14).
+    pub quantity: i64,
+    /// What the current period was billed at; a fall of `quantity` waits for the next one.
+    pub period_quantity: i64,
+    /// JSON of `domain::discount::Discount`; NULL once it has run out.
+    pub discount: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

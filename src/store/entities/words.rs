@@ -5,6 +5,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
+use crate::domain::discount::Duration;
 use crate::domain::subscription::Status;
 use crate::domain::tax::TaxCode;
 use crate::domain::time::Cycle;
@@ -84,5 +85,6 @@ text_columns!(
     ChargeStatus,
     ChargePurpose,
     RefundStatus,
-    TaxCode
+    TaxCode,
+    Duration
 );

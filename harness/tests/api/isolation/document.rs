@@ -23,6 +23,8 @@ pub(super) enum Kind {
     Invoice,
     CreditNote,
     PortalSession,
+    Coupon,
+    PromotionCode,
 }
 
 impl Kind {
@@ -37,6 +39,7 @@ impl Kind {
             Some("subscription") => Some(Kind::Subscription),
             Some("charge") => Some(Kind::Charge),
             Some("invoice") => Some(Kind::Invoice),
+            Some("coupon") => Some(Kind::Coupon),
             Some("developer") => Some(Kind::Account),
             _ => None,
         };
@@ -54,6 +57,8 @@ impl Kind {
             "invoices" => Some(Kind::Invoice),
             "credit-notes" => Some(Kind::CreditNote),
             "portal-sessions" => Some(Kind::PortalSession),
+            "coupons" => Some(Kind::Coupon),
+            "promotion-codes" => Some(Kind::PromotionCode),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -81,6 +86,8 @@ impl Kind {
             Kind::Invoice => ids::InvoiceId::generate().into_string(),
             Kind::CreditNote => ids::CreditNoteId::generate().into_string(),
             Kind::PortalSession => ids::PortalSessionId::generate().into_string(),
+            Kind::Coupon => ids::CouponId::generate().into_string(),
+            Kind::PromotionCode => ids::PromotionCodeId::generate().into_string(),
         }
     }
 }
@@ -117,8 +124,14 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
             | "/v1/subscriptions/{id}/resume",
         ) => json!({}),
         ("patch", "/v1/webhook-endpoints/{id}") => json!({"events": ["*"], "active": false}),
+        ("patch", "/v1/coupons/{id}") => json!({"name": "Renamed"}),
+        ("patch", "/v1/promotion-codes/{id}") => json!({"active": false}),
+        ("post", "/v1/promotion-codes") => {
+            json!({"coupon_id": "@Coupon", "code": "ISOLATED", "customer_id": "@Customer"})
+        }
+        ("post", "/v1/subscriptions/{id}/discount") => json!({"coupon_id": "@Coupon"}),
         ("post", "/v1/subscriptions") => json!({"customer_id": "@Customer", "plan_id": "@Plan",
-            "cycle": "monthly", "payment_method_id": "@PaymentMethod"}),
+            "cycle": "monthly", "payment_method_id": "@PaymentMethod", "coupon_id": "@Coupon"}),
         ("post", "/v1/portal-sessions") => json!({"customer_id": "@Customer"}),
         ("post", "/v1/checkout-sessions") => {
             json!({"plan_id": "@Plan", "cycle": "monthly", "customer_id": "@Customer"})
@@ -153,7 +166,7 @@ pub(super) fn kind_named(name: &str) -> Kind {
         .expect("a kind")
 }
 
-pub(super) const KINDS: [Kind; 9] = [
+pub(super) const KINDS: [Kind; 10] = [
     Kind::Account,
     Kind::Plan,
     Kind::Addon,
@@ -163,6 +176,7 @@ pub(super) const KINDS: [Kind; 9] = [
     Kind::CheckoutSession,
     Kind::WebhookEndpoint,
     Kind::Event,
+    Kind::Coupon,
 ];
 
 /// Where an id goes in one request, and whose it is.

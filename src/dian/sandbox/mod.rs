@@ -1,0 +1,169 @@
+//! The sandbox DIAN: DIAN's web service (`WcfDianCustomerServices.svc`, SOAP 1.2 with
+//! WS-Security) served by our code, like the sandbox processor: in-process under a prefix the
+//! caller chooses, or standalone. `SendBillSync` unzips the document, refuses what DIAN refuses
+//! (`validate`) and remembers its answer; `GetStatus` answers it again by the document's key;
+//! a number accepted once is refused as a duplicate after.
+//!
+//! It knows the numbering ranges and software it is told of (`register_range`,
+//! `register_software`, or `POST _sandbox/ranges` and `_sandbox/software` with the admin
+//! token), and it can be told to fail (`fail_next`, `POST _sandbox/faults`): to answer late
+//! (past a client's timeout) or with a 503, for the next so many calls.
+
+mod admin;
+mod service;
+pub mod validate;
+
+pub use crate::processor::sandbox::AdminAuth;
+
+use crate::dian::document::NumberingRange;
+use crate::dian::soap::response::DianResponse;
+use axum::Router;
+use axum::routing::post;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Where the service answers, relative to the router's mount point.
+pub const SERVICE_PATH: &str = "/WcfDianCustomerServices.svc";
+
+#[derive(Clone, Debug)]
+pub struct SandboxDianConfig {
+    /// How long after the issue instant a document may be signed (DIAN compares them).
+    pub signing_tolerance: chrono::Duration,
+    /// How long a "late" fault holds the answer back.
+    pub late_by: Duration,
+    /// Whether a request's WS-Security signature is checked (DIAN does).
+    pub check_ws_security: bool,
+}
+
+impl Default for SandboxDianConfig {
+    fn default() -> Self {
+        Self {
+            signing_tolerance: chrono::Duration::hours(24),
+            late_by: Duration::from_secs(30),
+            check_ws_security: true,
+        }
+    }
+}
+
+/// A failure the sandbox is told to produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Answer only after `late_by` (a client's timeout).
+    Late,
+    /// Answer 503 without a body.
+    Unavailable,
+}
+
+/// What the sandbox was told: ranges by seller NIT, software PINs by software id.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    ranges: Vec<(String, NumberingRange)>,
+    software: HashMap<String, String>,
+}
+
+impl Registry {
+    /// The range of `seller_nit` under `resolution` whose prefix starts `number`.
+    pub fn range(
+        &self,
+        seller_nit: &str,
+        resolution: &str,
+        number: &str,
+    ) -> Option<NumberingRange> {
+        self.ranges
+            .iter()
+            .filter(|(nit, range)| {
+                nit == seller_nit
+                    && range.resolution_number == resolution
+                    && number.starts_with(&range.prefix)
+            })
+            .map(|(_, range)| range.clone())
+            .max_by_key(|range| range.prefix.len())
+    }
+
+    pub fn pin(&self, software_id: &str) -> Option<String> {
+        self.software.get(software_id).cloned()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    registry: Registry,
+    /// Every answer given to a document, by its key (CUFE or CUDE).
+    answers: HashMap<String, DianResponse>,
+    /// Accepted numbers: (seller NIT, number) → key.
+    numbers: HashMap<(String, String), String>,
+    fault: Option<(Fault, u32)>,
+}
+
+pub struct SandboxDian {
+    config: SandboxDianConfig,
+    admin: AdminAuth,
+    state: Mutex<State>,
+}
+
+impl SandboxDian {
+    pub fn new(config: SandboxDianConfig, admin: AdminAuth) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            admin,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// The routes, relative: `POST /WcfDianCustomerServices.svc` and `_sandbox/…`.
+    pub fn router(self: Arc<Self>) -> Router {
+        Router::new()
+            .route(SERVICE_PATH, post(service::serve))
+            .with_state(Arc::clone(&self))
+            .nest("/_sandbox", admin::router(self))
+    }
+
+    /// Serves the routes on `listener` at its root until `shutdown` completes: the standalone
+    /// sandbox (and the tests' round trips over real HTTP).
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain maps behind: still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Authorises `range` for the seller whose NIT is `seller_nit`.
+    pub fn register_range(&self, seller_nit: &str, range: NumberingRange) {
+        self.state()
+            .registry
+            .ranges
+            .push((seller_nit.to_owned(), range));
+    }
+
+    /// Enables the software `software_id` with its PIN.
+    pub fn register_software(&self, software_id: &str, pin: &str) {
+        self.state()
+            .registry
+            .software
+            .insert(software_id.to_owned(), pin.to_owned());
+    }
+
+    /// The next `times` calls fail with `fault`.
+    pub fn fail_next(&self, fault: Fault, times: u32) {
+        self.state().fault = (times > 0).then_some((fault, times));
+    }
+
+    /// Takes one call's fault, if one is pending.
+    fn take_fault(&self) -> Option<Fault> {
+        let mut state = self.state();
+        let (fault, left) = state.fault?;
+        state.fault = (left > 1).then_some((fault, left - 1));
+        Some(fault)
+    }
+}

@@ -1,0 +1,307 @@
+//! A document read into a small tree (elements in an arena, their text), enough to
+//! canonicalize a signed part of it and to read the values DIAN checks. Built over quick-xml's
+//! reader. Deliberately not a general XML library: no DTD (a document with one is refused, as
+//! are entity references other than XML's five and character references), no processing
+//! instructions or comments kept (canonicalization without comments drops them), and names are
+//! kept as written (`cbc:ID`), resolved to their namespace on demand.
+
+use quick_xml::XmlVersion;
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::reader::Reader;
+
+/// The namespace of `xml:` names, bound without a declaration.
+pub const XML_NS: &str = "http://www.w3.org/XML/1998/namespace";
+
+/// Why a document could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("the document is not well-formed XML: {0}")]
+    Syntax(String),
+    #[error("the document declares a DTD, which is not accepted")]
+    Doctype,
+    #[error("the document uses the undeclared entity `&{0};`")]
+    Entity(String),
+    #[error("the prefix `{0}` is not declared")]
+    Prefix(String),
+    #[error("the document has no root element")]
+    Empty,
+}
+
+/// One element: its name as written, its namespace declarations and other attributes (values
+/// as the parser reports them, normalized and unescaped), and its children in order.
+#[derive(Clone, Debug, Default)]
+pub struct Element {
+    pub parent: Option<usize>,
+    pub name: String,
+    /// `(prefix, uri)`; the default namespace has the prefix `""`.
+    pub namespaces: Vec<(String, String)>,
+    /// `(name as written, value)`.
+    pub attributes: Vec<(String, String)>,
+    pub children: Vec<Child>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Child {
+    Element(usize),
+    Text(String),
+}
+
+/// A read document: element 0 is the root.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub elements: Vec<Element>,
+}
+
+impl Tree {
+    /// Reads `text`. Line ends are normalized to `\n` and attribute values as XML 1.0 says.
+    pub fn parse(text: &str) -> Result<Tree, ReadError> {
+        let mut reader = Reader::from_str(text);
+        reader.config_mut().expand_empty_elements = true;
+        let mut elements: Vec<Element> = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        let syntax = |err: quick_xml::Error| ReadError::Syntax(err.to_string());
+        loop {
+            match reader.read_event().map_err(syntax)? {
+                Event::Start(start) => {
+                    let parent = open.last().copied();
+                    if parent.is_none() && !elements.is_empty() {
+                        return Err(ReadError::Syntax("more than one root element".into()));
+                    }
+                    let element = read_start(&start, parent)?;
+                    let index = elements.len();
+                    elements.push(element);
+                    if let Some(parent) = parent {
+                        elements[parent].children.push(Child::Element(index));
+                    }
+                    open.push(index);
+                }
+                Event::End(_) => {
+                    open.pop();
+                }
+                Event::Text(text) => {
+                    if let Some(&current) = open.last() {
+                        push_text(&mut elements[current], &text.xml10_content());
+                    }
+                }
+                Event::CData(data) => {
+                    if let Some(&current) = open.last() {
+                        push_text(&mut elements[current], &data.xml10_content());
+                    }
+                }
+                Event::GeneralRef(reference) => {
+                    let name = reference.xml10_content();
+                    let resolved = match reference.resolve_char_ref() {
+                        Ok(Some(ch)) => ch.to_string(),
+                        Ok(None) => predefined(&name)
+                            .ok_or_else(|| ReadError::Entity(name.to_string()))?
+                            .to_owned(),
+                        Err(err) => return Err(ReadError::Syntax(err.to_string())),
+                    };
+                    if let Some(&current) = open.last() {
+                        push_text(&mut elements[current], &resolved);
+                    }
+                }
+                Event::DocType(_) => return Err(ReadError::Doctype),
+                Event::Empty(_) => {
+                    // Never reported: empty elements are expanded into a start and an end.
+                }
+                Event::Comment(_) | Event::Decl(_) | Event::PI(_) => {}
+                Event::Eof => break,
+            }
+        }
+        if elements.is_empty() {
+            return Err(ReadError::Empty);
+        }
+        Ok(Tree { elements })
+    }
+
+    pub fn root(&self) -> usize {
+        0
+    }
+
+    /// The namespace bound to `prefix` at `element` (the default namespace for `""`), if any.
+    pub fn namespace_of(&self, element: usize, prefix: &str) -> Option<&str> {
+        if prefix == "xml" {
+            return Some(XML_NS);
+        }
+        let mut at = Some(element);
+        while let Some(index) = at {
+            let here = &self.elements[index];
+            if let Some((_, uri)) = here.namespaces.iter().find(|(p, _)| p == prefix) {
+                return Some(uri.as_str()).filter(|uri| !uri.is_empty());
+            }
+            at = here.parent;
+        }
+        None
+    }
+
+    /// An element's expanded name: its namespace (empty when none) and local name.
+    pub fn expanded(&self, element: usize) -> (&str, &str) {
+        let (prefix, local) = split(&self.elements[element].name);
+        (self.namespace_of(element, prefix).unwrap_or(""), local)
+    }
+
+    /// Whether `element` is `local` in namespace `ns`.
+    pub fn is(&self, element: usize, ns: &str, local: &str) -> bool {
+        self.expanded(element) == (ns, local)
+    }
+
+    /// The child elements of `element`, in order.
+    pub fn child_elements(&self, element: usize) -> impl Iterator<Item = usize> + '_ {
+        self.elements[element]
+            .children
+            .iter()
+            .filter_map(|child| match child {
+                Child::Element(index) => Some(*index),
+                Child::Text(_) => None,
+            })
+    }
+
+    /// The first child of `element` named `local` in `ns`.
+    pub fn child(&self, element: usize, ns: &str, local: &str) -> Option<usize> {
+        self.child_elements(element)
+            .find(|&c| self.is(c, ns, local))
+    }
+
+    /// Every child of `element` named `local` in `ns`.
+    pub fn children<'a>(
+        &'a self,
+        element: usize,
+        ns: &'a str,
+        local: &'a str,
+    ) -> impl Iterator<Item = usize> + 'a {
+        self.child_elements(element)
+            .filter(move |&c| self.is(c, ns, local))
+    }
+
+    /// Follows `path` from `element`, one child named `(ns, local)` per step.
+    pub fn path(&self, element: usize, path: &[(&str, &str)]) -> Option<usize> {
+        path.iter()
+            .try_fold(element, |at, (ns, local)| self.child(at, ns, local))
+    }
+
+    /// Every element below `element` (itself included), in document order.
+    pub fn descendants(&self, element: usize) -> Vec<usize> {
+        let mut found = vec![element];
+        let mut at = 0;
+        while at < found.len() {
+            let children: Vec<usize> = self.child_elements(found[at]).collect();
+            found.splice(at + 1..at + 1, children);
+            at += 1;
+        }
+        found
+    }
+
+    /// The element whose attribute `Id` (or `wsu:Id`, any prefix) is `id`.
+    pub fn by_id(&self, id: &str) -> Option<usize> {
+        (0..self.elements.len()).find(|&index| {
+            self.elements[index]
+                .attributes
+                .iter()
+                .any(|(name, value)| split(name).1 == "Id" && value == id)
+        })
+    }
+
+    /// The concatenated text directly inside `element`.
+    pub fn text(&self, element: usize) -> String {
+        self.elements[element]
+            .children
+            .iter()
+            .filter_map(|child| match child {
+                Child::Text(text) => Some(text.as_str()),
+                Child::Element(_) => None,
+            })
+            .collect()
+    }
+
+    /// The value of the attribute written `name` (no namespace resolution: our attributes
+    /// are unprefixed).
+    pub fn attribute(&self, element: usize, name: &str) -> Option<&str> {
+        self.elements[element]
+            .attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// `prefix:local` → `("prefix", "local")`; an unprefixed name has the prefix `""`.
+pub fn split(name: &str) -> (&str, &str) {
+    name.split_once(':').unwrap_or(("", name))
+}
+
+fn predefined(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "amp" => "&",
+        "lt" => "<",
+        "gt" => ">",
+        "quot" => "\"",
+        "apos" => "'",
+        _ => return None,
+    })
+}
+
+fn push_text(element: &mut Element, text: &str) {
+    if let Some(Child::Text(last)) = element.children.last_mut() {
+        last.push_str(text);
+    } else {
+        element.children.push(Child::Text(text.to_owned()));
+    }
+}
+
+fn read_start(start: &BytesStart<'_>, parent: Option<usize>) -> Result<Element, ReadError> {
+    let name = start.name().as_ref().to_owned();
+    let mut element = Element {
+        parent,
+        name,
+        ..Element::default()
+    };
+    for attribute in start.attributes() {
+        let attribute = attribute.map_err(|err| ReadError::Syntax(err.to_string()))?;
+        let key = attribute.key.as_ref().to_owned();
+        let value = attribute
+            .normalized_value(XmlVersion::Implicit1_0)
+            .map_err(|err| ReadError::Syntax(err.to_string()))?
+            .into_owned();
+        if key == "xmlns" {
+            element.namespaces.push((String::new(), value));
+        } else if let Some(prefix) = key.strip_prefix("xmlns:") {
+            element.namespaces.push((prefix.to_owned(), value));
+        } else {
+            element.attributes.push((key, value));
+        }
+    }
+    Ok(element)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_resolve_to_the_nearest_declaration() {
+        let tree = Tree::parse(
+            r#"<?xml version="1.0"?><a xmlns="urn:a" xmlns:b="urn:b"><b:c Id="x">1 &amp; 2&#x41;</b:c><d xmlns="urn:d"/></a>"#,
+        )
+        .expect("reads");
+        assert_eq!(tree.expanded(0), ("urn:a", "a"));
+        let c = tree.by_id("x").expect("found");
+        assert_eq!(tree.expanded(c), ("urn:b", "c"));
+        assert_eq!(tree.text(c), "1 & 2A");
+        let d = tree.child(0, "urn:d", "d").expect("d");
+        assert_eq!(tree.descendants(0), vec![0, c, d]);
+    }
+
+    #[test]
+    fn a_dtd_or_an_unknown_entity_is_refused() {
+        assert!(matches!(
+            Tree::parse(r#"<!DOCTYPE a [<!ENTITY e "x">]><a>&e;</a>"#),
+            Err(ReadError::Doctype)
+        ));
+        assert!(matches!(
+            Tree::parse("<a>&e;</a>"),
+            Err(ReadError::Entity(_))
+        ));
+        assert!(Tree::parse("<a><b></a>").is_err());
+    }
+}
