@@ -71,6 +71,7 @@ id_type! {
     PortalActionId => "bpa_",
     CouponId => "co_",
     PromotionCodeId => "promo_",
+    NumberingRangeId => "nr_",
 }
 
 #[cfg(test)]

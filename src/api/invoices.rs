@@ -14,6 +14,7 @@ use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
+use crate::store::dian::DianDocument;
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -150,7 +151,8 @@ pub struct TaxIdOut {
 })))]
 pub struct InvoiceOut {
     pub id: String,
-    pub number: String,
+    /// With DIAN on, the DIAN number (`SETP990000001`), null while it awaits a range.
+    pub number: Option<String>,
     /// Always `paid`: only an approved charge (or a period whose total was 0) is invoiced.
     pub status: String,
     /// The approved charge it documents; null for a period whose total was 0 (CONTRACT §14).
@@ -169,8 +171,7 @@ pub struct InvoiceOut {
     pub issued_at: String,
     pub customer: InvoiceCustomerOut,
     /// The electronic invoice's state with DIAN; null while DIAN is off.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
+    pub dian: Option<super::dian::InvoiceDianOut>,
     /// The PDF, with the API key (`GET /v1/invoices/{id}/pdf`).
     pub pdf_url: String,
     /// The page to send the customer: no API key, an unguessable URL, the invoice and its
@@ -209,7 +210,7 @@ impl InvoiceOut {
             pdf_url: format!("{public_url}/v1/invoices/{}/pdf", invoice.id),
             hosted_url: format!("{public_url}/invoices/{}", invoice.hosted_token),
             id: invoice.id,
-            number: invoice.number,
+            number: Some(invoice.number),
             status: "paid".to_owned(),
             charge_id: invoice.charge_id,
             subscription_id: invoice.subscription_id,
@@ -221,6 +222,15 @@ impl InvoiceOut {
             discount_cents: invoice.discount_cents,
             dian: None,
         })
+    }
+
+    /// With its electronic document: the DIAN number and the `dian` object.
+    pub(in crate::api) fn with_dian(mut self, doc: Option<&DianDocument>) -> Self {
+        if let Some(doc) = doc {
+            self.number = doc.number.clone();
+            self.dian = Some(super::dian::InvoiceDianOut::of(doc));
+        }
+        self
     }
 }
 
@@ -238,15 +248,18 @@ async fn list_invoices(
         subscription_id: query.subscription_id,
         charge_id: query.charge_id,
     };
-    let page = state
-        .store
-        .list_invoices(&caller.account_id(), &filter, &page)
-        .await?;
+    let account = caller.account_id();
+    let page = state.store.list_invoices(&account, &filter, &page).await?;
+    let ids: Vec<&str> = page.items.iter().map(|i| i.id.as_str()).collect();
+    let docs = state.store.dian_documents(&account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |i| i.id.clone(),
-        |invoice| InvoiceOut::of(invoice, &public_url),
+        |invoice| {
+            let doc = docs.get(&invoice.id);
+            Ok::<_, ApiError>(InvoiceOut::of(invoice, &public_url)?.with_dian(doc))
+        },
     )?))
 }
 
@@ -263,7 +276,13 @@ async fn get_invoice(
         .invoice(&caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
-    Ok(Json(InvoiceOut::of(invoice, &state.config.public_url())?))
+    let docs = state
+        .store
+        .dian_documents(&caller.account_id(), &[id.as_str()])
+        .await?;
+    Ok(Json(
+        InvoiceOut::of(invoice, &state.config.public_url())?.with_dian(docs.get(&id)),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -415,6 +434,7 @@ impl From<CreditLine> for CreditLineOut {
 })))]
 pub struct CreditNoteOut {
     pub id: String,
+    /// With DIAN on, the DIAN number (`NC1`).
     pub number: String,
     pub invoice_id: String,
     pub refund_id: String,
@@ -427,8 +447,7 @@ pub struct CreditNoteOut {
     #[schema(format = DateTime)]
     pub issued_at: String,
     /// The electronic credit note's state with DIAN; null while DIAN is off.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
+    pub dian: Option<super::dian::CreditNoteDianOut>,
     /// The PDF, with the API key (`GET /v1/credit-notes/{id}/pdf`).
     pub pdf_url: String,
 }
@@ -453,6 +472,17 @@ impl CreditNoteOut {
             dian: None,
         })
     }
+
+    /// With its electronic document: the DIAN number and the `dian` object.
+    pub(in crate::api) fn with_dian(mut self, doc: Option<&DianDocument>) -> Self {
+        if let Some(doc) = doc {
+            if let Some(number) = &doc.number {
+                self.number = number.clone();
+            }
+            self.dian = Some(super::dian::CreditNoteDianOut::of(doc));
+        }
+        self
+    }
 }
 
 /// The account's credit notes, newest first.
@@ -468,15 +498,21 @@ async fn list_credit_notes(
         invoice_id: query.invoice_id,
         charge_id: query.charge_id,
     };
+    let account = caller.account_id();
     let page = state
         .store
-        .list_credit_notes(&caller.account_id(), &filter, &page)
+        .list_credit_notes(&account, &filter, &page)
         .await?;
+    let ids: Vec<&str> = page.items.iter().map(|n| n.id.as_str()).collect();
+    let docs = state.store.dian_documents(&account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |n| n.id.clone(),
-        |note| CreditNoteOut::of(note, &public_url),
+        |note| {
+            let doc = docs.get(&note.id);
+            Ok::<_, ApiError>(CreditNoteOut::of(note, &public_url)?.with_dian(doc))
+        },
     )?))
 }
 
@@ -495,5 +531,11 @@ async fn get_credit_note(
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
-    Ok(Json(CreditNoteOut::of(note, &state.config.public_url())?))
+    let docs = state
+        .store
+        .dian_documents(&caller.account_id(), &[id.as_str()])
+        .await?;
+    Ok(Json(
+        CreditNoteOut::of(note, &state.config.public_url())?.with_dian(docs.get(&id)),
+    ))
 }

@@ -195,6 +195,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         .reset_all()
         .insert(conn)
         .await?;
+    super::dian::numbering::number_credit_note_guarded(conn, &note, &invoice).await?;
     let event = created_event(conn, &invoice, &note).await?;
     event
         .clone()

@@ -322,13 +322,26 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(());
     }
+    let dian =
+        super::dian::numbering::dian_accounts(conn, rows.iter().map(|r| r.account_id.as_str()))
+            .await?;
+    if dian.is_empty() {
+        invoice::Entity::insert_many(
+            rows.into_iter()
+                .map(|row| row.into_active_model().reset_all()),
+        )
+        .exec_without_returning(conn)
+        .await?;
+        return Ok(());
+    }
     invoice::Entity::insert_many(
-        rows.into_iter()
-            .map(|row| row.into_active_model().reset_all()),
+        rows.iter()
+            .map(|row| row.clone().into_active_model().reset_all()),
     )
     .exec_without_returning(conn)
     .await?;
-    Ok(())
+    let written: Vec<&Invoice> = rows.iter().collect();
+    super::dian::numbering::number_invoices_guarded(conn, &written, &dian).await
 }
 
 /// Issues the invoice of one approved `charge` and writes its event with the event's

@@ -15,6 +15,7 @@ pub mod cluster;
 pub mod coupons;
 pub mod credit_notes;
 mod dashboard_sessions;
+pub mod dian;
 pub mod entities;
 mod group;
 pub mod idempotency;
