@@ -22,7 +22,9 @@ crate::db_tests!(
     a_refunds_credit_note_gets_its_cude_and_is_accepted,
 );
 
-const PASSWORD: &str = "clave-de-prueba";
+pub(crate) const PASSWORD: &str = "clave-de-prueba";
+pub(crate) const PIN: &str = "pin-e2e-12345";
+pub(crate) const TECHNICAL_KEY: &str = "fc8eac422eba16e22ffd8c6f94b3f40a6e38162c";
 const BOUND: Duration = Duration::from_secs(30);
 
 /// Calls to DIAN give up after 1 s, a late answer comes after 2 s, and retries start at 200 ms.
@@ -56,9 +58,9 @@ fn tool(name: &str) -> Option<PathBuf> {
 
 /// A self-signed certificate made for this run: its folder (with `cert.pem`) and the PKCS#12
 /// file (PBES2/AES), base64.
-struct Made {
+pub(crate) struct Made {
     dir: PathBuf,
-    p12_base64: String,
+    pub(crate) p12_base64: String,
 }
 
 impl Drop for Made {
@@ -67,7 +69,7 @@ impl Drop for Made {
     }
 }
 
-fn make_certificate() -> Option<Made> {
+pub(crate) fn make_certificate() -> Option<Made> {
     let openssl = tool("openssl")?;
     let dir = std::env::temp_dir().join(format!("billing-dian-api-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("scratch folder");
@@ -114,7 +116,7 @@ fn make_certificate() -> Option<Made> {
 }
 
 /// The seller's settings and DIAN on, in one PATCH; the answer.
-async fn turn_dian_on(app: &TestApp, made: &Made) -> Value {
+pub(crate) async fn turn_dian_on(app: &TestApp, made: &Made) -> Value {
     let (status, body) = read(
         app.request(Method::PATCH, "/v1/account/invoicing")
             .json(&json!({
@@ -125,7 +127,7 @@ async fn turn_dian_on(app: &TestApp, made: &Made) -> Value {
                 "dian": {
                     "environment": "test",
                     "software_id": "soft-e2e-1",
-                    "software_pin": "pin-e2e-12345",
+                    "software_pin": PIN,
                     "certificate": {"p12_base64": made.p12_base64, "password": PASSWORD}
                 }
             }))
@@ -138,13 +140,13 @@ async fn turn_dian_on(app: &TestApp, made: &Made) -> Value {
     body
 }
 
-async fn add_range(app: &TestApp, from: i64, to: i64) -> Value {
+pub(crate) async fn add_range(app: &TestApp, from: i64, to: i64) -> Value {
     let (status, body) = read(
         app.post(
             "/v1/account/invoicing/numbering-ranges",
             json!({"resolution_number": "18760000001", "prefix": "SETP", "from": from, "to": to,
                 "valid_from": "2020-01-01", "valid_to": "2099-12-31",
-                "technical_key": "fc8eac422eba16e22ffd8c6f94b3f40a6e38162c"}),
+                "technical_key": TECHNICAL_KEY}),
         )
         .await,
     )
@@ -153,7 +155,7 @@ async fn add_range(app: &TestApp, from: i64, to: i64) -> Value {
     body
 }
 
-async fn invoice_of(app: &TestApp, subscription: &str) -> Value {
+pub(crate) async fn invoice_of(app: &TestApp, subscription: &str) -> Value {
     let (status, page) = read(
         app.get(&format!("/v1/invoices?subscription_id={subscription}"))
             .await,
@@ -164,7 +166,7 @@ async fn invoice_of(app: &TestApp, subscription: &str) -> Value {
 }
 
 /// Waits for the document at `path` to leave `pending`; what it became.
-async fn settled_dian(app: &TestApp, path: &str) -> Value {
+pub(crate) async fn settled_dian(app: &TestApp, path: &str) -> Value {
     let deadline = tokio::time::Instant::now() + BOUND;
     loop {
         let (_, body) = read(app.get(path).await).await;
@@ -291,7 +293,7 @@ async fn an_invoice_is_numbered_from_the_range_signed_and_accepted(app: TestApp)
     let settings = turn_dian_on(&app, &made).await;
     assert_eq!(settings["dian"]["environment"], "test", "{settings}");
     assert_eq!(settings["dian"]["enabled"], true);
-    assert!(!settings.to_string().contains("pin-e2e-12345"));
+    assert!(!settings.to_string().contains(PIN));
     assert!(!settings.to_string().contains(&made.p12_base64[..40]));
     let range = add_range(&app, 990_000_000, 995_000_000).await;
     assert_eq!(range["next_number"], 990_000_000);
