@@ -61,6 +61,10 @@ pub async fn settle(
             finish(&txn, &account, &session, &settled.charge, raw_status, now).await?;
         } else {
             let reason = message.unwrap_or(raw_status);
+            // The redemption the attempt counted is given back with it.
+            if let Some(discount) = session.attempt_discount() {
+                txn.unredeem(&discount).await?;
+            }
             txn.release_checkout_session(&session.id, charge_id, reason, now)
                 .await?;
         }
@@ -121,8 +125,11 @@ async fn finish(
             payment_method_id: charge.payment_method_id.clone(),
             metadata: session.metadata.clone(),
             start: Start::Paid,
-            quantity: 1,
-            discount: None,
+            quantity: session.quantity,
+            // The first period, which this charge paid, took part in it.
+            discount: session
+                .attempt_discount()
+                .and_then(|d| d.after_period_paid(charge.created_at)),
         },
         now,
     );

@@ -65,11 +65,20 @@ const COUPON_TABLES: [&str; 5] = [
      WHERE active",
 ];
 
-const SUBSCRIPTION_COLUMNS: [&str; 3] = [
+const SUBSCRIPTION_COLUMNS: [&str; 8] = [
     "ALTER TABLE subscriptions ADD COLUMN quantity BIGINT NOT NULL DEFAULT 1 CHECK (quantity >= 1)",
     "ALTER TABLE subscriptions ADD COLUMN period_quantity BIGINT NOT NULL DEFAULT 1 \
      CHECK (period_quantity >= 1)",
     "ALTER TABLE subscriptions ADD COLUMN discount TEXT NULL",
+    // A checkout sells `quantity` seats, with the integrator's coupon or code (`redeem`, JSON
+    // of `store::coupons::Redeem`) or a code field on the page; the discount its payment's
+    // attempt redeemed (`attempt_discount`) is given back if that payment is declined.
+    "ALTER TABLE checkout_sessions ADD COLUMN quantity BIGINT NOT NULL DEFAULT 1 \
+     CHECK (quantity >= 1)",
+    "ALTER TABLE checkout_sessions ADD COLUMN redeem TEXT NULL",
+    "ALTER TABLE checkout_sessions ADD COLUMN subtotal_cents BIGINT NULL",
+    "ALTER TABLE checkout_sessions ADD COLUMN allow_promotion_codes BOOLEAN NOT NULL DEFAULT FALSE",
+    "ALTER TABLE checkout_sessions ADD COLUMN attempt_discount TEXT NULL",
 ];
 
 /// The invoices table as it is from this migration on (SQLite's rebuild creates it so).
@@ -177,6 +186,11 @@ impl MigrationTrait for Migration {
         for statement in [
             "DROP TABLE promotion_codes",
             "DROP TABLE coupons",
+            "ALTER TABLE checkout_sessions DROP COLUMN attempt_discount",
+            "ALTER TABLE checkout_sessions DROP COLUMN allow_promotion_codes",
+            "ALTER TABLE checkout_sessions DROP COLUMN redeem",
+            "ALTER TABLE checkout_sessions DROP COLUMN subtotal_cents",
+            "ALTER TABLE checkout_sessions DROP COLUMN quantity",
             "ALTER TABLE subscriptions DROP COLUMN discount",
             "ALTER TABLE subscriptions DROP COLUMN period_quantity",
             "ALTER TABLE subscriptions DROP COLUMN quantity",

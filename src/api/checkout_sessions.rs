@@ -1,7 +1,7 @@
 //! Checkout sessions (CONTRACT §8): what an integrator creates to send a customer to the
 //! hosted page, and reads back. The page and its payment live in `crate::checkout`.
 
-use super::subscriptions::{active_plan, parse_cycle};
+use super::subscriptions::{active_plan, parse_cycle, parse_quantity, redeem_error, redeem_of};
 use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
@@ -12,7 +12,9 @@ use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
 use crate::ids::{CheckoutSessionId, PlanId};
+use crate::store::catalog::period_lines;
 use crate::store::checkout::CheckoutSession;
+use crate::store::coupons::{Redeem, Redeeming};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -90,6 +92,18 @@ pub struct CheckoutSessionIn {
     pub expires_in_seconds: Option<i64>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    /// Seats (≥ 1, default 1): the plan's amount is charged this many times.
+    #[schema(minimum = 1, maximum = 10000)]
+    #[serde(default, deserialize_with = "crate::http::extract::optional_whole")]
+    pub quantity: Option<i64>,
+    /// A coupon for the subscription it creates (or `promotion_code`, not both).
+    pub coupon_id: Option<String>,
+    /// A promotion code, as a customer would type it.
+    #[schema(max_length = 64)]
+    pub promotion_code: Option<String>,
+    /// Whether the page offers a field for the customer's promotion code (default false;
+    /// not with `coupon_id` or `promotion_code`).
+    pub allow_promotion_codes: Option<bool>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -110,6 +124,9 @@ pub struct CustomerDetailsOut {
     "plan_id": "plan_0193a1f3a0b17c2d8e9f0a1b2c3d4e5f",
     "cycle": "monthly",
     "amount_in_cents": 4990000,
+    "amount_subtotal_cents": 4990000,
+    "quantity": 1,
+    "allow_promotion_codes": false,
     "currency": "COP",
     "customer_id": null,
     "customer": {"email": "ana.gomez@example.co", "name": "Ana Gómez"},
@@ -130,7 +147,13 @@ pub struct CheckoutSessionOut {
     pub plan_id: String,
     #[schema(schema_with = super::openapi::schemas::cycle)]
     pub cycle: String,
+    /// What the first period charges, its discount taken off (a code the customer types on
+    /// the page may take more).
     pub amount_in_cents: i64,
+    /// The plan's amount times `quantity`, before any discount.
+    pub amount_subtotal_cents: i64,
+    pub quantity: i64,
+    pub allow_promotion_codes: bool,
     pub currency: String,
     /// The existing customer given, or the one the payment created.
     pub customer_id: Option<String>,
@@ -173,6 +196,7 @@ fn session_url(state: &AppState, id: &str) -> String {
 fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut {
     let at = |ms: i64| rfc3339(from_millis(ms));
     let complete = session.status == SessionStatus::Complete.as_str();
+    let amount_subtotal_cents = session.subtotal_cents();
     CheckoutSessionOut {
         url: session_url(state, &session.id),
         expires_at: at(session.expires_at),
@@ -192,7 +216,10 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
         subscription_id: session.subscription_id,
         plan_id: session.plan_id,
         cycle: session.cycle,
+        amount_subtotal_cents,
         amount_in_cents: session.amount_cents,
+        quantity: session.quantity,
+        allow_promotion_codes: session.allow_promotion_codes,
         currency: CURRENCY.to_owned(),
         success_url: session.success_url,
         cancel_url: session.cancel_url,
@@ -283,8 +310,51 @@ async fn create_checkout_session(
         }
     };
     let plan = active_plan(&state, &account, &body.plan_id).await?;
-    let amount_cents = plan.price(cycle);
+    let quantity = parse_quantity(body.quantity)?;
+    let redeem = redeem_of(body.coupon_id, body.promotion_code)?;
+    let allow_promotion_codes = body.allow_promotion_codes.unwrap_or(false);
+    if allow_promotion_codes && redeem.is_some() {
+        return Err(ApiError::bad_request(
+            "allow_promotion_codes offers the customer a code field; with a coupon or code \
+             already given, send it false.",
+        )
+        .param("allow_promotion_codes"));
+    }
     let now = state.runtime.clock().now_ms(&account).await?;
+    let discount = match &redeem {
+        None => None,
+        Some(redeem) => {
+            let whom = Redeeming {
+                account: &account,
+                customer_id: customer_id.as_deref().unwrap_or_default(),
+                plan_id: &plan.id,
+                addon_ids: &[],
+                now,
+            };
+            Some(
+                state
+                    .store
+                    .check_redeem(redeem, &whom)
+                    .await
+                    .map_err(|err| redeem_error(err, redeem))?,
+            )
+        }
+    };
+    let plan_price = plan.price(cycle);
+    let amount_cents: i64 = period_lines(&plan, [], cycle, quantity, (0, 0), discount.as_ref())
+        .iter()
+        .map(|line| line.amount_cents)
+        .sum();
+    if amount_cents == 0 {
+        return Err(ApiError::bad_request(
+            "This discount makes the first period free; a checkout takes a first payment. \
+             Create the subscription directly instead.",
+        )
+        .param(redeem.as_ref().map_or("coupon_id", |r| match r {
+            Redeem::Coupon(_) => "coupon_id",
+            Redeem::Code(_) => "promotion_code",
+        })));
+    }
     let session = CheckoutSession {
         id: CheckoutSessionId::generate().into_string(),
         account_id: caller.0.id.clone(),
@@ -313,6 +383,11 @@ async fn create_checkout_session(
         last_error: None,
         created_at: now,
         updated_at: now,
+        quantity,
+        subtotal_cents: Some(plan_price.saturating_mul(quantity)),
+        redeem: redeem.and_then(|r| serde_json::to_string(&r).ok()),
+        allow_promotion_codes,
+        attempt_discount: None,
     };
     let session = state.store.insert_checkout_session(session).await?;
     Ok((StatusCode::CREATED, Json(session_out(&state, session))))

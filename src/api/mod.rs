@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod payment_methods;
 pub mod portal;
 pub mod probes;
+pub mod promotion_codes;
 pub mod subscriptions;
 pub mod test_clock;
 pub mod webhook_endpoints;
@@ -146,6 +147,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(accounts::router())
         .merge(catalog::router())
         .merge(coupons::router())
+        .merge(promotion_codes::router())
         .merge(customers::router())
         .merge(invoicing::router())
         .merge(numbering_ranges::router())

@@ -12,6 +12,7 @@
 pub mod i18n;
 mod page;
 mod payment;
+mod promotion;
 
 use crate::domain::checkout::SessionStatus;
 use crate::http::state::AppState;
@@ -24,7 +25,9 @@ pub use payment::{CompleteIn, CompleteOut, SummaryOut};
 
 /// The page, its assets and the complete endpoint (documented in the OpenAPI document).
 pub fn router() -> OpenApiRouter<AppState> {
-    payment::router().merge(page::router())
+    payment::router()
+        .merge(page::router())
+        .merge(promotion::router())
 }
 
 /// The session as it stands at `now_ms` (the account's clock): an open session whose

@@ -50,6 +50,11 @@ struct PayPage<'a> {
     public_key: &'a str,
     plan_name: &'a str,
     amount: String,
+    /// The plan's amount times the quantity, shown with the discount when there is one.
+    subtotal: String,
+    discount: Option<String>,
+    quantity: i64,
+    allow_codes: bool,
     cycle: &'static str,
     per: &'static str,
     renews: &'static str,
@@ -176,6 +181,11 @@ async fn render(
                 public_key: &account.processor_public_key,
                 plan_name,
                 amount,
+                subtotal: locale.money(session.subtotal_cents()),
+                discount: (session.subtotal_cents() > session.amount_cents)
+                    .then(|| locale.money(session.subtotal_cents() - session.amount_cents)),
+                quantity: session.quantity,
+                allow_codes: session.allow_promotion_codes,
                 cycle: if annual { t.annual } else { t.monthly },
                 per: if annual { t.per_year } else { t.per_month },
                 renews: if annual {

@@ -17,8 +17,8 @@ use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
 use crate::domain::time::{Cycle, from_millis, period_boundary};
-use crate::http::error::processor_error;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
+use crate::http::error::{processor_error, redeem_error};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
@@ -26,8 +26,10 @@ use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
 use crate::store::catalog::CatalogKind;
+use crate::store::catalog::period_lines;
 use crate::store::charges::{BeginChargeError, NewCharge};
 use crate::store::checkout::{CheckoutAttempt, CheckoutSession};
+use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -83,6 +85,9 @@ pub struct CompleteIn {
     pub customer_name: Option<String>,
     /// A new customer's e-mail as typed on the page; defaults to the session's `customer.email`.
     pub customer_email: Option<String>,
+    /// A promotion code typed on the page (sessions with `allow_promotion_codes` only).
+    #[schema(max_length = 64)]
+    pub promotion_code: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -201,6 +206,50 @@ async fn complete_checkout(
     let Some(plan) = plan.filter(|plan| plan.active) else {
         return Err(ApiError::conflict("This plan is no longer offered."));
     };
+    let now = state.runtime.clock().now_ms(&account_id).await?;
+    // A code typed on the page (not the integrator's) is refused in one word, as the field's.
+    let typed = session.redeem().is_none() && body.promotion_code.is_some();
+    let redeem = redeem_for(&session, body.promotion_code)?;
+    let whom = Redeeming {
+        account: &account_id,
+        customer_id: session.customer_id.as_deref().unwrap_or_default(),
+        plan_id: &plan.id,
+        addon_ids: &[],
+        now,
+    };
+    // Checked before anything is made; counted in the transaction that claims the session.
+    let discount = match &redeem {
+        Some(redeem) => Some(
+            state
+                .store
+                .check_redeem(redeem, &whom)
+                .await
+                .map_err(|err| refused(err, redeem, typed))?,
+        ),
+        None => None,
+    };
+    let cycle = Cycle::parse(&session.cycle).unwrap_or(Cycle::Monthly);
+    // The first period, one cycle from when the payment began (the subscription's own starts
+    // when it is approved: `subscribe::build`).
+    let period = (
+        now,
+        period_boundary(from_millis(now), cycle, 1).timestamp_millis(),
+    );
+    let lines = period_lines(
+        &plan,
+        [],
+        cycle,
+        session.quantity,
+        period,
+        discount.as_ref(),
+    );
+    let amount_cents: i64 = lines.iter().map(|line| line.amount_cents).sum();
+    if amount_cents == 0 {
+        return Err(ApiError::bad_request(
+            "This code makes the first period free; this checkout takes a first payment.",
+        )
+        .param("promotion_code"));
+    }
 
     // The processor's payment source: made before anything of ours, so a card or Nequi
     // token the processor refuses here leaves no trace.
@@ -215,7 +264,6 @@ async fn complete_checkout(
         .await
         .map_err(processor_error)?;
 
-    let now = state.runtime.clock().now_ms(&account_id).await?;
     let payment_method_id = PaymentMethodId::generate().into_string();
     let txn = state.store.begin().await?;
     let charge = txn
@@ -224,26 +272,13 @@ async fn complete_checkout(
             subscription_id: None,
             customer_id: customer_id.clone(),
             payment_method_id: payment_method_id.clone(),
-            amount_cents: session.amount_cents,
-            fee_cents: fee_schedule(&account).fee_for(session.amount_cents),
+            amount_cents,
+            fee_cents: fee_schedule(&account).fee_for(amount_cents),
             purpose: ChargePurpose::Checkout,
             period_start: None,
             pending_change: None,
             now_ms: now,
-            // The first period, one cycle from when the payment began (the subscription's own
-            // starts when it is approved: `subscribe::build`).
-            lines: vec![
-                plan.line_of(
-                    session.amount_cents,
-                    now,
-                    period_boundary(
-                        from_millis(now),
-                        Cycle::parse(&session.cycle).unwrap_or(Cycle::Monthly),
-                        1,
-                    )
-                    .timestamp_millis(),
-                ),
-            ],
+            lines,
         })
         .await
         .map_err(|err| match err {
@@ -254,6 +289,14 @@ async fn complete_checkout(
             BeginChargeError::PeriodTaken => ApiError::conflict("This payment is already live."),
             BeginChargeError::Store(err) => err.into(),
         })?;
+    let discount = match &redeem {
+        Some(redeem) => match txn.redeem(&state.store, redeem, &whom).await {
+            Ok(discount) => Some(discount),
+            // Spent since the check (another customer took the last one): nothing is charged.
+            Err(err) => return Err(refused(err, redeem, typed)),
+        },
+        None => None,
+    };
     let attempt = CheckoutAttempt {
         charge_id: charge.id.clone(),
         customer_id,
@@ -265,6 +308,7 @@ async fn complete_checkout(
         brand: source.brand,
         last4: source.last_four,
         token,
+        discount: discount.and_then(|d| serde_json::to_string(&d).ok()),
     };
     if !txn.claim_checkout_session(&id, &attempt, now).await? {
         // Another submission claimed the session first (or it closed): charge nothing here.
@@ -290,6 +334,28 @@ async fn complete_checkout(
             .map_err(|err| ApiError::Internal(Box::new(err)))?;
     }
     outcome(&state, &account, &id, &charge.id).await
+}
+
+/// A refused redemption: a typed code's in one word (param `promotion_code`), the integrator's
+/// coupon's or code's as the API words it.
+fn refused(err: RedeemError, redeem: &Redeem, typed: bool) -> ApiError {
+    if typed {
+        return super::promotion::refused_code(err).param("promotion_code");
+    }
+    redeem_error(err, redeem)
+}
+
+/// What the payment redeems: the integrator's coupon or code, else a code the customer typed
+/// (only where the page offers the field).
+fn redeem_for(session: &CheckoutSession, typed: Option<String>) -> ApiResult<Option<Redeem>> {
+    match (session.redeem(), typed) {
+        (Some(preset), _) => Ok(Some(preset)),
+        (None, Some(code)) if session.allow_promotion_codes => Ok(Some(Redeem::Code(code))),
+        (None, Some(_)) => Err(
+            ApiError::bad_request("This checkout takes no promotion code.").param("promotion_code"),
+        ),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Who pays: the session's existing customer, or a new one from the name and e-mail typed on

@@ -298,3 +298,18 @@ pub fn processor_error(err: crate::processor::client::ProcessorError) -> ApiErro
 /// `ApiError::Uncommitted` sets it.
 #[derive(Clone, Copy, Debug)]
 pub struct NothingCommitted;
+
+/// A refused redemption as the 400 naming the field it came from.
+pub fn redeem_error(
+    err: crate::store::coupons::RedeemError,
+    what: &crate::store::coupons::Redeem,
+) -> ApiError {
+    let param = match what {
+        crate::store::coupons::Redeem::Coupon(_) => "coupon_id",
+        crate::store::coupons::Redeem::Code(_) => "promotion_code",
+    };
+    match err {
+        crate::store::coupons::RedeemError::Store(err) => err.into(),
+        other => ApiError::bad_request(other.to_string()).param(param),
+    }
+}

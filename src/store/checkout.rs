@@ -29,6 +29,30 @@ pub struct CheckoutAttempt {
     pub last4: Option<String>,
     /// The card or Nequi token tried: a token is tried once per session.
     pub token: String,
+    /// JSON of the `Discount` the attempt redeemed, given back if it is declined.
+    pub discount: Option<String>,
+}
+
+impl CheckoutSession {
+    /// The plan's amount times the quantity, before any discount: what the session was
+    /// created at, as `amount_cents` less what its discount took.
+    pub fn subtotal_cents(&self) -> i64 {
+        self.subtotal_cents.unwrap_or(self.amount_cents)
+    }
+
+    /// The coupon or code the integrator gave the session.
+    pub fn redeem(&self) -> Option<super::coupons::Redeem> {
+        self.redeem
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw).ok())
+    }
+
+    /// The discount its payment's attempt redeemed.
+    pub fn attempt_discount(&self) -> Option<crate::domain::discount::Discount> {
+        self.attempt_discount
+            .as_deref()
+            .and_then(|raw| serde_json::from_str(raw).ok())
+    }
 }
 
 impl Store {
@@ -147,6 +171,7 @@ impl StoreTxn {
             .col_expr(C::AttemptBrand, attempt.brand.clone().into())
             .col_expr(C::AttemptLast4, attempt.last4.clone().into())
             .col_expr(C::AttemptCardToken, attempt.token.clone().into())
+            .col_expr(C::AttemptDiscount, attempt.discount.clone().into())
             .col_expr(C::UpdatedAt, now_ms.into())
             .filter(C::Id.eq(id))
             .filter(C::Status.eq(Open.as_str()))
@@ -200,6 +225,7 @@ impl StoreTxn {
         use checkout_session::Column as C;
         checkout_session::Entity::update_many()
             .col_expr(C::AttemptChargeId, Option::<String>::None.into())
+            .col_expr(C::AttemptDiscount, Option::<String>::None.into())
             .col_expr(C::LastError, error.into())
             .col_expr(C::UpdatedAt, now_ms.into())
             .filter(C::Id.eq(id))

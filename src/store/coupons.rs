@@ -344,6 +344,32 @@ fn redemption_left(times: Expr, max: Expr) -> Condition {
 }
 
 impl StoreTxn {
+    /// Gives back the redemption `discount` counted (a checkout payment that was declined),
+    /// in the transaction that releases it.
+    pub async fn unredeem(&self, discount: &Discount) -> StoreResult<()> {
+        coupon::Entity::update_many()
+            .col_expr(
+                coupon::Column::TimesRedeemed,
+                Expr::col(coupon::Column::TimesRedeemed).sub(1),
+            )
+            .filter(coupon::Column::Id.eq(discount.coupon_id.as_str()))
+            .filter(coupon::Column::TimesRedeemed.gt(0))
+            .exec(self.conn())
+            .await?;
+        if let Some(code) = &discount.promotion_code_id {
+            promotion_code::Entity::update_many()
+                .col_expr(
+                    promotion_code::Column::TimesRedeemed,
+                    Expr::col(promotion_code::Column::TimesRedeemed).sub(1),
+                )
+                .filter(promotion_code::Column::Id.eq(code.as_str()))
+                .filter(promotion_code::Column::TimesRedeemed.gt(0))
+                .exec(self.conn())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Redeems `what` for `whom` inside this transaction: the checks, then one redemption
     /// counted on the coupon (and on the code) by a conditional `UPDATE`; the discount the
     /// subscription then carries. Refused (or rolled back), nothing is counted.
@@ -393,5 +419,83 @@ impl StoreTxn {
             }
         }
         Ok(discount)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::discount::Off;
+    use crate::domain::tax::TaxCode;
+    use proptest::prelude::*;
+
+    fn line(amount: i64, plan: bool) -> DraftLine {
+        DraftLine {
+            description: "x".into(),
+            quantity: 1,
+            amount_cents: amount,
+            discount_cents: 0,
+            tax_code: TaxCode::Iva19,
+            period_start: None,
+            period_end: None,
+            plan_id: plan.then(|| "plan_a".into()),
+            addon_id: (!plan).then(|| "addon_a".into()),
+        }
+    }
+
+    fn discount(off: Off, plans_only: bool) -> Discount {
+        Discount {
+            coupon_id: "co_1".into(),
+            promotion_code_id: None,
+            start: 0,
+            periods_left: None,
+            off,
+            applies_to: plans_only.then(|| AppliesTo {
+                plan_ids: vec!["plan_a".into()],
+                addon_ids: vec![],
+            }),
+        }
+    }
+
+    fn off() -> impl Strategy<Value = Off> {
+        prop_oneof![
+            (1i64..=10_000).prop_map(Off::Percent),
+            (1i64..2_000_000_000).prop_map(Off::Amount),
+        ]
+    }
+
+    proptest! {
+        /// What a line loses is what its discount says, the rest is what is charged; nothing
+        /// goes below zero, nothing is made or lost, and a line the coupon does not cover keeps
+        /// its amount (CONTRACT §14).
+        #[test]
+        fn a_discount_moves_cents_from_amount_to_discount_and_never_below_zero(
+            amounts in proptest::collection::vec((0i64..1_000_000_000, any::<bool>()), 1..6),
+            off in off(),
+            plans_only in any::<bool>(),
+            proration in any::<bool>(),
+        ) {
+            let mut lines: Vec<DraftLine> =
+                amounts.iter().map(|(a, plan)| line(*a, *plan)).collect();
+            let before: Vec<i64> = lines.iter().map(|l| l.amount_cents).collect();
+            discount_lines(&mut lines, &discount(off, plans_only), proration);
+            for (l, b) in lines.iter().zip(&before) {
+                prop_assert_eq!(l.amount_cents + l.discount_cents, *b);
+                prop_assert!(l.amount_cents >= 0 && l.discount_cents >= 0);
+                if plans_only && l.addon_id.is_some() {
+                    prop_assert_eq!(l.discount_cents, 0);
+                }
+            }
+            if proration && matches!(off, Off::Amount(_)) {
+                prop_assert!(lines.iter().all(|l| l.discount_cents == 0));
+            }
+            if let (Off::Amount(cents), false) = (off, proration) {
+                let covered: i64 = before.iter().zip(&amounts)
+                    .filter(|(_, (_, plan))| !plans_only || *plan)
+                    .map(|(b, _)| *b).sum();
+                let taken: i64 = lines.iter().map(|l| l.discount_cents).sum();
+                prop_assert_eq!(taken, Ord::min(cents, covered));
+            }
+        }
     }
 }

@@ -404,6 +404,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         brand: Some("VISA".into()),
         last4: Some("4242".into()),
         token: "tok_test_1_a".into(),
+        discount: None,
     };
     let claimed = txn
         .claim_checkout_session(&id, &attempt, chrono::Utc::now().timestamp_millis())

@@ -517,6 +517,16 @@ async fn a_rise_in_seats_is_prorated_and_a_fall_waits_for_the_next_period(app: T
     assert_eq!(fell["quantity"], 1);
     assert_eq!(fell["current_period_quantity"], 3);
     assert_eq!(charges_of(&app, &sub_id).await.len(), 2);
+    // A charge-now starts a new period: at the new quantity (the model test found it billing
+    // the old one).
+    let (status, charged) = read(
+        app.post(&format!("/v1/subscriptions/{sub_id}/charge-now"), json!({}))
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{charged}");
+    assert_eq!(charged["amount_in_cents"], 3_000_000);
+    assert_eq!(get(&app, &sub_id).await["current_period_quantity"], 1);
     advance(&app, MONTH).await;
     let charges = charges_of(&app, &sub_id).await;
     assert_eq!(

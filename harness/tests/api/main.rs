@@ -12,6 +12,7 @@ mod catalog;
 mod chaos;
 mod checkout;
 mod checkout_browser;
+mod checkout_coupons;
 mod checkout_payment;
 mod cluster;
 mod cluster_handover;

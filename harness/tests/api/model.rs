@@ -5,8 +5,11 @@
 //! - the answer's status is the model's (accepted, 400, 404, 409);
 //! - periods are contiguous: a new period starts where the last ended, and its length is its
 //!   cycle's (a month of 28 to 31 days, or a year);
-//! - each renewal charges the plan plus the add-ons billed for that period, at that period's
-//!   cycle; each proration is at most the difference at the cycle the period was billed at.
+//! - each renewal charges the plan times its quantity plus the add-ons billed for that period,
+//!   at that period's cycle, less the discount (CONTRACT §14: a percent off each line rounded
+//!   half away from zero, an amount off the total never below zero), for as many billed periods
+//!   as the coupon lasts; a period whose total is 0 has an invoice of 0 and no charge; each
+//!   proration is at most the difference at the cycle and quantity the period was billed at.
 
 use crate::common::{TestApp, assert_invariants, read};
 use crate::subscriptions::{advance, events, get, shop, subscribe};
@@ -25,6 +28,9 @@ const PLANS: [(i64, i64); 3] = [
     (700_000, 7_000_000),
 ];
 const ADDONS: [(i64, i64); 2] = [(100_000, 1_000_000), (250_000, 2_500_000)];
+/// The coupons the model redeems: (percent off in bps, amount off in cents, periods; 0 for
+/// forever). The last takes any period to 0.
+const COUPONS: [(i64, i64, i64); 3] = [(2_000, 0, 0), (0, 300_000, 2), (10_000, 0, 1)];
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -50,6 +56,15 @@ enum Op {
     Advance {
         days: i64,
     },
+    /// change-plan to the same plan with this quantity.
+    Quantity {
+        quantity: i64,
+        prorate: bool,
+    },
+    Discount {
+        coupon: usize,
+    },
+    RemoveDiscount,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -64,6 +79,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::ChargeNow),
         1 => Just(Op::TopUp),
         5 => prop_oneof![Just(1i64), Just(7), Just(20)].prop_map(|days| Op::Advance { days }),
+        2 => (1i64..4, any::<bool>()).prop_map(|(quantity, prorate)| Op::Quantity { quantity, prorate }),
+        2 => (0..COUPONS.len()).prop_map(|coupon| Op::Discount { coupon }),
+        1 => Just(Op::RemoveDiscount),
     ]
 }
 
@@ -80,6 +98,12 @@ struct Model {
     addons: BTreeSet<usize>,
     /// Attached but detached: billed no further period.
     detaching: BTreeSet<usize>,
+    /// Seats billed from the next period, and those the current period was billed at.
+    quantity: i64,
+    period_quantity: i64,
+    /// The coupon the subscription has, and the period charges it still takes part in
+    /// (`None` forever).
+    discount: Option<(usize, Option<i64>)>,
 }
 
 impl Model {
@@ -87,19 +111,44 @@ impl Model {
         if annual { PLANS[plan].1 } else { PLANS[plan].0 }
     }
 
-    fn next_period_amount(&self) -> i64 {
-        let addons: i64 = self
-            .addons
-            .iter()
-            .map(|a| {
+    /// The next period's lines before any discount: the plan times the quantity, then the
+    /// add-ons billed.
+    fn next_period_lines(&self) -> Vec<i64> {
+        std::iter::once(self.price(self.plan, self.annual) * self.quantity)
+            .chain(self.addons.iter().map(|a| {
                 if self.annual {
                     ADDONS[*a].1
                 } else {
                     ADDONS[*a].0
                 }
-            })
-            .sum();
-        self.price(self.plan, self.annual) + addons
+            }))
+            .collect()
+    }
+
+    /// What the next period charges: its lines less the discount, by the contract's rules
+    /// written here independently of the service's code.
+    fn next_period_amount(&self) -> i64 {
+        let lines = self.next_period_lines();
+        let gross: i64 = lines.iter().sum();
+        match self.discount.map(|(coupon, _)| COUPONS[coupon]) {
+            None => gross,
+            Some((bps, 0, _)) => lines
+                .iter()
+                .map(|line| {
+                    // round half away from zero of line × bps / 10 000, in integers.
+                    let off = (2 * line * bps + 10_000) / 20_000;
+                    line - off.min(*line)
+                })
+                .sum(),
+            Some((_, cents, _)) => gross - cents.min(gross),
+        }
+    }
+
+    /// A period charge (or a period of nothing) was paid: the discount took part once more.
+    fn period_paid(&mut self) {
+        if let Some((coupon, Some(left))) = self.discount {
+            self.discount = (left > 1).then_some((coupon, Some(left - 1)));
+        }
     }
 
     /// The status the API should answer `op` with (200 for accepted).
@@ -126,6 +175,12 @@ impl Model {
             }
             Op::Detach { addon } if !self.addons.contains(addon) => 404,
             Op::ChargeNow if !matches!(self.status, "active" | "trialing" | "past_due") => 409,
+            // Nothing to charge: a free period is invoiced when it renews.
+            Op::ChargeNow if self.next_period_amount() == 0 => 409,
+            Op::Quantity { .. } if !live => 409,
+            Op::Quantity { quantity, .. } if *quantity == self.quantity => 400,
+            Op::Discount { .. } if self.status == "canceled" => 409,
+            Op::RemoveDiscount if self.discount.is_none() => 404,
             _ => 200,
         }
     }
@@ -156,6 +211,12 @@ impl Model {
             }
             Op::ChargeNow => self.new_period(),
             Op::TopUp | Op::Advance { .. } => {}
+            Op::Quantity { quantity, .. } => self.quantity = *quantity,
+            Op::Discount { coupon } => {
+                let periods = COUPONS[*coupon].2;
+                self.discount = Some((*coupon, (periods > 0).then_some(periods)));
+            }
+            Op::RemoveDiscount => self.discount = None,
         }
     }
 
@@ -163,6 +224,7 @@ impl Model {
     fn new_period(&mut self) {
         self.detaching.clear();
         self.period_annual = self.annual;
+        self.period_quantity = self.quantity;
     }
 }
 
@@ -172,6 +234,7 @@ struct Fixture {
     method: String,
     plans: Vec<String>,
     addons: Vec<String>,
+    coupons: Vec<String>,
 }
 
 async fn random_action_sequences_keep_the_money_invariants(app: TestApp) {
@@ -189,6 +252,26 @@ async fn random_action_sequences_keep_the_money_invariants(app: TestApp) {
         let body = json!({"name": format!("A{i}"), "monthly_amount_cents": monthly, "annual_amount_cents": annual});
         addons.push(id(&read(app.post("/v1/addons", body).await).await.1));
     }
+    let mut coupons = Vec::new();
+    for (i, (bps, cents, periods)) in COUPONS.iter().enumerate() {
+        let mut body = json!({"name": format!("C{i}")});
+        if *bps > 0 {
+            body["percent_off_bps"] = json!(bps);
+        } else {
+            body["amount_off_cents"] = json!(cents);
+        }
+        match periods {
+            0 => body["duration"] = json!("forever"),
+            1 => body["duration"] = json!("once"),
+            n => {
+                body["duration"] = json!("repeating");
+                body["duration_in_periods"] = json!(n);
+            }
+        }
+        let (status, coupon) = read(app.post("/v1/coupons", body).await).await;
+        assert_eq!(status, 201, "{coupon}");
+        coupons.push(id(&coupon));
+    }
     let store = billing::store::Store::connect(&app.database_url)
         .await
         .expect("store");
@@ -198,6 +281,7 @@ async fn random_action_sequences_keep_the_money_invariants(app: TestApp) {
         method,
         plans,
         addons,
+        coupons,
     };
     let handle = tokio::runtime::Handle::current();
     let cases: u32 = std::env::var("BILLING_MODEL_CASES")
@@ -245,6 +329,9 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
         cancel_at_period_end: false,
         addons: BTreeSet::new(),
         detaching: BTreeSet::new(),
+        quantity: 1,
+        period_quantity: 1,
+        discount: None,
     };
     // The first period's charge settles through the processor's event; start from there.
     crate::common::eventually(std::time::Duration::from_secs(20), || async {
@@ -256,6 +343,7 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
     .await;
     let mut seen_events = events(app, &sub_id).await.len();
     let mut seen_invoices = 1;
+    let mut seen_free = 0;
     let mut before = get(app, &sub_id).await;
     let mut history: Vec<String> = Vec::new();
     for op in ops {
@@ -267,8 +355,12 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
             "{op:?} on {model:?}; history {history:#?}"
         );
         let renewal_amount = model.next_period_amount();
-        let period_price = |m: &Model, plan: usize| m.price(plan, m.period_annual);
-        let (old_price, old_model) = (period_price(&model, model.plan), model.clone());
+        let period_price =
+            |m: &Model, plan: usize, quantity: i64| m.price(plan, m.period_annual) * quantity;
+        let (old_price, old_model) = (
+            period_price(&model, model.plan, model.period_quantity),
+            model.clone(),
+        );
         if status == 200 {
             model.accept(op);
         }
@@ -293,10 +385,18 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
                 continue;
             }
             let amount = event["data"]["amount_in_cents"].as_i64().expect("amount");
-            let proration = matches!(op, Op::ChangePlan { .. } | Op::Attach { .. });
+            let proration = matches!(
+                op,
+                Op::ChangePlan { .. } | Op::Attach { .. } | Op::Quantity { .. }
+            );
             if proration {
                 let bound = match op {
-                    Op::ChangePlan { plan, .. } => period_price(&old_model, *plan) - old_price,
+                    Op::ChangePlan { plan, .. } => {
+                        period_price(&old_model, *plan, old_model.quantity) - old_price
+                    }
+                    Op::Quantity { quantity, .. } => {
+                        period_price(&old_model, old_model.plan, *quantity) - old_price
+                    }
                     Op::Attach { addon, .. } => {
                         if old_model.period_annual {
                             ADDONS[*addon].1
@@ -315,10 +415,20 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
                     amount, renewal_amount,
                     "renewal after {op:?} on {old_model:?}; history {history:#?}; sub {before}"
                 );
+                model.period_paid();
             }
         }
         seen_events = new_events.len();
-        seen_invoices = check_invoices(app, &sub_id, &old_model, op, seen_invoices).await;
+        let (invoices, free) = check_invoices(app, &sub_id, &old_model, op, seen_invoices).await;
+        // A period whose total was 0: an invoice of nothing, no charge; it counts as paid.
+        for _ in seen_free..free {
+            assert_eq!(
+                renewal_amount, 0,
+                "a free period after {op:?} on {old_model:?}; history {history:#?}"
+            );
+            model.period_paid();
+        }
+        (seen_invoices, seen_free) = (invoices, free);
         check_period(&before, &after, op);
         if after["current_period_start"] != before["current_period_start"] {
             model.new_period();
@@ -328,10 +438,17 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
 }
 
 /// Every approved charge of the subscription has exactly one invoice, of its amount, whose
-/// lines add up, with one `invoice.created` each; the invoice this step made (if it made one)
-/// has, for a renewal, the plan's line and one per add-on the model bills, for a proration one
-/// line. Answers how many invoices there are now.
-async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, seen: usize) -> usize {
+/// lines add up, with one `invoice.created` each, and every other invoice is of nothing; the
+/// invoice this step made (if it made one) has, for a renewal, the plan's line at the model's
+/// quantity and one per add-on the model bills, for a proration one line. Answers how many
+/// invoices there are now, and how many of them are of nothing.
+async fn check_invoices(
+    app: &TestApp,
+    sub_id: &str,
+    model: &Model,
+    op: &Op,
+    seen: usize,
+) -> (usize, usize) {
     let list = |path: String| async move {
         let (status, page) = read(app.get(&path).await).await;
         assert_eq!(status, 200, "{page}");
@@ -342,8 +459,15 @@ async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, see
     ))
     .await;
     let invoices = list(format!("/v1/invoices?subscription_id={sub_id}&limit=100")).await;
+    let free: Vec<&Value> = invoices
+        .iter()
+        .filter(|i| i["charge_id"].is_null())
+        .collect();
+    for invoice in &free {
+        assert_eq!(invoice["total_cents"], 0, "{invoice}");
+    }
     assert_eq!(
-        invoices.len(),
+        invoices.len() - free.len(),
         charges.len(),
         "one invoice per approved charge"
     );
@@ -373,7 +497,9 @@ async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, see
         let newest = &invoices[0];
         let lines = newest["lines"].as_array().expect("lines");
         match op {
-            Op::ChangePlan { prorate: true, .. } | Op::Attach { prorate: true, .. } => {
+            Op::ChangePlan { prorate: true, .. }
+            | Op::Attach { prorate: true, .. }
+            | Op::Quantity { prorate: true, .. } => {
                 assert_eq!(lines.len(), 1, "a proration's one line: {newest}");
             }
             Op::Advance { .. } | Op::ChargeNow
@@ -385,6 +511,7 @@ async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, see
                     "{newest} after {op:?} on {model:?}"
                 );
                 assert!(lines[0]["plan_id"].is_string(), "{newest}");
+                assert_eq!(lines[0]["quantity"], model.quantity, "{newest}");
                 assert!(
                     lines[1..].iter().all(|l| l["addon_id"].is_string()),
                     "{newest}"
@@ -393,7 +520,7 @@ async fn check_invoices(app: &TestApp, sub_id: &str, model: &Model, op: &Op, see
             _ => {}
         }
     }
-    invoices.len()
+    (invoices.len(), free.len())
 }
 
 fn status_str(sub: &Value) -> &'static str {
@@ -474,6 +601,23 @@ async fn apply(app: &TestApp, fixture: &Fixture, sub_id: &str, op: &Op) -> u16 {
         Op::Advance { days } => {
             advance(app, days * DAY).await;
             (200, Value::Null)
+        }
+        Op::Quantity { quantity, prorate } => {
+            let plan_id = get(app, sub_id).await["plan_id"].clone();
+            let body = json!({"plan_id": plan_id, "quantity": quantity, "prorate": prorate});
+            read(app.post(&path("change-plan"), body).await).await
+        }
+        Op::Discount { coupon } => {
+            let body = json!({"coupon_id": fixture.coupons[*coupon]});
+            read(app.post(&path("discount"), body).await).await
+        }
+        Op::RemoveDiscount => {
+            let response = app
+                .request(reqwest::Method::DELETE, &path("discount"))
+                .send()
+                .await
+                .expect("send");
+            read(response).await
         }
     };
     status

@@ -153,7 +153,15 @@ impl Context<'_> {
             }
         };
         if lines.iter().map(|line| line.amount_cents).sum::<i64>() == 0 {
-            // A discount took everything: no charge, an invoice of nothing (CONTRACT §14).
+            // A discount took everything: no charge, an invoice of nothing (CONTRACT §14). A
+            // charge-now has nothing to charge: it is refused, writing nothing.
+            if purpose == ChargePurpose::Manual {
+                return Err(ActionError::Conflict(
+                    "The period's total is 0 after its discount: there is nothing to charge; \
+                     it is invoiced when it renews."
+                        .into(),
+                ));
+            }
             self.free_period(sub, account, lines, period_start, resuming, now)
                 .await?;
             return Ok(None);

@@ -6,7 +6,7 @@
 use super::ActionError;
 use super::changes::{apply_addon, apply_plan_change};
 use super::context::Context;
-use super::decide::{PendingChange, reschedule, stopped_due};
+use super::decide::{PendingChange, enter_period, stopped_due};
 use super::emit;
 use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
@@ -230,7 +230,7 @@ impl Context<'_> {
         if status != Status::PastDue {
             // The period restarts now (a pending cycle change takes effect with it).
             sub.status = Status::Active;
-            reschedule(sub, |schedule| schedule.restart(now));
+            enter_period(sub, |schedule| schedule.restart(now));
             sub.next_charge_date = now;
         }
         sub.due_at = Some(now);

@@ -62,16 +62,7 @@ pub(super) fn period_effect(
         Some((charge, raw_status)),
         now,
     )];
-    let settlement = decide::settle(
-        sub,
-        approved,
-        period_start,
-        &parse_retry_days(&account.dunning_retry_days),
-        now,
-    );
-    if approved {
-        decide::count_discounted_period(sub, charge.created_at);
-    }
+    let settlement = settle_period(sub, account, approved, period_start, charge.created_at, now);
     events.extend(
         settlement
             .events
@@ -83,6 +74,24 @@ pub(super) fn period_effect(
         events,
         drop_detached_addons: settlement.drop_detached_addons,
     }
+}
+
+/// Moves `sub` as the period starting at `period_start` settled (`approved` or not) by a
+/// charge begun at `began` says (`decide::settle`), and counts the discount it took part in.
+fn settle_period(
+    sub: &mut Subscription,
+    account: &Account,
+    approved: bool,
+    period_start: i64,
+    began: i64,
+    now: i64,
+) -> decide::Settlement {
+    let retry_days = parse_retry_days(&account.dunning_retry_days);
+    let settlement = decide::settle(sub, approved, period_start, &retry_days, now);
+    if approved {
+        decide::count_discounted_period(sub, began);
+    }
+    settlement
 }
 
 impl Context<'_> {
@@ -104,14 +113,7 @@ impl Context<'_> {
         }
         txn.issue_free_invoice(sub, lines, period_start, now)
             .await?;
-        let settlement = decide::settle(
-            sub,
-            true,
-            period_start,
-            &parse_retry_days(&account.dunning_retry_days),
-            now,
-        );
-        decide::count_discounted_period(sub, now);
+        let settlement = settle_period(sub, account, true, period_start, now, now);
         if settlement.drop_detached_addons {
             txn.drop_detached_addons(&sub.id).await?;
         }

@@ -7,13 +7,14 @@ use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, rfc3339};
 use crate::http::auth::Caller;
+pub use crate::http::error::redeem_error;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
 use crate::ids::AccountId;
 use crate::store::catalog::{CatalogItem, CatalogKind};
-use crate::store::coupons::{Redeem, RedeemError};
+use crate::store::coupons::Redeem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -211,18 +212,6 @@ pub fn redeem_of(
         (Some(id), None) => Ok(Some(Redeem::Coupon(id))),
         (None, Some(code)) => Ok(Some(Redeem::Code(code))),
         (None, None) => Ok(None),
-    }
-}
-
-/// A refused redemption as the 400 naming the field it came from.
-pub fn redeem_error(err: RedeemError, what: &Redeem) -> ApiError {
-    let param = match what {
-        Redeem::Coupon(_) => "coupon_id",
-        Redeem::Code(_) => "promotion_code",
-    };
-    match err {
-        RedeemError::Store(err) => err.into(),
-        other => ApiError::bad_request(other.to_string()).param(param),
     }
 }
 

@@ -180,6 +180,40 @@
     }).then(json);
   }
 
+  // A promotion code typed on the page (where the merchant offers the field): the server
+  // checks it and answers the amounts it makes; the payment then sends it, and the server
+  // counts it only with a payment that goes through.
+  var promotionCode = null;
+  var applyCode = $("apply-code");
+  if (applyCode) {
+    applyCode.addEventListener("click", function () {
+      var code = $("promotion-code").value.trim();
+      setError("promotion-code", "");
+      if (!code) return;
+      applyCode.disabled = true;
+      fetch(encodeURIComponent(d.session) + "/promotion-code?lang=" + encodeURIComponent(d.lang), {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ code: code })
+      }).then(json).then(function (r) {
+        applyCode.disabled = false;
+        if (r.status !== 200) { promotionCode = null; setError("promotion-code", d.errCode); return; }
+        promotionCode = code;
+        $("subtotal").textContent = r.body.subtotal;
+        $("discount").textContent = "\u2212 " + r.body.discount;
+        $("subtotal-line").hidden = false;
+        $("discount-line").hidden = false;
+        $("due").textContent = r.body.total;
+        $("summary-amount").textContent = r.body.total;
+        payText = d.pay + " " + r.body.total;
+        if (!working) label.textContent = payText;
+      }, function () {
+        applyCode.disabled = false;
+        setError("promotion-code", d.errNetwork);
+      });
+    });
+  }
+
   // Completes the session with `payment` ({type, card_token | nequi_token}).
   function complete(payment, attempt) {
     var body = {
@@ -189,6 +223,7 @@
     };
     if (payment.card_token) body.card_token = payment.card_token;
     if (payment.nequi_token) body.nequi_token = payment.nequi_token;
+    if (promotionCode) body.promotion_code = promotionCode;
     if ($("customer-name")) {
       body.customer_name = $("customer-name").value.trim();
       body.customer_email = $("customer-email").value.trim();

@@ -34,6 +34,16 @@ pub struct Model {
     pub last_error: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Seats: the plan's amount is charged this many times.
+    pub quantity: i64,
+    /// The plan's amount times the quantity, before the discount (`amount_cents` is after).
+    pub subtotal_cents: Option<i64>,
+    /// JSON of `store::coupons::Redeem`: the coupon or code the integrator gave it.
+    pub redeem: Option<String>,
+    /// Whether the page offers a field for a promotion code.
+    pub allow_promotion_codes: bool,
+    /// JSON of `domain::discount::Discount`: what the attempt's payment redeemed.
+    pub attempt_discount: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
