@@ -104,13 +104,29 @@ impl Filing {
     }
 
     /// Files every document of `account` due by its clock's now (the test clock's promise),
-    /// in at most a few passes; a document another node holds is left to it.
+    /// in at most a few passes; one the loop (or another node) holds is waited for, within
+    /// a call's timeout.
     pub async fn flush(&self, account: &AccountId) -> StoreResult<()> {
-        for _ in 0..FLUSH_PASSES {
+        let deadline = tokio::time::Instant::now() + self.0.timeout + Duration::from_secs(5);
+        let mut passes = 0;
+        loop {
             let due_by = self.0.clock.fresh_now_ms(account).await?;
-            if self.pass(Some(account), due_by).await? == 0 {
+            if passes < FLUSH_PASSES && self.pass(Some(account), due_by).await? > 0 {
+                passes += 1;
+                continue;
+            }
+            let now = chrono::Utc::now().timestamp_millis();
+            if self
+                .0
+                .store
+                .dian_documents_held(account, due_by, now)
+                .await?
+                == 0
+                || tokio::time::Instant::now() >= deadline
+            {
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
     }

@@ -288,6 +288,7 @@ mod tests {
             plans: Vec::new(),
             deliveries: Vec::new(),
             conflicts: 0,
+            range_warnings: Vec::new(),
             failures: Vec::new(),
         };
         let html = render(&page);

@@ -194,6 +194,23 @@ impl Store {
         })
     }
 
+    /// How many of `account`'s pending documents due by `due_by` another pass holds now.
+    pub async fn dian_documents_held(
+        &self,
+        account: &AccountId,
+        due_by: i64,
+        now: i64,
+    ) -> StoreResult<u64> {
+        use sea_orm::PaginatorTrait;
+        Ok(dian_document::Entity::find()
+            .filter(dian_document::Column::AccountId.eq(account.as_str()))
+            .filter(dian_document::Column::Status.eq(DianStatus::Pending))
+            .filter(dian_document::Column::NextAt.lte(due_by))
+            .filter(dian_document::Column::ClaimedUntil.gte(now))
+            .count(self.conn())
+            .await?)
+    }
+
     /// Keeps the signed XML of `id` (once: the first signature is the document).
     pub async fn record_dian_signature(
         &self,
