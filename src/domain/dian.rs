@@ -368,11 +368,13 @@ mod tests {
     #[test]
     fn a_range_warns_at_ninety_percent_used_or_thirty_days_left() {
         let day = |d: u32| NaiveDate::from_ymd_opt(2026, 12, d).unwrap_or_default();
-        let fresh = RangeUse::of(1, 100, 1, day(31), day(1));
+        let next_year = NaiveDate::from_ymd_opt(2027, 12, 31).unwrap_or_default();
+        let fresh = RangeUse::of(1, 100, 1, next_year, day(1));
         assert_eq!(fresh.used, 0.0);
         assert!(!fresh.needs_warning());
-        assert!(RangeUse::of(1, 100, 91, day(31), day(1)).needs_warning());
-        assert!(!RangeUse::of(1, 100, 90, day(31), day(1)).needs_warning());
+        assert!(RangeUse::of(1, 100, 91, next_year, day(1)).needs_warning());
+        assert!(!RangeUse::of(1, 100, 90, next_year, day(1)).needs_warning());
+        assert!(!RangeUse::of(1, 100, 1, day(31), day(1)).needs_warning());
         let ending = RangeUse::of(1, 100, 1, day(31), day(2));
         assert_eq!(ending.days_left, 29);
         assert!(ending.needs_warning());

@@ -30,6 +30,7 @@ pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;
 mod secret;
+mod series;
 pub mod settled;
 mod sqlite_lock;
 pub mod subscriptions;

@@ -3,8 +3,9 @@
 //! keeps them. Numbering computes the CUFE or CUDE from it; submission signs it. Built the same
 //! way both times, so the code in the signed XML is the one fixed at numbering.
 
-use super::super::credit_notes::{CreditLine, CreditNote};
-use super::super::invoices::{Invoice, InvoiceLine, Party};
+use super::super::entities::credit_note::Model as CreditNote;
+use super::super::entities::invoice::Model as Invoice;
+use super::super::invoice_rows::{CreditLine, InvoiceLine, Party};
 use super::super::{StoreError, StoreResult};
 use super::Issuer;
 use crate::dian::document::{

@@ -9,9 +9,10 @@
 //! The callers run these in a savepoint of their own and carry on without it when it fails:
 //! nothing about DIAN may fail the transaction that settles a charge or a refund.
 
-use super::super::credit_notes::CreditNote;
+use super::super::entities::credit_note::Model as CreditNote;
+use super::super::entities::invoice::Model as Invoice;
 use super::super::entities::{account, dian_document, dian_range, invoice};
-use super::super::invoices::{Invoice, take_numbers};
+use super::super::series::take_numbers;
 use super::super::{StoreError, StoreResult};
 use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{CREDIT_NOTE_PREFIX, CREDIT_NOTE_SERIES, DianDocument, DianRange, Issuer};

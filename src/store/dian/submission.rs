@@ -5,10 +5,10 @@
 //! status and messages, and for an invoice `invoice.dian_accepted` or `invoice.dian_rejected`
 //! in the same transaction. Every write is conditional on the claim it was made under.
 
+use super::super::entities::invoice::Model as Invoice;
 use super::super::entities::{
     account, credit_note, dian_document, dian_range, invoice, subscription,
 };
-use super::super::invoices::Invoice;
 use super::super::outbox::event_row;
 use super::super::{Store, StoreError, StoreResult};
 use super::documents::{Corrected, credit_note_document, invoice_document};
