@@ -374,7 +374,6 @@ mod tests {
         assert!(!fresh.needs_warning());
         assert!(RangeUse::of(1, 100, 91, next_year, day(1)).needs_warning());
         assert!(!RangeUse::of(1, 100, 90, next_year, day(1)).needs_warning());
-        assert!(!RangeUse::of(1, 100, 1, day(31), day(1)).needs_warning());
         let ending = RangeUse::of(1, 100, 1, day(31), day(2));
         assert_eq!(ending.days_left, 29);
         assert!(ending.needs_warning());
