@@ -166,6 +166,44 @@ pub struct Config {
     /// Wompi's by default; tests compress it, never a flag.
     #[arg(skip)]
     pub sandbox: crate::processor::sandbox::SandboxConfig,
+    /// DIAN's web service for live accounts in the `test` environment (habilitación); unset,
+    /// DIAN's own (`vpfe-hab.dian.gov.co`).
+    #[arg(long, env = "BILLING_DIAN_TEST_URL", global = true)]
+    pub dian_test_url: Option<String>,
+    /// DIAN's web service for live accounts in `production`; unset, DIAN's own.
+    #[arg(long, env = "BILLING_DIAN_PRODUCTION_URL", global = true)]
+    pub dian_production_url: Option<String>,
+    /// Milliseconds one call to DIAN may take before its answer counts as unknown.
+    #[arg(
+        long,
+        env = "BILLING_DIAN_TIMEOUT_MS",
+        default_value_t = 30_000,
+        global = true,
+        hide = true
+    )]
+    pub dian_timeout_ms: u64,
+    /// Milliseconds between passes of the DIAN submission loop.
+    #[arg(
+        long,
+        env = "BILLING_DIAN_INTERVAL_MS",
+        default_value_t = 1_000,
+        global = true,
+        hide = true
+    )]
+    pub dian_interval_ms: u64,
+    /// The first wait, in milliseconds, before a document whose answer was unknown is asked
+    /// about again; later waits grow from it as the charges' do (`domain::recheck`).
+    #[arg(
+        long,
+        env = "BILLING_DIAN_RETRY_BASE_MS",
+        default_value_t = 5_000,
+        global = true,
+        hide = true
+    )]
+    pub dian_retry_base_ms: u64,
+    /// The in-process sandbox DIAN's behaviour; tests compress it, never a flag.
+    #[arg(skip)]
+    pub dian_sandbox: crate::dian::sandbox::SandboxDianConfig,
 }
 
 impl Config {
@@ -193,6 +231,12 @@ impl Config {
             single_node: false,
             benchmark_without_invoices: false,
             sandbox: crate::processor::sandbox::SandboxConfig::default(),
+            dian_test_url: None,
+            dian_production_url: None,
+            dian_timeout_ms: 30_000,
+            dian_interval_ms: 1_000,
+            dian_retry_base_ms: 5_000,
+            dian_sandbox: crate::dian::sandbox::SandboxDianConfig::default(),
         }
     }
 

@@ -80,6 +80,7 @@ id_type! {
     PortalActionId => "bpa_",
     CouponId => "co_",
     PromotionCodeId => "promo_",
+    NumberingRangeId => "nr_",
 }
 
 /// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and
@@ -138,6 +139,48 @@ impl fmt::Display for CatalogItemId {
     }
 }
 
+/// The id of an electronic document (`dian_documents`): its invoice's or its credit note's,
+/// whose row it stands beside, told apart by the prefix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DocumentId {
+    Invoice(InvoiceId),
+    CreditNote(CreditNoteId),
+}
+
+impl DocumentId {
+    /// An invoice's or a credit note's id by its prefix; `None` for any other string.
+    pub fn parse(raw: &str) -> Option<Self> {
+        InvoiceId::parse(raw)
+            .map(Self::Invoice)
+            .or_else(|| CreditNoteId::parse(raw).map(Self::CreditNote))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Invoice(id) => id.as_str(),
+            Self::CreditNote(id) => id.as_str(),
+        }
+    }
+}
+
+impl From<InvoiceId> for DocumentId {
+    fn from(id: InvoiceId) -> Self {
+        Self::Invoice(id)
+    }
+}
+
+impl From<CreditNoteId> for DocumentId {
+    fn from(id: CreditNoteId) -> Self {
+        Self::CreditNote(id)
+    }
+}
+
+impl fmt::Display for DocumentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +213,20 @@ mod tests {
             Some(CatalogItemId::Addon(addon))
         );
         assert_eq!(CatalogItemId::parse("cus_123"), None);
+    }
+
+    #[test]
+    fn a_documents_id_is_an_invoices_or_a_credit_notes_by_its_prefix() {
+        let invoice = InvoiceId::generate();
+        let note = CreditNoteId::generate();
+        assert_eq!(
+            DocumentId::parse(invoice.as_str()),
+            Some(DocumentId::Invoice(invoice))
+        );
+        assert_eq!(
+            DocumentId::parse(note.as_str()),
+            Some(DocumentId::CreditNote(note))
+        );
+        assert_eq!(DocumentId::parse("ch_123"), None);
     }
 }

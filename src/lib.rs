@@ -35,6 +35,7 @@ pub mod documents;
 pub mod domain;
 pub mod egress;
 pub mod events;
+pub mod filing;
 pub mod http;
 pub mod ids;
 pub mod logging;
@@ -125,6 +126,22 @@ fn describe_metrics() {
         "Webhook delivery attempts, by outcome (delivered, retrying, failed); incremented by the webhook endpoint actors."
     );
     describe_gauge!("actors_live", "Live actors, by kind.");
+    describe_gauge!(
+        "dian_range_used_ratio",
+        "Share of a DIAN numbering range's numbers taken (0 to 1), by account, range and prefix; operators are warned at 0.9."
+    );
+    describe_gauge!(
+        "dian_range_days_left",
+        "Days until a DIAN numbering range's last valid day (Colombia), by account, range and prefix; operators are warned at 30."
+    );
+    describe_counter!(
+        "dian_documents_filed_total",
+        "Electronic documents DIAN answered about, by status (accepted, rejected)."
+    );
+    describe_counter!(
+        "dian_unknown_answers_total",
+        "Calls to DIAN whose answer was unknown (timeout, 5xx, fault): the document stays pending and is asked about again."
+    );
     describe_gauge!(
         "cluster_shards_held",
         "Shards (of 256) this node holds under a lease it trusts (PostgreSQL)."
@@ -242,6 +259,16 @@ pub async fn run(
         config.sandbox.clone(),
         AdminAuth::from_hash(admin_token_hash.clone()),
     )?;
+    let dian_sandbox = dian::sandbox::SandboxDian::new(
+        config.dian_sandbox.clone(),
+        AdminAuth::from_hash(admin_token_hash.clone()),
+    );
+    let filing = filing::Filing::new(
+        store.clone(),
+        runtime.clock().clone(),
+        Arc::clone(&dian_sandbox),
+        &config,
+    );
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
     let limiter = Arc::new(RateLimiter::new(&store));
     let auth_failures = Arc::new(AuthFailures::new(&store));
@@ -258,6 +285,8 @@ pub async fn run(
         sandbox,
         processor,
         keys: Arc::default(),
+        dian_sandbox,
+        filing: filing.clone(),
         requests: http::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {
@@ -272,7 +301,11 @@ pub async fn run(
     tokio::spawn(http::idempotency::purge_loop(
         state.store.clone(),
         std::time::Duration::from_secs(state.config.idempotency_purge_secs.max(1)),
-        purge_stopped,
+        purge_stopped.clone(),
+    ));
+    tokio::spawn(filing.run(
+        Duration::from_millis(state.config.dian_interval_ms.max(10)),
+        purge_stopped.clone(),
     ));
     actors::spawn_background(
         runtime.clone(),

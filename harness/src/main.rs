@@ -36,6 +36,16 @@ enum Command {
         #[arg(long, env = "BILLING_SANDBOX_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
     },
+    /// Run the sandbox DIAN alone (DIAN's web service at
+    /// http://ADDR/WcfDianCustomerServices.svc, its administration under `/_sandbox/`).
+    SandboxDian {
+        #[arg(long, default_value = "127.0.0.1:8091")]
+        bind: String,
+        /// The token its administration (`/_sandbox/…`) requires; generated and printed once
+        /// when absent (as `sandbox-processor`'s).
+        #[arg(long, env = "BILLING_SANDBOX_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
+    },
     /// Print the running server's supervision tree (GET /admin/actors).
     Actors {
         /// Base URL of the running server.
@@ -226,6 +236,25 @@ async fn main() -> anyhow::Result<()> {
             };
             let admin = billing::processor::sandbox::AdminAuth::from_token(&token);
             billing::processor::sandbox::serve_standalone(listener, config, admin).await
+        }
+        Command::SandboxDian { bind, admin_token } => {
+            let listener = tokio::net::TcpListener::bind(&bind).await?;
+            println!(
+                "sandbox DIAN at http://{}{}",
+                listener.local_addr()?,
+                billing::dian::sandbox::SERVICE_PATH
+            );
+            let token = admin_token.unwrap_or_else(|| {
+                let token = billing::secrets::random_token("sandbox_admin_", 32);
+                println!("  Admin token (shown once): {token}");
+                token
+            });
+            let sandbox = billing::dian::sandbox::SandboxDian::new(
+                billing::dian::sandbox::SandboxDianConfig::default(),
+                billing::processor::sandbox::AdminAuth::from_token(&token),
+            );
+            sandbox.serve(listener, shutdown_signal()).await?;
+            Ok(())
         }
         Command::Actors { url, kind, limit } => {
             // `--admin-token` / BILLING_ADMIN_TOKEN is the global configuration flag.

@@ -29,6 +29,7 @@ pub mod m20261126_000017_invoices;
 mod m20261126_000018_credit_notes;
 mod m20261127_000019_portal;
 mod m20261128_000020_coupons;
+mod m20261129_000021_dian;
 
 pub struct Migrator;
 
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000018_credit_notes::Migration),
             Box::new(m20261127_000019_portal::Migration),
             Box::new(m20261128_000020_coupons::Migration),
+            Box::new(m20261129_000021_dian::Migration),
         ]
     }
 }

@@ -12,11 +12,12 @@ use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
 use crate::ids::{
-    AccountId, AddonId, ChargeAttemptId, CreditNoteId, CustomerId, InvoiceId, PlanId,
+    AccountId, AddonId, ChargeAttemptId, CreditNoteId, CustomerId, DocumentId, InvoiceId, PlanId,
     SubscriptionId,
 };
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
+use crate::store::dian::DianDocument;
 use crate::store::invoices::{Invoice, InvoiceFilter, InvoiceLine, Party, TaxEntry};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -153,7 +154,8 @@ pub struct TaxIdOut {
 })))]
 pub struct InvoiceOut {
     pub id: String,
-    pub number: String,
+    /// With DIAN on, the DIAN number (`SETP990000001`), null while it awaits a range.
+    pub number: Option<String>,
     /// Always `paid`: only an approved charge (or a period whose total was 0) is invoiced.
     pub status: String,
     /// The approved charge it documents; null for a period whose total was 0 (CONTRACT §14).
@@ -172,8 +174,7 @@ pub struct InvoiceOut {
     pub issued_at: String,
     pub customer: InvoiceCustomerOut,
     /// The electronic invoice's state with DIAN; null while DIAN is off.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
+    pub dian: Option<super::dian::InvoiceDianOut>,
     /// The PDF, with the API key (`GET /v1/invoices/{id}/pdf`).
     pub pdf_url: String,
     /// The page to send the customer: no API key, an unguessable URL, the invoice and its
@@ -212,7 +213,7 @@ impl InvoiceOut {
             pdf_url: format!("{public_url}/v1/invoices/{}/pdf", invoice.id),
             hosted_url: format!("{public_url}/invoices/{}", invoice.hosted_token),
             id: invoice.id.into_string(),
-            number: invoice.number,
+            number: Some(invoice.number),
             status: "paid".to_owned(),
             charge_id: invoice.charge_id.map(ChargeAttemptId::into_string),
             subscription_id: invoice.subscription_id.map(SubscriptionId::into_string),
@@ -224,6 +225,15 @@ impl InvoiceOut {
             discount_cents: invoice.discount_cents,
             dian: None,
         })
+    }
+
+    /// With its electronic document: the DIAN number and the `dian` object.
+    pub(in crate::api) fn with_dian(mut self, doc: Option<&DianDocument>) -> Self {
+        if let Some(doc) = doc {
+            self.number = doc.number.clone();
+            self.dian = Some(super::dian::InvoiceDianOut::of(doc));
+        }
+        self
     }
 }
 
@@ -241,15 +251,18 @@ async fn list_invoices(
         subscription_id: query.subscription_id.map(SubscriptionId::given),
         charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
-    let page = state
-        .store
-        .list_invoices(caller.account_id(), &filter, &page)
-        .await?;
+    let account = caller.account_id();
+    let page = state.store.list_invoices(account, &filter, &page).await?;
+    let ids: Vec<DocumentId> = page.items.iter().map(|i| i.id.clone().into()).collect();
+    let docs = state.store.dian_documents(account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |i| i.id.to_string(),
-        |invoice| InvoiceOut::of(invoice, &public_url),
+        |invoice| {
+            let doc = docs.get(&DocumentId::from(invoice.id.clone()));
+            Ok::<_, ApiError>(InvoiceOut::of(invoice, &public_url)?.with_dian(doc))
+        },
     )?))
 }
 
@@ -267,7 +280,14 @@ async fn get_invoice(
         .invoice(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
-    Ok(Json(InvoiceOut::of(invoice, &state.config.public_url())?))
+    let id = DocumentId::from(id);
+    let docs = state
+        .store
+        .dian_documents(caller.account_id(), std::slice::from_ref(&id))
+        .await?;
+    Ok(Json(
+        InvoiceOut::of(invoice, &state.config.public_url())?.with_dian(docs.get(&id)),
+    ))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -421,6 +441,7 @@ impl From<CreditLine> for CreditLineOut {
 })))]
 pub struct CreditNoteOut {
     pub id: String,
+    /// With DIAN on, the DIAN number (`NC1`).
     pub number: String,
     pub invoice_id: String,
     pub refund_id: String,
@@ -433,8 +454,7 @@ pub struct CreditNoteOut {
     #[schema(format = DateTime)]
     pub issued_at: String,
     /// The electronic credit note's state with DIAN; null while DIAN is off.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
+    pub dian: Option<super::dian::CreditNoteDianOut>,
     /// The PDF, with the API key (`GET /v1/credit-notes/{id}/pdf`).
     pub pdf_url: String,
 }
@@ -459,6 +479,17 @@ impl CreditNoteOut {
             dian: None,
         })
     }
+
+    /// With its electronic document: the DIAN number and the `dian` object.
+    pub(in crate::api) fn with_dian(mut self, doc: Option<&DianDocument>) -> Self {
+        if let Some(doc) = doc {
+            if let Some(number) = &doc.number {
+                self.number = number.clone();
+            }
+            self.dian = Some(super::dian::CreditNoteDianOut::of(doc));
+        }
+        self
+    }
 }
 
 /// The account's credit notes, newest first.
@@ -474,15 +505,21 @@ async fn list_credit_notes(
         invoice_id: query.invoice_id.map(InvoiceId::given),
         charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
+    let account = caller.account_id();
     let page = state
         .store
-        .list_credit_notes(caller.account_id(), &filter, &page)
+        .list_credit_notes(account, &filter, &page)
         .await?;
+    let ids: Vec<DocumentId> = page.items.iter().map(|n| n.id.clone().into()).collect();
+    let docs = state.store.dian_documents(account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
         |n| n.id.to_string(),
-        |note| CreditNoteOut::of(note, &public_url),
+        |note| {
+            let doc = docs.get(&DocumentId::from(note.id.clone()));
+            Ok::<_, ApiError>(CreditNoteOut::of(note, &public_url)?.with_dian(doc))
+        },
     )?))
 }
 
@@ -502,5 +539,12 @@ async fn get_credit_note(
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
-    Ok(Json(CreditNoteOut::of(note, &state.config.public_url())?))
+    let id = DocumentId::from(id);
+    let docs = state
+        .store
+        .dian_documents(caller.account_id(), std::slice::from_ref(&id))
+        .await?;
+    Ok(Json(
+        CreditNoteOut::of(note, &state.config.public_url())?.with_dian(docs.get(&id)),
+    ))
 }

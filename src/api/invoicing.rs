@@ -1,7 +1,7 @@
 //! The seller's invoicing settings (CONTRACT §11): `GET` and `PATCH /v1/account/invoicing`:
 //! the legal name, NIT, address and tax regime invoices are issued under, and the tax code of a
-//! plan or add-on created without one. DIAN's settings (§12) are not part of this build: the
-//! body has no `dian` (one sent is an unknown field, 400), and `dian` reads null.
+//! plan or add-on created without one, and DIAN's settings (§12, `api::dian`: checked, their
+//! secrets stored and never returned; `dian` reads null while DIAN is off).
 
 use super::customers::{AddressIn, parse_address};
 use crate::domain::tax::{TaxCode, TaxRegime};
@@ -43,6 +43,9 @@ pub struct InvoicingIn {
     pub tax_regime: Option<String>,
     #[schema(schema_with = super::openapi::schemas::optional_tax_code)]
     pub default_tax_code: Option<String>,
+    /// Turns DIAN's electronic invoicing on (or replaces its settings); it needs the seller's
+    /// legal name, NIT, address and tax regime.
+    pub dian: Option<super::dian::DianIn>,
 }
 
 /// A NIT with its check digit.
@@ -71,9 +74,8 @@ pub struct InvoicingOut {
     pub tax_regime: Option<String>,
     #[schema(schema_with = super::openapi::schemas::tax_code)]
     pub default_tax_code: TaxCode,
-    /// Null: DIAN's electronic invoicing is off.
-    #[schema(value_type = Option<Object>)]
-    pub dian: Option<serde_json::Value>,
+    /// DIAN's settings, without secrets; null while DIAN's electronic invoicing is off.
+    pub dian: Option<super::dian::DianSettingsOut>,
 }
 
 impl InvoicingOut {
@@ -91,7 +93,7 @@ impl InvoicingOut {
             address: seller.address,
             tax_regime: seller.tax_regime,
             default_tax_code: account.default_tax_code,
-            dian: None,
+            dian: super::dian::DianSettingsOut::of(account),
         }
     }
 }
@@ -148,10 +150,23 @@ async fn update_invoicing(
         })?,
         None => caller.0.default_tax_code,
     };
-    let account = state
+    let dian = match &body.dian {
+        Some(dian) => {
+            let now = chrono::Utc::now().timestamp_millis();
+            Some(super::dian::parse_dian(dian, &seller, now)?)
+        }
+        None => None,
+    };
+    let mut account = state
         .store
         .update_invoicing(caller.account_id(), &seller, default_tax_code)
         .await?;
+    if let Some((settings, secrets)) = dian {
+        account = state
+            .store
+            .enable_dian(caller.account_id(), &settings, secrets)
+            .await?;
+    }
     // Every node drops its cached copy before this answers: the next request, wherever it
     // lands, creates plans with the new default.
     state.keys.forget_account(&account.id);

@@ -12,11 +12,13 @@ pub mod checkout_sessions;
 pub mod coupons;
 pub mod customers;
 pub mod dashboard;
+pub mod dian;
 pub mod events;
 pub mod ingress;
 pub mod internal;
 pub mod invoices;
 pub mod invoicing;
+pub mod numbering_ranges;
 pub mod openapi;
 pub mod payment_methods;
 pub mod portal;
@@ -95,6 +97,19 @@ pub fn app(state: AppState) -> Router {
                 ))
                 .with_state(()),
         )
+        // DIAN's web service, not our API: outside the OpenAPI document.
+        .nest(
+            crate::filing::SANDBOX_MOUNT,
+            state
+                .dian_sandbox
+                .clone()
+                .router()
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::http::layers::limit_sandbox_admin,
+                ))
+                .with_state(()),
+        )
         .route_layer(middleware::from_fn(record_metrics))
         .fallback(unknown_path)
         .with_state(state.clone());
@@ -135,6 +150,8 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(promotion_codes::router())
         .merge(customers::router())
         .merge(invoicing::router())
+        .merge(numbering_ranges::router())
+        .merge(dian::router())
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(portal::router())

@@ -102,7 +102,9 @@ async fn advance_clock(
             break;
         }
     }
-    // Then every webhook delivery due by the new instant, first attempts and retries alike.
+    // Then every electronic document due for DIAN (its events are deliveries too), and every
+    // webhook delivery due by the new instant, first attempts and retries alike.
+    state.filing.flush(account).await?;
     state.runtime.flush_endpoints(account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),

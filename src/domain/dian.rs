@@ -10,7 +10,7 @@
 //! technical key (a CUFE) or the software PIN (a CUDE), and the environment (`1` production,
 //! `2` test). The code is the lowercase hex SHA-384 of that seed, read as UTF-8.
 
-use chrono::{DateTime, FixedOffset, Utc};
+use chrono::{DateTime, FixedOffset, NaiveDate, Utc};
 use sha2::{Digest, Sha384};
 
 super::vocabulary! {
@@ -163,6 +163,66 @@ fn sha384_hex(text: &str) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+super::vocabulary! {
+    /// Where an electronic document stands with DIAN (`dian.status`, CONTRACT §12).
+    pub enum DianStatus {
+        /// No valid range had a number left when it was issued: not numbered yet.
+        AwaitingRange => "awaiting_range",
+        /// Numbered, its CUFE or CUDE fixed; being signed, sent, or asked about.
+        Pending => "pending",
+        /// DIAN validated it.
+        Accepted => "accepted",
+        /// DIAN refused it, with its messages.
+        Rejected => "rejected",
+    }
+}
+
+super::vocabulary! {
+    /// Which electronic document a row is.
+    pub enum DianDocumentKind {
+        /// A sales invoice (type 01), numbered from a numbering range.
+        Invoice => "invoice",
+        /// A credit note (type 91), numbered in its own series.
+        CreditNote => "credit_note",
+    }
+}
+
+/// Whether `prefix` is what DIAN authorises: 1 to 4 ASCII letters or digits.
+pub fn is_range_prefix(prefix: &str) -> bool {
+    (1..=4).contains(&prefix.len()) && prefix.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// How much of a numbering range is used and how long it has left, for operators.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RangeUse {
+    /// Numbers taken over numbers in the range, 0 to 1.
+    pub used: f64,
+    /// Whole days from `today` to the range's last valid day (negative once it ended).
+    pub days_left: i64,
+}
+
+impl RangeUse {
+    /// A range `from..=to` whose next number is `next`, valid until `valid_to`, on `today`.
+    pub fn of(from: i64, to: i64, next: i64, valid_to: NaiveDate, today: NaiveDate) -> Self {
+        let size = (to - from + 1).max(1);
+        let taken = (next - from).clamp(0, size);
+        Self {
+            used: taken as f64 / size as f64,
+            days_left: (valid_to - today).num_days(),
+        }
+    }
+
+    /// Operators are warned at 90 % used or 30 days before the range ends (CONTRACT §12).
+    pub fn needs_warning(&self) -> bool {
+        self.used >= 0.9 || self.days_left <= 30
+    }
+}
+
+/// The date in Colombia of an instant (what a range's dates are compared with).
+pub fn colombian_date(at: DateTime<Utc>) -> NaiveDate {
+    at.with_timezone(&COLOMBIA).date_naive()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,5 +363,30 @@ mod tests {
         );
         assert_eq!(Environment::from_code("2"), Some(Environment::Test));
         assert_eq!(Environment::from_code("3"), None);
+    }
+
+    #[test]
+    fn a_range_warns_at_ninety_percent_used_or_thirty_days_left() {
+        let day = |d: u32| NaiveDate::from_ymd_opt(2026, 12, d).unwrap_or_default();
+        let next_year = NaiveDate::from_ymd_opt(2027, 12, 31).unwrap_or_default();
+        let fresh = RangeUse::of(1, 100, 1, next_year, day(1));
+        assert_eq!(fresh.used, 0.0);
+        assert!(!fresh.needs_warning());
+        assert!(RangeUse::of(1, 100, 91, next_year, day(1)).needs_warning());
+        assert!(!RangeUse::of(1, 100, 90, next_year, day(1)).needs_warning());
+        let ending = RangeUse::of(1, 100, 1, day(31), day(2));
+        assert_eq!(ending.days_left, 29);
+        assert!(ending.needs_warning());
+        assert_eq!(RangeUse::of(1, 100, 101, day(31), day(1)).used, 1.0);
+    }
+
+    #[test]
+    fn a_prefix_is_one_to_four_letters_or_digits() {
+        for good in ["S", "SETP", "A1", "9999"] {
+            assert!(is_range_prefix(good), "{good}");
+        }
+        for bad in ["", "SETPX", "FV-", "Ñ", "A B"] {
+            assert!(!is_range_prefix(bad), "{bad}");
+        }
     }
 }

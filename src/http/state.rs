@@ -48,6 +48,10 @@ pub struct Shared {
     pub runtime: crate::actors::Runtime,
     /// Accounts by API-key hash, briefly cached.
     pub keys: Arc<super::auth::KeyCache>,
+    /// The in-process sandbox DIAN, mounted at `filing::SANDBOX_MOUNT`.
+    pub dian_sandbox: Arc<crate::dian::sandbox::SandboxDian>,
+    /// Filing electronic documents with DIAN (the test clock flushes it).
+    pub filing: crate::filing::Filing,
     /// The keyed requests' own tasks, which the shutdown waits for (`api::idempotency`).
     pub requests: super::idempotency::RequestTasks,
 }

@@ -78,6 +78,10 @@ impl Store {
             default_tax_code: Set(crate::domain::tax::TaxCode::Iva19),
             invoicing: Set(None),
             portal: Set(None),
+            dian: Set(None),
+            dian_software_pin: Set(None),
+            dian_certificate: Set(None),
+            dian_certificate_password: Set(None),
         };
         Ok(model.insert(self.writer()).await?)
     }

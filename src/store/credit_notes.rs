@@ -7,37 +7,25 @@
 //! by `invoices::take_numbers`, in the same transaction.
 
 use super::entities::{credit_note, invoice, refund, subscription};
-use super::invoices::{InvoiceLine, take_numbers};
+pub use super::invoice_rows::CreditLine;
+use super::invoice_rows::InvoiceLine;
 use super::outbox::{Event, event_row};
+use super::series::take_numbers;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
-use crate::domain::tax::{Creditable, TaxCode, credit_split, spread};
+use crate::domain::tax::{Creditable, credit_split, spread};
 use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, WebhookEndpointId};
 use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect,
 };
-use serde::{Deserialize, Serialize};
 
 pub use credit_note::Model as CreditNote;
 
 /// The series of credit notes, and its prefix.
 pub const CREDIT_NOTE_SERIES: &str = "credit_note";
 const CREDIT_NOTE_PREFIX: &str = "NC-";
-
-/// One line of a credit note: the part of one invoice line it gives back.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CreditLine {
-    /// The invoice line's position (0 first).
-    pub invoice_line: usize,
-    pub description: String,
-    pub amount_cents: i64,
-    pub tax_code: TaxCode,
-    pub tax_rate_bps: i64,
-    pub taxable_base_cents: i64,
-    pub tax_cents: i64,
-}
 
 /// Filters of `GET /v1/credit-notes`.
 #[derive(Debug, Default)]
@@ -197,6 +185,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         .reset_all()
         .insert(conn)
         .await?;
+    super::dian::numbering::number_credit_note_guarded(conn, &note, &invoice).await?;
     let event = created_event(conn, &invoice, &note).await?;
     event
         .clone()

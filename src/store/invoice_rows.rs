@@ -79,6 +79,19 @@ impl TaxId {
     }
 }
 
+/// One line of a credit note: the part of one invoice line it gives back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditLine {
+    /// The invoice line's position (0 first).
+    pub invoice_line: usize,
+    pub description: String,
+    pub amount_cents: i64,
+    pub tax_code: TaxCode,
+    pub tax_rate_bps: i64,
+    pub taxable_base_cents: i64,
+    pub tax_cents: i64,
+}
+
 /// What an invoice documents.
 pub(super) struct Billed<'a> {
     pub account_id: &'a AccountId,

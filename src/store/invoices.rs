@@ -8,9 +8,10 @@
 
 use super::entities::charge_attempt::Model as ChargeAttempt;
 use super::entities::subscription::Model as Subscription;
-use super::entities::{account, customer, invoice, invoice_series, subscription};
+use super::entities::{account, customer, invoice, subscription};
 use super::invoice_rows::{Billed, invoice_row};
 use super::outbox::{Event, event_row};
+use super::series::take_numbers;
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
@@ -19,7 +20,6 @@ use crate::ids::{
     AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId, WebhookEndpointId,
 };
 use crate::store::Scoped;
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QuerySelect,
@@ -114,54 +114,6 @@ fn lines_of(charge: &ChargeAttempt, default_code: TaxCode) -> Vec<DraftLine> {
             }]
         }
     }
-}
-
-/// Takes `count` consecutive numbers of `account`'s series: the first of them. In the caller's
-/// transaction, so its rollback gives them back.
-pub(super) async fn take_numbers<C: ConnectionTrait>(
-    conn: &C,
-    account: &AccountId,
-    series: &str,
-    prefix: &str,
-    count: i64,
-) -> StoreResult<i64> {
-    for _ in 0..2 {
-        let moved = invoice_series::Entity::update_many()
-            .col_expr(
-                invoice_series::Column::NextNumber,
-                Expr::col(invoice_series::Column::NextNumber).add(count),
-            )
-            .filter(invoice_series::Entity::of(account))
-            .filter(invoice_series::Column::Series.eq(series))
-            .exec_with_returning(conn)
-            .await?;
-        if let Some(row) = moved.into_iter().next() {
-            return Ok(row.next_number - count);
-        }
-        // The account's first document of the series: its counter starts at 1.
-        invoice_series::Entity::insert(
-            invoice_series::Model {
-                account_id: account.clone(),
-                series: series.to_owned(),
-                prefix: prefix.to_owned(),
-                next_number: 1,
-            }
-            .into_active_model(),
-        )
-        .on_conflict(
-            OnConflict::columns([
-                invoice_series::Column::AccountId,
-                invoice_series::Column::Series,
-            ])
-            .do_nothing()
-            .to_owned(),
-        )
-        .exec_without_returning(conn)
-        .await?;
-    }
-    Err(StoreError::invariant(format!(
-        "the {series} series of {account} could not be created"
-    )))
 }
 
 /// Issues the invoice of each charge of `charges` (each just approved, in the caller's
@@ -327,13 +279,25 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(());
     }
+    let dian =
+        super::dian::numbering::dian_accounts(conn, rows.iter().map(|r| &r.account_id)).await?;
+    if dian.is_empty() {
+        invoice::Entity::insert_many(
+            rows.into_iter()
+                .map(|row| row.into_active_model().reset_all()),
+        )
+        .exec_without_returning(conn)
+        .await?;
+        return Ok(());
+    }
     invoice::Entity::insert_many(
-        rows.into_iter()
-            .map(|row| row.into_active_model().reset_all()),
+        rows.iter()
+            .map(|row| row.clone().into_active_model().reset_all()),
     )
     .exec_without_returning(conn)
     .await?;
-    Ok(())
+    let written: Vec<&Invoice> = rows.iter().collect();
+    super::dian::numbering::number_invoices_guarded(conn, &written, &dian).await
 }
 
 /// Issues the invoice of one approved `charge` and writes its event with the event's

@@ -56,11 +56,14 @@ mod tests {
     use crate::store::entities::{account, webhook_endpoint};
     use sea_orm::{ActiveModelTrait, IntoActiveModel};
 
-    const SECRETS: [&str; 4] = [
+    const SECRETS: [&str; 7] = [
         "prv_test_PRIVATEprivatePRIVATE",
         "test_events_EVENTSeventsEVENTS",
         "test_integrity_INTEGRITYintegrity",
         "whsec_SIGNINGsigningSIGNING",
+        "pin-SOFTWAREpinPIN",
+        "MIIP12certificateBASE64",
+        "p12-PASSWORDpassword",
     ];
 
     fn no_secret_in(text: &str) {
@@ -92,6 +95,10 @@ mod tests {
             default_tax_code: crate::domain::tax::TaxCode::Iva19,
             invoicing: None,
             portal: None,
+            dian: None,
+            dian_software_pin: Some(SECRETS[4].into()),
+            dian_certificate: Some(SECRETS[5].into()),
+            dian_certificate_password: Some(SECRETS[6].into()),
         }
     }
 

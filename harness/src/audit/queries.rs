@@ -33,9 +33,11 @@ impl crate::Raw<'_> {
     /// (`now_ms` plus each account's offset): periods paid twice, balances that disagree with
     /// their ledger or their reservations, negative counters, due renewals not done, charges
     /// whose refunded or refunding amounts disagree with their refunds, approved charges without
-    /// exactly one invoice of their amount, and numbering series with a gap.
+    /// exactly one invoice of their amount, numbering series with a gap, and DIAN's documents
+    /// (each invoice of a DIAN account has one, in a known status, numbered once and within
+    /// its range).
     pub async fn audit(&self, now_ms: i64) -> StoreResult<Vec<Breach>> {
-        let checks: [(&'static str, String); 14] = [
+        let checks: [(&'static str, String); 18] = [
             (
                 "a period paid more than once",
                 "SELECT subscription_id || ' ' || CAST(period_start AS TEXT) || ' x' || \
@@ -116,11 +118,42 @@ impl crate::Raw<'_> {
                 "SELECT s.account_id || ' ' || s.series || ' next ' || CAST(s.next_number AS TEXT) \
                  || ' issued ' || CAST(COUNT(i.id) AS TEXT) FROM invoice_series s \
                  LEFT JOIN (SELECT id, account_id, series, sequence FROM invoices UNION ALL \
-                   SELECT id, account_id, series, sequence FROM credit_notes) i \
+                   SELECT id, account_id, series, sequence FROM credit_notes UNION ALL \
+                   SELECT id, account_id, 'dian_credit_note', sequence FROM dian_documents \
+                   WHERE kind = 'credit_note') i \
                    ON i.account_id = s.account_id AND i.series = s.series \
                  GROUP BY s.account_id, s.series, s.next_number \
                  HAVING COUNT(i.id) <> s.next_number - 1 \
                      OR COALESCE(MAX(i.sequence), 0) <> s.next_number - 1"
+                    .into(),
+            ),
+            (
+                "an invoice of a DIAN account without its electronic document",
+                "SELECT i.id FROM invoices i WHERE NOT EXISTS (SELECT 1 FROM dian_documents d \
+                   WHERE d.id = i.id) AND i.issued_at > (SELECT MIN(d.issued_at) \
+                   FROM dian_documents d WHERE d.account_id = i.account_id \
+                   AND d.kind = 'invoice')"
+                    .into(),
+            ),
+            (
+                "an electronic document neither accepted, pending, rejected nor awaiting a range",
+                "SELECT id || ' ' || status FROM dian_documents \
+                 WHERE status NOT IN ('accepted', 'pending', 'rejected', 'awaiting_range') \
+                    OR (status <> 'awaiting_range' AND (number IS NULL OR unique_code IS NULL))"
+                    .into(),
+            ),
+            (
+                "a DIAN number issued twice",
+                "SELECT account_id || ' ' || number FROM dian_documents WHERE number IS NOT NULL \
+                 GROUP BY account_id, number HAVING COUNT(*) > 1"
+                    .into(),
+            ),
+            (
+                "an invoice numbered outside its range",
+                "SELECT d.id || ' ' || d.number FROM dian_documents d \
+                 JOIN dian_ranges r ON r.id = d.range_id \
+                 WHERE d.prefix <> r.prefix OR d.sequence < r.range_from \
+                    OR d.sequence >= r.next_number OR d.account_id <> r.account_id"
                     .into(),
             ),
             (

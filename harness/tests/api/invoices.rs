@@ -451,7 +451,7 @@ async fn the_sellers_settings_are_checked_and_set_the_default_tax_code(app: Test
         (json!({"nit": "900123456-1"}), "nit"),
         (json!({"tax_regime": "simplificado"}), "tax_regime"),
         (json!({"default_tax_code": "iva_16"}), "default_tax_code"),
-        (json!({"dian": {"environment": "test"}}), "dian"),
+        (json!({"dian": {"environment": "test"}}), "dian.software_id"),
     ] {
         let (status, error) = patch(&app, "/v1/account/invoicing", body).await;
         assert_eq!(status, 400, "{error}");

@@ -186,7 +186,9 @@ async fn view(
     }
     for url in urls {
         let (status, text) = call(app, b_key, "get", &url, None).await;
-        assert_eq!(status, 200, "B reads its own {url}: {text}");
+        // DIAN is off for the walk's accounts: their documents have no signed XML (409).
+        let expected = if url.ends_with("/xml") { 409 } else { 200 };
+        assert_eq!(status, expected, "B reads its own {url}: {text}");
         seen.insert(url, text);
     }
     seen

@@ -20,6 +20,7 @@ mod cluster_nodes;
 mod conventions;
 mod coupons;
 mod crash;
+mod dian;
 mod generated_client;
 
 mod idempotency;

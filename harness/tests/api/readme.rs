@@ -91,6 +91,7 @@ async fn the_readme_walk_through_runs_as_written() {
         "/checkout/cs_",
         "verified {",
         "subscription.paused",
+        "SETP990000000",
     ] {
         assert!(
             stdout.contains(expected),

@@ -1,7 +1,8 @@
 //! Issue 14, point 5: no secret reaches the log. The real binary runs a whole scenario with
 //! `RUST_LOG=trace` (an account with processor keys the test chose, a card tokenized at the
 //! in-process sandbox, a subscription renewed by the test clock, webhooks delivered and
-//! signed, the dashboard's login, failed authentications); everything it wrote to stdout and
+//! signed, the dashboard's login, failed authentications, DIAN turned on with a certificate
+//! and a range, an invoice signed and accepted); everything it wrote to stdout and
 //! stderr is then searched for every credential it was given or made.
 
 use crate::common::process::ServerProcess;
@@ -54,10 +55,23 @@ async fn a_traced_scenario_logs_no_secret(backend: Backend) {
     assert_eq!(status, 201, "{endpoint}");
     let webhook_secret = endpoint["secret"].as_str().expect("secret").to_owned();
 
+    // DIAN on: its PIN, certificate and password, and the range's technical key, are secrets
+    // too; the invoice is signed and sent before the log is read.
+    let made = crate::dian::make_certificate();
+    if let Some(made) = &made {
+        crate::dian::turn_dian_on(&app, made).await;
+        crate::dian::add_range(&app, 1, 1000).await;
+    }
     let (shop, method) = shop(&app, "4242424242424242").await;
     let sub = subscribe(&app, &shop, &method, json!({})).await;
     let id = sub["id"].as_str().expect("id").to_owned();
     assert_eq!(sub["status"], "active", "{sub}");
+    if made.is_some() {
+        let invoice = crate::dian::invoice_of(&app, &id).await;
+        let path = format!("/v1/invoices/{}", invoice["id"].as_str().expect("id"));
+        let done = crate::dian::settled_dian(&app, &path).await;
+        assert_eq!(done["dian"]["status"], "accepted", "{done}");
+    }
     advance(&app, 32 * 86_400).await;
     let approved = |events: &[serde_json::Value]| {
         events
@@ -137,8 +151,26 @@ async fn a_traced_scenario_logs_no_secret(backend: Backend) {
             first.processor_integrity_secret.expose().to_owned(),
         ),
     ];
+    let dian = made.iter().flat_map(|made| {
+        [
+            ("the DIAN software PIN", crate::dian::PIN.to_owned()),
+            (
+                "the certificate's password",
+                crate::dian::PASSWORD.to_owned(),
+            ),
+            (
+                "the range's technical key",
+                crate::dian::TECHNICAL_KEY.to_owned(),
+            ),
+            (
+                "the PKCS#12 file",
+                made.p12_base64.chars().take(64).collect(),
+            ),
+        ]
+    });
     let secrets = secrets
         .into_iter()
+        .chain(dian)
         .chain(database_password.map(|password| ("the database password", password)));
     let leaks: Vec<String> = secrets
         .filter_map(|(what, secret)| {

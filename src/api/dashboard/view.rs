@@ -32,6 +32,18 @@ struct Page {
     deliveries: Vec<DeliveryRow>,
     conflicts: u64,
     failures: Vec<FailureRow>,
+    range_warnings: Vec<RangeWarning>,
+}
+
+/// A DIAN numbering range at 90 % used or 30 days from its end (CONTRACT §12).
+struct RangeWarning {
+    id: String,
+    account: String,
+    prefix: String,
+    used: String,
+    remaining: i64,
+    valid_to: String,
+    days_left: i64,
 }
 
 struct KindRow {
@@ -198,8 +210,39 @@ pub(super) async fn page(
                 status: c.status.as_str().to_owned(),
             })
             .collect(),
+        range_warnings: range_warnings(state).await?,
     };
     Ok(render(&page))
+}
+
+/// The ranges operators are warned about.
+async fn range_warnings(state: &AppState) -> Result<Vec<RangeWarning>, ApiError> {
+    use crate::domain::dian::{RangeUse, colombian_date};
+    let today = colombian_date(chrono::Utc::now());
+    Ok(state
+        .store
+        .all_dian_ranges()
+        .await?
+        .into_iter()
+        .filter_map(|r| {
+            let used = RangeUse::of(
+                r.range_from,
+                r.range_to,
+                r.next_number,
+                r.valid_to_date(),
+                today,
+            );
+            used.needs_warning().then(|| RangeWarning {
+                used: format!("{:.0} %", used.used * 100.0),
+                remaining: (r.range_to - r.next_number + 1).max(0),
+                days_left: used.days_left,
+                id: r.id.into_string(),
+                account: r.account_id.into_string(),
+                prefix: r.prefix,
+                valid_to: r.valid_to,
+            })
+        })
+        .collect())
 }
 
 /// A template rendered; askama fails only on a formatting error of a value, which these
@@ -248,6 +291,7 @@ mod tests {
             plans: Vec::new(),
             deliveries: Vec::new(),
             conflicts: 0,
+            range_warnings: Vec::new(),
             failures: Vec::new(),
         };
         let html = render(&page);

@@ -248,7 +248,7 @@ async fn render(
     let mut documents = Vec::new();
     for invoice in &data.invoices {
         documents.push(DocView {
-            number: invoice.number.clone(),
+            number: invoice.number.clone().unwrap_or_default(),
             date: date(ms_of(&invoice.issued_at), locale),
             total: money(invoice.total_cents, locale),
             pdf_url: format!("{}/pdf?lang={}", invoice.hosted_url, locale.code()),

@@ -138,12 +138,18 @@ impl SandboxDian {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Authorises `range` for the seller whose NIT is `seller_nit`.
+    /// Authorises `range` for the seller whose NIT is `seller_nit` (replacing what it was told
+    /// of the same seller, resolution and prefix).
     pub fn register_range(&self, seller_nit: &str, range: NumberingRange) {
-        self.state()
-            .registry
-            .ranges
-            .push((seller_nit.to_owned(), range));
+        let mut state = self.state();
+        let ranges = &mut state.registry.ranges;
+        ranges.retain(|(nit, known)| {
+            !(nit == seller_nit
+                && known.resolution_number == range.resolution_number
+                && known.prefix == range.prefix
+                && known.from == range.from)
+        });
+        ranges.push((seller_nit.to_owned(), range));
     }
 
     /// Enables the software `software_id` with its PIN.

@@ -35,6 +35,12 @@ pub struct Model {
     /// What customers may do in the portal (JSON of `domain::portal::PortalConfig`; `None`:
     /// the defaults).
     pub portal: Option<String>,
+    /// DIAN's settings (JSON of `store::dian::DianSettings`); `None`: DIAN is off.
+    pub dian: Option<String>,
+    pub dian_software_pin: Option<Secret>,
+    /// The signing certificate's PKCS#12 file, base64.
+    pub dian_certificate: Option<Secret>,
+    pub dian_certificate_password: Option<Secret>,
 }
 
 /// Secrets stay out of logs: the Debug form names the account only.

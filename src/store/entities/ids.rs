@@ -9,9 +9,9 @@
 
 use crate::ids::{
     AccountId, AddonId, AttemptId, BalanceTransactionId, CatalogItemId, ChargeAttemptId,
-    ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId, EventId,
-    InvoiceId, PaymentMethodId, PlanId, PortalActionId, PortalSessionId, PromotionCodeId, RefundId,
-    SubscriptionId, WebhookEndpointId,
+    ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId,
+    DocumentId, EventId, InvoiceId, NumberingRangeId, PaymentMethodId, PlanId, PortalActionId,
+    PortalSessionId, PromotionCodeId, RefundId, SubscriptionId, WebhookEndpointId,
 };
 
 /// A stored string that is not an id of the column's type (a catalog item's with neither a
@@ -128,9 +128,11 @@ id_columns!(
     PortalActionId,
     CouponId,
     PromotionCodeId,
+    NumberingRangeId,
 );
 
 text_id_column!(CatalogItemId, |raw| CatalogItemId::parse(&raw).ok_or(raw));
+text_id_column!(DocumentId, |raw| DocumentId::parse(&raw).ok_or(raw));
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,8 @@ pub mod coupon;
 pub mod credit_note;
 pub mod customer;
 pub mod dashboard_session;
+pub mod dian_document;
+pub mod dian_range;
 pub mod event;
 pub mod idempotency_key;
 mod ids;

@@ -5,6 +5,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
+use crate::domain::dian::{DianDocumentKind, DianStatus, Environment};
 use crate::domain::discount::Duration;
 use crate::domain::subscription::Status;
 use crate::domain::tax::TaxCode;
@@ -86,5 +87,8 @@ text_columns!(
     ChargePurpose,
     RefundStatus,
     TaxCode,
-    Duration
+    Duration,
+    DianStatus,
+    DianDocumentKind,
+    Environment
 );

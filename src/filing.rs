@@ -1,0 +1,342 @@
+//! Filing electronic documents with DIAN (CONTRACT §12): a loop that claims the pending
+//! documents that are due (`Store::claim_dian_documents`: a lease per row, so several nodes
+//! share the work), signs each one once (the exact XML is kept and is what the XML endpoints
+//! serve), sends it through the account's `DianEmitter`, and records the answer. Accepted and
+//! rejected are final; unknown (a timeout, a 5xx, a fault) leaves it pending, asked about again
+//! with backoff: `GetStatus` first, and sent again only when DIAN says it has no such
+//! document, so a number is never sent blindly twice. Nothing here runs inside a charge's
+//! settlement: numbering does (`store::dian::numbering`), and filing follows it.
+//!
+//! Sandbox accounts file with the in-process sandbox DIAN (told of their software and ranges
+//! before each send, since it remembers nothing across restarts), reached over HTTP at this
+//! node's own address; live accounts with DIAN's service for their environment, or the address
+//! an operator set. The test clock's advance calls `flush`.
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::dian::certificate::Certificate;
+use crate::dian::document::Kind;
+use crate::dian::emitter::{DianEmitter, DianService, Outcome, Unknown};
+use crate::dian::sandbox::{SERVICE_PATH, SandboxDian};
+use crate::dian::soap::client::{SoapClient, default_address};
+use crate::domain::dian::{DianStatus, Environment, RangeUse, colombian_date};
+use crate::domain::recheck::recheck_delay;
+use crate::domain::time::from_millis;
+use crate::ids::{AccountId, DocumentId};
+use crate::store::dian::DianSecrets;
+use crate::store::dian::submission::{Claimed, Prepared};
+use crate::store::{Store, StoreResult};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the in-process sandbox DIAN is mounted.
+pub const SANDBOX_MOUNT: &str = "/sandbox/dian";
+/// Documents claimed per pass.
+const BATCH: u64 = 16;
+/// Passes of one `flush` at most (each pass files what the last left due).
+const FLUSH_PASSES: usize = 8;
+/// How often the ranges' gauges are refreshed, in passes of the loop.
+const GAUGE_EVERY: u64 = 30;
+
+/// The filing loop's handle, cheap to clone.
+#[derive(Clone)]
+pub struct Filing(Arc<Inner>);
+
+struct Inner {
+    store: Store,
+    clock: Clock,
+    sandbox: Arc<SandboxDian>,
+    /// The in-process sandbox's service, at this node's own address.
+    sandbox_address: String,
+    test_address: String,
+    production_address: String,
+    timeout: Duration,
+    retry_base: Duration,
+    /// Longer than a call's timeout: a claim outlives the attempt it was made for.
+    lease: Duration,
+    /// Each account's emitter, with the fingerprint of the secrets and address it was made of.
+    emitters: Mutex<HashMap<AccountId, (String, Arc<DianService>)>>,
+}
+
+impl Filing {
+    pub fn new(store: Store, clock: Clock, sandbox: Arc<SandboxDian>, config: &Config) -> Self {
+        let timeout = Duration::from_millis(config.dian_timeout_ms.max(1));
+        Self(Arc::new(Inner {
+            store,
+            clock,
+            sandbox,
+            sandbox_address: format!("{}{SANDBOX_MOUNT}{SERVICE_PATH}", config.node_url()),
+            test_address: config
+                .dian_test_url
+                .clone()
+                .unwrap_or_else(|| default_address(Environment::Test).to_owned()),
+            production_address: config
+                .dian_production_url
+                .clone()
+                .unwrap_or_else(|| default_address(Environment::Production).to_owned()),
+            timeout,
+            retry_base: Duration::from_millis(config.dian_retry_base_ms.max(1)),
+            lease: timeout * 2 + Duration::from_secs(30),
+            emitters: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Runs passes every `interval` until `stop` changes or closes.
+    pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+        let mut passes: u64 = 0;
+        loop {
+            if passes.is_multiple_of(GAUGE_EVERY)
+                && let Err(err) = self.refresh_gauges().await
+            {
+                tracing::warn!(error = ?err, "refreshing the DIAN ranges' gauges failed");
+            }
+            passes += 1;
+            let now = chrono::Utc::now().timestamp_millis();
+            if let Err(err) = self.pass(None, now).await {
+                tracing::warn!(error = ?err, "a DIAN filing pass failed");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Files every document of `account` due by its clock's now (the test clock's promise),
+    /// in at most a few passes; one the loop (or another node) holds is waited for, within
+    /// a call's timeout.
+    pub async fn flush(&self, account: &AccountId) -> StoreResult<()> {
+        let deadline = tokio::time::Instant::now() + self.0.timeout + Duration::from_secs(5);
+        let mut passes = 0;
+        loop {
+            let due_by = self.0.clock.fresh_now_ms(account).await?;
+            if passes < FLUSH_PASSES && self.pass(Some(account), due_by).await? > 0 {
+                passes += 1;
+                continue;
+            }
+            let now = chrono::Utc::now().timestamp_millis();
+            if self
+                .0
+                .store
+                .dian_documents_held(account, due_by, now)
+                .await?
+                == 0
+                || tokio::time::Instant::now() >= deadline
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// One pass: claims what is due by `due_by` and files it, all at once; how many it claimed.
+    async fn pass(&self, account: Option<&AccountId>, due_by: i64) -> StoreResult<usize> {
+        let claim = crate::secrets::random_token("dclm_", 24);
+        let now = chrono::Utc::now().timestamp_millis();
+        let claimed = self
+            .0
+            .store
+            .claim_dian_documents(
+                account,
+                &claim,
+                due_by,
+                now,
+                self.0.lease.as_millis() as i64,
+                BATCH,
+            )
+            .await?;
+        let count = claimed.len();
+        let mut running = tokio::task::JoinSet::new();
+        for document in claimed {
+            let filing = self.clone();
+            let claim = claim.clone();
+            running.spawn(async move {
+                let id = document.row.id.clone();
+                if let Err(err) = filing.file(document, &claim).await {
+                    tracing::warn!(document = %id, error = ?err, "filing a document with DIAN failed; it stays pending");
+                }
+            });
+        }
+        running.join_all().await;
+        Ok(count)
+    }
+
+    /// One attempt at one claimed document.
+    async fn file(&self, claimed: Claimed, claim: &str) -> StoreResult<()> {
+        let Claimed {
+            row,
+            sandbox,
+            prepared,
+        } = claimed;
+        let store = &self.0.store;
+        let now = chrono::Utc::now().timestamp_millis();
+        let (document, secrets) = match prepared {
+            Prepared::Ready { document, secrets } => (document, secrets),
+            Prepared::WaitsForInvoice => {
+                let later = now + self.0.retry_base.as_millis() as i64;
+                return store.retry_dian_later(&row.id, claim, later, false).await;
+            }
+            Prepared::Broken(why) => {
+                tracing::error!(document = %row.id, why = %why, "a DIAN document cannot be built; asked again in an hour");
+                return store
+                    .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                    .await;
+            }
+        };
+        let emitter = match self.emitter(&row.account_id, sandbox, row.environment, &secrets) {
+            Ok(emitter) => emitter,
+            Err(why) => {
+                tracing::error!(account = %row.account_id, why = %why, "the account's DIAN certificate cannot be used; asked again in an hour");
+                return store
+                    .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                    .await;
+            }
+        };
+        if sandbox {
+            self.0
+                .sandbox
+                .register_software(&document.software.id, &secrets.software_pin);
+            if let Kind::Invoice { range, .. } = &document.kind {
+                self.0
+                    .sandbox
+                    .register_range(&document.seller.nit, range.clone());
+            }
+        }
+        let account = row.account_id.clone();
+        let xml = match row.xml {
+            Some(xml) => xml,
+            None => {
+                // Signed at the account's instant: a sandbox account's test clock may be ahead,
+                // and DIAN compares the signing time with the issue instant.
+                let signing_time = from_millis(self.0.clock.now_ms(&account).await?);
+                let signed = match emitter.sign(&document, signing_time) {
+                    Ok(signed) => String::from_utf8_lossy(&signed).into_owned(),
+                    Err(err) => {
+                        tracing::error!(document = %row.id, error = %err, "signing a DIAN document failed; asked again in an hour");
+                        return store
+                            .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                            .await;
+                    }
+                };
+                if !store.record_dian_signature(&row.id, claim, &signed).await? {
+                    return Ok(());
+                }
+                signed
+            }
+        };
+        let key = row.unique_code.clone().unwrap_or_default();
+        let outcome = if row.sent_at.is_some() {
+            match emitter.status(&key).await {
+                Outcome::Unknown(Unknown::NotFound) => {
+                    self.send(&*emitter, &row.id, claim, &document, &xml, &key)
+                        .await?
+                }
+                other => other,
+            }
+        } else {
+            self.send(&*emitter, &row.id, claim, &document, &xml, &key)
+                .await?
+        };
+        let (status, messages) = match outcome {
+            Outcome::Accepted { messages, .. } => (DianStatus::Accepted, messages),
+            Outcome::Rejected { messages, .. } => (DianStatus::Rejected, messages),
+            Outcome::Unknown(why) => {
+                let attempt = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
+                let later = now + recheck_delay(self.0.retry_base, attempt).as_millis() as i64;
+                tracing::info!(document = %row.id, why = %why, attempt, "DIAN's answer is unknown; asked again later");
+                metrics::counter!("dian_unknown_answers_total").increment(1);
+                return store.retry_dian_later(&row.id, claim, later, false).await;
+            }
+        };
+        let event_at = self.0.clock.now_ms(&account).await?;
+        metrics::counter!("dian_documents_filed_total", "status" => status.as_str()).increment(1);
+        store
+            .record_dian_outcome(&row.id, claim, status, &messages, event_at, now)
+            .await?;
+        Ok(())
+    }
+
+    /// Sends `xml` once, noted before it goes out; a document DIAN already has is asked about.
+    async fn send(
+        &self,
+        emitter: &dyn DianEmitter,
+        id: &DocumentId,
+        claim: &str,
+        document: &crate::dian::document::Document,
+        xml: &str,
+        key: &str,
+    ) -> StoreResult<Outcome> {
+        let now = chrono::Utc::now().timestamp_millis();
+        if !self.0.store.record_dian_send(id, claim, now).await? {
+            return Ok(Outcome::Unknown(Unknown::Request(
+                "the claim lapsed".into(),
+            )));
+        }
+        Ok(match emitter.submit(document, xml.as_bytes()).await {
+            Outcome::Unknown(Unknown::AlreadyReceived) => emitter.status(key).await,
+            other => other,
+        })
+    }
+
+    /// The account's emitter, made again only when its certificate or address changed.
+    fn emitter(
+        &self,
+        account: &AccountId,
+        sandbox: bool,
+        environment: Environment,
+        secrets: &DianSecrets,
+    ) -> Result<Arc<DianService>, String> {
+        let address = if sandbox {
+            &self.0.sandbox_address
+        } else {
+            match environment {
+                Environment::Test => &self.0.test_address,
+                Environment::Production => &self.0.production_address,
+            }
+        };
+        let fingerprint = crate::secrets::sha256_hex(format!(
+            "{address}\n{}\n{}",
+            secrets.p12_base64, secrets.password
+        ));
+        if let Ok(emitters) = self.0.emitters.lock()
+            && let Some((known, emitter)) = emitters.get(account)
+            && *known == fingerprint
+        {
+            return Ok(Arc::clone(emitter));
+        }
+        let certificate = Certificate::from_p12_base64(&secrets.p12_base64, &secrets.password)
+            .map_err(|err| err.to_string())?;
+        let certificate = Arc::new(certificate);
+        let client = SoapClient::new(address.clone(), Arc::clone(&certificate), self.0.timeout)
+            .map_err(|err| err.to_string())?;
+        let emitter = Arc::new(DianService::new(certificate, client));
+        if let Ok(mut emitters) = self.0.emitters.lock() {
+            emitters.insert(account.clone(), (fingerprint, Arc::clone(&emitter)));
+        }
+        Ok(emitter)
+    }
+
+    /// Sets each range's gauges: the share of its numbers used and the days it has left.
+    pub async fn refresh_gauges(&self) -> StoreResult<()> {
+        let today = colombian_date(chrono::Utc::now());
+        for range in self.0.store.all_dian_ranges().await? {
+            let used = RangeUse::of(
+                range.range_from,
+                range.range_to,
+                range.next_number,
+                range.valid_to_date(),
+                today,
+            );
+            let labels = [
+                ("account", range.account_id.to_string()),
+                ("range", range.id.to_string()),
+                ("prefix", range.prefix.clone()),
+            ];
+            metrics::gauge!("dian_range_used_ratio", &labels).set(used.used);
+            metrics::gauge!("dian_range_days_left", &labels).set(used.days_left as f64);
+        }
+        Ok(())
+    }
+}
