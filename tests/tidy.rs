@@ -169,6 +169,36 @@ fn the_tenant_filter_is_written_once() {
 }
 
 #[test]
+fn every_entity_with_an_account_is_scoped() {
+    let files = sources();
+    let (_, scoped) = files
+        .iter()
+        .find(|(file, _)| file == TENANT_FILTER)
+        .expect("store::Scoped");
+    let listed: BTreeSet<&str> = scoped
+        .split_once("scoped!(")
+        .map(|(_, list)| list.split(')').next().unwrap_or_default())
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .collect();
+    let unscoped: Vec<&str> = files
+        .iter()
+        .filter(|(_, text)| text.contains("pub account_id: AccountId"))
+        .filter_map(|(file, _)| {
+            file.strip_prefix("src/store/entities/")?
+                .strip_suffix(".rs")
+        })
+        .filter(|entity| !listed.contains(entity))
+        .collect();
+    assert!(
+        unscoped.is_empty(),
+        "entities with an account not in {TENANT_FILTER}'s `scoped!` list: {unscoped:?}"
+    );
+}
+
+#[test]
 fn the_tenant_filter_test_finds_what_it_looks_for() {
     assert!(compares_the_account(
         ".filter(subscription::Column::AccountId.eq(account))"
