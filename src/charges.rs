@@ -14,7 +14,7 @@
 use crate::accounts::{fee_schedule, processor_base_url};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::money::CURRENCY;
-use crate::ids::AccountId;
+use crate::ids::{ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use crate::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, ProcessorError, SourceKind, Transaction,
 };
@@ -33,9 +33,9 @@ use std::time::Duration;
 /// What to charge.
 #[derive(Clone, Debug)]
 pub struct ChargeRequest {
-    pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub subscription_id: Option<SubscriptionId>,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     pub purpose: ChargePurpose,
     pub period_start: Option<i64>,
@@ -85,13 +85,13 @@ pub struct Charger {
     recheck_base: Duration,
     /// The charges whose post this process is sending now (`post`): a recheck of one of them
     /// would find nothing yet under its reference and post it a second time beside it.
-    posting: Arc<dashmap::DashSet<String>>,
+    posting: Arc<dashmap::DashSet<ChargeAttemptId>>,
 }
 
 /// A charge of `Charger::posting`, for as long as its post is under way.
 struct Posting<'a> {
-    set: &'a dashmap::DashSet<String>,
-    id: String,
+    set: &'a dashmap::DashSet<ChargeAttemptId>,
+    id: ChargeAttemptId,
 }
 
 impl Drop for Posting<'_> {
@@ -112,7 +112,7 @@ impl Charger {
     }
 
     /// Whether this process is posting `charge_id`'s transaction right now.
-    pub fn is_posting(&self, charge_id: &str) -> bool {
+    pub fn is_posting(&self, charge_id: &ChargeAttemptId) -> bool {
         self.posting.contains(charge_id)
     }
 
@@ -160,16 +160,16 @@ impl Charger {
         account: &Account,
         request: ChargeRequest,
     ) -> Result<ChargeAttempt, ChargeError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = &account.id;
         // Both must exist before any money moves.
         if self
             .store
-            .payment_method(&account_id, &request.payment_method_id)
+            .payment_method(account_id, &request.payment_method_id)
             .await?
             .is_none()
             || self
                 .store
-                .customer(&account_id, &request.customer_id)
+                .customer(account_id, &request.customer_id)
                 .await?
                 .is_none()
         {
@@ -180,7 +180,7 @@ impl Charger {
         let charge = self
             .store
             .begin_charge(NewCharge {
-                account: account_id,
+                account: account_id.clone(),
                 subscription_id: request.subscription_id,
                 customer_id: request.customer_id,
                 payment_method_id: request.payment_method_id,
@@ -307,15 +307,12 @@ impl Charger {
         account: &Account,
         charge: &ChargeAttempt,
     ) -> Result<Option<Payer>, StoreError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = &account.id;
         let method = self
             .store
-            .payment_method(&account_id, &charge.payment_method_id)
+            .payment_method(account_id, &charge.payment_method_id)
             .await?;
-        let customer = self
-            .store
-            .customer(&account_id, &charge.customer_id)
-            .await?;
+        let customer = self.store.customer(account_id, &charge.customer_id).await?;
         if let (Some(method), Some(customer)) = (method, customer) {
             return Ok(Some(Payer::of(&method, &customer)));
         }

@@ -8,7 +8,7 @@
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
-use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use crate::store::accounts::Account;
 use crate::store::catalog::Customer;
 use crate::store::charges::{ChargeAttempt, PaymentMethod, ProcessorEvent, Settled};
@@ -21,7 +21,7 @@ use crate::subscribe::{self, NewSubscription, Start};
 /// processor `event` that reported it in the same transaction.
 pub async fn settle(
     store: &Store,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     raw_status: &str,
     message: Option<&str>,
     transaction_id: Option<&str>,
@@ -51,9 +51,7 @@ pub async fn settle(
     // Through the transaction, not the pool: this unit holds a connection already, and on a
     // small PostgreSQL pool concurrent settlements each waiting for a second one would wait
     // for ever.
-    let account = txn
-        .account(&AccountId::from_stored(settled.charge.account_id.clone()))
-        .await?;
+    let account = txn.account(&settled.charge.account_id).await?;
     if let (Some(session), Some(account)) = (session, account) {
         // The account's clock: real time plus its test offset, as `actors::clock` keeps it.
         let now = real_now + account.clock_offset_ms;

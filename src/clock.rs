@@ -20,7 +20,7 @@ const CLUSTER_FRESHNESS: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct Clock {
-    offsets: Arc<DashMap<String, Known>>,
+    offsets: Arc<DashMap<AccountId, Known>>,
     store: Store,
     /// How long a copy is trusted; `None`: for good (a single node).
     fresh_for: Option<Duration>,
@@ -60,7 +60,7 @@ impl Clock {
 
     /// Takes `offset_ms` as the account's offset if it is later than this node's copy
     /// (another node moved the clock and said so).
-    pub fn set_offset(&self, account: &str, offset_ms: i64) {
+    pub fn set_offset(&self, account: &AccountId, offset_ms: i64) {
         self.learn(account, offset_ms);
     }
 
@@ -77,14 +77,14 @@ impl Clock {
             .store
             .advance_clock_offset(account, millis)
             .await?
-            .ok_or_else(|| StoreError::invariant(format!("no account {}", account.as_str())))?;
-        let offset = self.learn(account.as_str(), offset);
+            .ok_or_else(|| StoreError::invariant(format!("no account {account}")))?;
+        let offset = self.learn(account, offset);
         Ok((chrono::Utc::now().timestamp_millis() + offset, offset))
     }
 
     /// This node's copy of the account's offset, while it may be trusted.
     fn trusted(&self, account: &AccountId) -> Option<i64> {
-        let copy = *self.offsets.get(account.as_str())?;
+        let copy = *self.offsets.get(account)?;
         self.fresh_for
             .is_none_or(|fresh_for| copy.learned.elapsed() < fresh_for)
             .then_some(copy.offset_ms)
@@ -93,16 +93,16 @@ impl Clock {
     /// Reads the account's offset from the database and keeps it.
     async fn read(&self, account: &AccountId) -> StoreResult<i64> {
         let offset = self.store.clock_offset(account).await?.unwrap_or(0);
-        Ok(self.learn(account.as_str(), offset))
+        Ok(self.learn(account, offset))
     }
 
     /// Keeps `offset_ms` for the account unless this node knows a later one; returns the
     /// offset kept. Offsets only grow, so the larger one is the newer.
-    fn learn(&self, account: &str, offset_ms: i64) -> i64 {
+    fn learn(&self, account: &AccountId, offset_ms: i64) -> i64 {
         let learned = Instant::now();
         let mut copy = self
             .offsets
-            .entry(account.to_owned())
+            .entry(account.clone())
             .or_insert(Known { offset_ms, learned });
         copy.offset_ms = copy.offset_ms.max(offset_ms);
         copy.learned = learned;

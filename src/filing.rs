@@ -22,7 +22,7 @@ use crate::dian::soap::client::{SoapClient, default_address};
 use crate::domain::dian::{DianStatus, Environment, RangeUse, colombian_date};
 use crate::domain::recheck::recheck_delay;
 use crate::domain::time::from_millis;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, DocumentId};
 use crate::store::dian::DianSecrets;
 use crate::store::dian::submission::{Claimed, Prepared};
 use crate::store::{Store, StoreResult};
@@ -56,7 +56,7 @@ struct Inner {
     /// Longer than a call's timeout: a claim outlives the attempt it was made for.
     lease: Duration,
     /// Each account's emitter, with the fingerprint of the secrets and address it was made of.
-    emitters: Mutex<HashMap<String, (String, Arc<DianService>)>>,
+    emitters: Mutex<HashMap<AccountId, (String, Arc<DianService>)>>,
 }
 
 impl Filing {
@@ -204,7 +204,7 @@ impl Filing {
                     .register_range(&document.seller.nit, range.clone());
             }
         }
-        let account = AccountId::parse(&row.account_id).unwrap_or_else(AccountId::generate);
+        let account = row.account_id.clone();
         let xml = match row.xml {
             Some(xml) => xml,
             None => {
@@ -262,7 +262,7 @@ impl Filing {
     async fn send(
         &self,
         emitter: &dyn DianEmitter,
-        id: &str,
+        id: &DocumentId,
         claim: &str,
         document: &crate::dian::document::Document,
         xml: &str,
@@ -283,7 +283,7 @@ impl Filing {
     /// The account's emitter, made again only when its certificate or address changed.
     fn emitter(
         &self,
-        account: &str,
+        account: &AccountId,
         sandbox: bool,
         environment: Environment,
         secrets: &DianSecrets,
@@ -313,7 +313,7 @@ impl Filing {
             .map_err(|err| err.to_string())?;
         let emitter = Arc::new(DianService::new(certificate, client));
         if let Ok(mut emitters) = self.0.emitters.lock() {
-            emitters.insert(account.to_owned(), (fingerprint, Arc::clone(&emitter)));
+            emitters.insert(account.clone(), (fingerprint, Arc::clone(&emitter)));
         }
         Ok(emitter)
     }
@@ -330,8 +330,8 @@ impl Filing {
                 today,
             );
             let labels = [
-                ("account", range.account_id.clone()),
-                ("range", range.id.clone()),
+                ("account", range.account_id.to_string()),
+                ("range", range.id.to_string()),
                 ("prefix", range.prefix.clone()),
             ];
             metrics::gauge!("dian_range_used_ratio", &labels).set(used.used);

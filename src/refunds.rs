@@ -30,7 +30,7 @@ use crate::clock::Clock;
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::recheck::{recheck_delay, stale_after};
 use crate::events::charge_refunded_event;
-use crate::ids::AccountId;
+use crate::ids::ChargeAttemptId;
 use crate::processor::client::ProcessorCredentials;
 use crate::processor::outcome::{ProcessorOutcome, Settlement};
 use crate::processor::refunds::{NewRefund as ProcessorRefund, Refund as ProcessorRefundRecord};
@@ -47,7 +47,7 @@ const RECHECK_BATCH: u64 = 100;
 /// What to refund.
 #[derive(Clone, Debug)]
 pub struct RefundRequest {
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// None: all that is left.
     pub amount_cents: Option<i64>,
     pub reason: Option<String>,
@@ -83,7 +83,7 @@ impl Refunds {
         account: &Account,
         request: RefundRequest,
     ) -> Result<Refund, RefundError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = &account.id;
         let store = self.charger.store();
         let (refund, charge) = store
             .begin_refund(NewRefund {
@@ -91,7 +91,7 @@ impl Refunds {
                 charge_id: request.charge_id.clone(),
                 amount_cents: request.amount_cents,
                 reason: request.reason.clone(),
-                now_ms: self.clock.now_ms(&account_id).await?,
+                now_ms: self.clock.now_ms(account_id).await?,
                 recheck_at_ms: chrono::Utc::now().timestamp_millis()
                     + stale_after(self.charger.recheck_base()).as_millis() as i64,
             })
@@ -114,7 +114,7 @@ impl Refunds {
         let now = chrono::Utc::now().timestamp_millis();
         if !store.mark_refund_posted(&refund.id, now).await? {
             return Ok(store
-                .refund(&account_id, &refund.id)
+                .refund(account_id, &refund.id)
                 .await?
                 .unwrap_or(refund));
         }
@@ -153,7 +153,7 @@ impl Refunds {
         }
         self.apply(account, &refund, &outcome).await?;
         Ok(store
-            .refund(&account_id, &refund.id)
+            .refund(account_id, &refund.id)
             .await?
             .unwrap_or(refund))
     }
@@ -185,14 +185,14 @@ impl Refunds {
         refund: &Refund,
         settlement: Settlement<'_>,
     ) -> Result<(), StoreError> {
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = &account.id;
         let store = self.charger.store();
-        let charge = store.charge(&account_id, &refund.charge_id).await?;
-        let subscription = match charge.as_ref().and_then(|c| c.subscription_id.as_deref()) {
-            Some(id) => store.subscription(&account_id, id).await?,
+        let charge = store.charge(account_id, &refund.charge_id).await?;
+        let subscription = match charge.as_ref().and_then(|c| c.subscription_id.as_ref()) {
+            Some(id) => store.subscription(account_id, id).await?,
             None => None,
         };
-        let now = self.clock.now_ms(&account_id).await?;
+        let now = self.clock.now_ms(account_id).await?;
         let txn = store.begin().await?;
         let settled = txn
             .settle_refund(
@@ -236,7 +236,7 @@ impl Refunds {
         let now = chrono::Utc::now().timestamp_millis();
         let due = store.refunds_due(now, RECHECK_BATCH).await?;
         let mut asked = 0;
-        for refund in due.into_iter().filter(|r| owns(&r.id)) {
+        for refund in due.into_iter().filter(|r| owns(r.id.as_str())) {
             asked += 1;
             if let Err(err) = self.recheck(&refund).await {
                 tracing::warn!(refund = %refund.id, error = %err, "asking about a refund failed; it stays pending");
@@ -248,8 +248,8 @@ impl Refunds {
 
     async fn recheck(&self, refund: &Refund) -> Result<(), StoreError> {
         let store = self.charger.store();
-        let account_id = AccountId::from_stored(refund.account_id.clone());
-        let Some(account) = store.account(&account_id).await? else {
+        let account_id = &refund.account_id;
+        let Some(account) = store.account(account_id).await? else {
             return Ok(());
         };
         let credentials = match self.charger.credentials(&account) {
@@ -286,9 +286,9 @@ impl Refunds {
         refund: &Refund,
     ) -> Result<ProcessorOutcome<ProcessorRefundRecord>, StoreError> {
         let store = self.charger.store();
-        let account_id = AccountId::from_stored(refund.account_id.clone());
+        let account_id = &refund.account_id;
         let Some(transaction_id) = store
-            .charge(&account_id, &refund.charge_id)
+            .charge(account_id, &refund.charge_id)
             .await?
             .and_then(|c| c.processor_transaction_id)
         else {

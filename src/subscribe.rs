@@ -7,7 +7,7 @@ use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
-use crate::ids::SubscriptionId;
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::StoreResult;
 use crate::store::subscriptions::Subscription;
 use crate::store::txn::StoreTxn;
@@ -30,11 +30,11 @@ pub enum Start {
 pub struct NewSubscription {
     /// Its id (`cluster::Ownership::local_subscription_id`, or any fresh one).
     pub id: SubscriptionId,
-    pub account_id: String,
-    pub customer_id: String,
-    pub plan_id: String,
+    pub account_id: AccountId,
+    pub customer_id: CustomerId,
+    pub plan_id: PlanId,
     pub cycle: Cycle,
-    pub payment_method_id: String,
+    pub payment_method_id: PaymentMethodId,
     /// Compact JSON text, already checked against the 60 KB limit.
     pub metadata: Option<String>,
     pub start: Start,
@@ -65,7 +65,7 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
     };
     let discount = new.discount.and_then(|d| serde_json::to_string(&d).ok());
     Subscription {
-        id: new.id.into_string(),
+        id: new.id,
         account_id: new.account_id,
         customer_id: new.customer_id,
         plan_id: new.plan_id,
@@ -108,11 +108,11 @@ mod tests {
     fn new(start: Start) -> NewSubscription {
         NewSubscription {
             id: SubscriptionId::generate(),
-            account_id: "acct_1".into(),
-            customer_id: "cus_1".into(),
-            plan_id: "plan_1".into(),
+            account_id: AccountId::generate(),
+            customer_id: CustomerId::generate(),
+            plan_id: PlanId::generate(),
             cycle: Cycle::Monthly,
-            payment_method_id: "pm_1".into(),
+            payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start,
             quantity: 1,

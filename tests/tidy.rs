@@ -1,7 +1,8 @@
 //! The layering and the habits that can be checked by reading the source: every file of `src/`
 //! and `harness/src/` opens with its `//!` doc and is at most 600 lines long; in the
 //! service (`src/`) only `store/` names sea_orm, only the HTTP layer names axum, and no two
-//! modules import each other, however far round. Each rule's known exceptions are listed
+//! modules import each other, however far round; the tenant filter is written once
+//! (`store::Scoped`), and an entity's ids are newtypes unless a comment says why not. Each rule's known exceptions are listed
 //! beside it with the reason, and a listed exception that no longer breaks the rule fails the
 //! test too.
 
@@ -127,6 +128,125 @@ fn only_the_harness_takes_the_raw_connections() {
         taking.is_empty(),
         "the service goes through the tenant-scoped store: {taking:?}"
     );
+}
+
+/// Where the tenant filter is written: `store::Scoped`'s one implementation.
+const TENANT_FILTER: &str = "src/store/scoped.rs";
+
+/// Whether a line of code compares an entity's `account_id` column (`Column::AccountId.eq(…)`,
+/// or through `Expr::col(Column::AccountId).eq(…)`), rather than naming it (a select list, an
+/// upsert's key).
+fn compares_the_account(text: &str) -> bool {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .any(|line| {
+            line.split("Column::AccountId")
+                .skip(1)
+                .any(|after| after.starts_with('.') || after.starts_with(")."))
+        })
+}
+
+#[test]
+fn the_tenant_filter_is_written_once() {
+    let writing: Vec<_> = all_sources()
+        .into_iter()
+        .filter(|(file, text)| file != TENANT_FILTER && compares_the_account(text))
+        .map(|(file, _)| file)
+        .collect();
+    assert!(
+        writing.is_empty(),
+        "an account's rows are found with `Entity::scoped(account)`, `find_scoped(account, id)` \
+         or `of(account)` (store::Scoped), not a filter of their own: {writing:?}"
+    );
+    let (_, scoped) = sources()
+        .into_iter()
+        .find(|(file, _)| file == TENANT_FILTER)
+        .expect("store::Scoped");
+    assert!(
+        compares_the_account(&scoped),
+        "the filter moved: {TENANT_FILTER}"
+    );
+}
+
+#[test]
+fn the_tenant_filter_test_finds_what_it_looks_for() {
+    assert!(compares_the_account(
+        ".filter(subscription::Column::AccountId.eq(account))"
+    ));
+    assert!(compares_the_account(
+        "Expr::col(invoice::Column::AccountId).eq(account)"
+    ));
+    assert!(!compares_the_account(
+        "Expr::col(idempotency_key::Column::AccountId),"
+    ));
+    assert!(!compares_the_account(
+        ".column(webhook_endpoint::Column::AccountId)"
+    ));
+    assert!(!compares_the_account(
+        "// never `.filter(x::Column::AccountId.eq(a))`"
+    ));
+}
+
+/// The fields of entity source `text` whose name ends in `id` and whose type is `String` or
+/// `Option<String>`, without a `// raw id:` comment (saying why) among the lines just above.
+fn raw_ids(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let mut raw = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let Some(field) = line.strip_prefix("pub ") else {
+            continue;
+        };
+        let Some((name, kind)) = field.split_once(':') else {
+            continue;
+        };
+        let kind = kind.trim().trim_end_matches(',');
+        if !name.ends_with("id") || !matches!(kind, "String" | "Option<String>") {
+            continue;
+        }
+        let explained = lines[..at]
+            .iter()
+            .rev()
+            .take_while(|above| above.starts_with("//") || above.starts_with("#["))
+            .any(|above| above.starts_with("// raw id:"));
+        if !explained {
+            raw.push(name.to_owned());
+        }
+    }
+    raw
+}
+
+#[test]
+fn entity_ids_are_newtypes_unless_said_otherwise() {
+    let raw: Vec<String> = sources()
+        .into_iter()
+        .filter(|(file, _)| file.starts_with("src/store/entities/"))
+        .flat_map(|(file, text)| {
+            raw_ids(&text)
+                .into_iter()
+                .map(move |field| format!("{file}: {field}"))
+        })
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "an entity's id is its `crate::ids` newtype (a column through `entities::ids`), or a \
+         String under a `// raw id:` comment saying why: {raw:?}"
+    );
+}
+
+#[test]
+fn the_raw_id_test_finds_what_it_looks_for() {
+    let entity = "
+        pub struct Model {
+            pub id: SubscriptionId,
+            pub plan_id: String,
+            /// The processor's.
+            // raw id: not ours.
+            pub processor_id: Option<String>,
+            pub customer_id: Option<String>,
+            pub reference: String,
+            pub id_hash: String,
+        }";
+    assert_eq!(raw_ids(entity), ["plan_id", "customer_id"]);
 }
 
 #[test]

@@ -35,7 +35,7 @@ struct Bare {
 }
 
 async fn bare_get(State(bare): State<Bare>, Path(id): Path<String>) -> Json<Value> {
-    let row = subscription::Entity::find_by_id(id)
+    let row = subscription::Entity::find_by_id(billing::ids::SubscriptionId::given(id))
         .one(&bare.db)
         .await
         .ok()
@@ -138,7 +138,7 @@ fn main() -> anyhow::Result<()> {
         let db = Database::connect(options).await?;
         let bare = Bare {
             db,
-            account: fixture.account_id.clone(),
+            account: fixture.account_id.to_string(),
         };
         let app = Router::new()
             .route("/bare/subscriptions/{id}", get(bare_get))

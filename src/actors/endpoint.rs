@@ -8,7 +8,7 @@
 
 use super::Runtime;
 use super::tree::{ActorStats, KindView};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, DeliveryId, WebhookEndpointId};
 use crate::store::webhooks::{AttemptVerdict, WebhookAttempt, WebhookDelivery};
 use crate::webhooks::schedule::retry_delay;
 use crate::webhooks::send::{self, AttemptResult};
@@ -32,7 +32,7 @@ pub enum EndpointMsg {
         result: AttemptResult,
     },
     /// An attempt not made: the endpoint's shard was being handed over when it was to go out.
-    Skipped { delivery_id: String },
+    Skipped { delivery_id: DeliveryId },
 }
 
 pub struct EndpointActor {
@@ -48,11 +48,11 @@ pub struct EndpointHandle {
 }
 
 pub struct EndpointState {
-    id: String,
+    id: WebhookEndpointId,
     wake_queued: Arc<AtomicBool>,
     /// What `/admin/actors` shows of this actor (its next retry).
     stats: Arc<ActorStats>,
-    in_flight: HashSet<String>,
+    in_flight: HashSet<DeliveryId>,
     waiters: Vec<RpcReplyPort<()>>,
     timer: Option<JoinHandle<()>>,
 }
@@ -60,12 +60,12 @@ pub struct EndpointState {
 impl Actor for EndpointActor {
     type Msg = EndpointMsg;
     type State = EndpointState;
-    type Arguments = (String, Arc<AtomicBool>, Arc<ActorStats>);
+    type Arguments = (WebhookEndpointId, Arc<AtomicBool>, Arc<ActorStats>);
 
     async fn pre_start(
         &self,
         _myself: ActorRef<EndpointMsg>,
-        (id, wake_queued, stats): (String, Arc<AtomicBool>, Arc<ActorStats>),
+        (id, wake_queued, stats): (WebhookEndpointId, Arc<AtomicBool>, Arc<ActorStats>),
     ) -> Result<EndpointState, ActorProcessingErr> {
         Ok(EndpointState {
             id,
@@ -131,10 +131,10 @@ impl EndpointActor {
                 return Ok(());
             }
         };
-        let account = AccountId::from_stored(endpoint.account_id.clone());
-        let now = self.runtime.clock().now_ms(&account).await?;
+        let account = &endpoint.account_id;
+        let now = self.runtime.clock().now_ms(account).await?;
         // The account's mode decides which addresses its endpoints may reach (CONTRACT §9).
-        let Some(owner) = self.runtime.account(&account).await? else {
+        let Some(owner) = self.runtime.account(account).await? else {
             // No account, nothing to send for (accounts are not deleted today).
             state.waiters.drain(..).for_each(|w| drop(w.send(())));
             return Ok(());
@@ -157,7 +157,7 @@ impl EndpointActor {
             for delivery in fresh {
                 // A shard given away stops sending at once; what was not sent, its new
                 // owner sends.
-                if !self.runtime.owns(&state.id) {
+                if !self.runtime.owns(state.id.as_str()) {
                     break;
                 }
                 let Some(body) = store.event_body(&delivery.event_id).await? else {
@@ -175,7 +175,7 @@ impl EndpointActor {
                 tokio::spawn(async move {
                     // Checked again at the last moment: a node paused between queueing this
                     // attempt and sending it wakes without the shard, and its new owner sends.
-                    if !runtime.owns(&delivery.endpoint_id) {
+                    if !runtime.owns(delivery.endpoint_id.as_str()) {
                         let _ = me.cast(EndpointMsg::Skipped {
                             delivery_id: delivery.id,
                         });
@@ -214,8 +214,8 @@ impl EndpointActor {
         delivery: &WebhookDelivery,
         result: AttemptResult,
     ) -> Result<(), ActorProcessingErr> {
-        let account = AccountId::from_stored(delivery.account_id.clone());
-        let now = self.runtime.clock().now_ms(&account).await?;
+        let account = &delivery.account_id;
+        let now = self.runtime.clock().now_ms(account).await?;
         let made = u32::try_from(delivery.attempts).unwrap_or(0) + 1;
         let verdict = if result.delivered() {
             AttemptVerdict::Delivered
@@ -234,7 +234,7 @@ impl EndpointActor {
         metrics::histogram!("webhook_attempt_duration_seconds")
             .record(result.latency_ms as f64 / 1000.0);
         let attempt = WebhookAttempt {
-            id: crate::ids::AttemptId::generate().into_string(),
+            id: crate::ids::AttemptId::generate(),
             delivery_id: delivery.id.clone(),
             endpoint_id: delivery.endpoint_id.clone(),
             account_id: delivery.account_id.clone(),
@@ -278,7 +278,7 @@ pub fn spawn_webhooks(runtime: Runtime) {
 async fn sweep_endpoints(runtime: &Runtime) {
     match runtime.store().active_webhook_endpoint_ids().await {
         Ok(ids) => {
-            for (id, _) in ids.into_iter().filter(|(id, _)| runtime.owns(id)) {
+            for (id, _) in ids.into_iter().filter(|(id, _)| runtime.owns(id.as_str())) {
                 runtime.wake_endpoint(&id).await;
             }
         }
@@ -291,30 +291,30 @@ impl Runtime {
         &self.inner.webhook_clients
     }
 
-    fn forget_endpoint(&self, id: &str, actor: ractor::ActorId) {
-        self.inner.endpoints.forget(id, actor, false);
+    fn forget_endpoint(&self, id: &WebhookEndpointId, actor: ractor::ActorId) {
+        self.inner.endpoints.forget(id.as_str(), actor, false);
     }
 
     /// The endpoint's live actor, spawned under its shard of the tree if it has none. The
     /// wake-coalescing flag outlives a respawn in `endpoint_wakes` and is reset by each spawn.
-    async fn endpoint_actor(&self, id: &str) -> Option<EndpointHandle> {
+    async fn endpoint_actor(&self, id: &WebhookEndpointId) -> Option<EndpointHandle> {
         let wake_queued = Arc::clone(
             self.inner
                 .endpoint_wakes
-                .entry(id.to_owned())
+                .entry(id.clone())
                 .or_insert_with(|| Arc::new(AtomicBool::new(false)))
                 .value(),
         );
         let spawned = self
             .inner
             .endpoints
-            .get_or_spawn(id, |stats| {
+            .get_or_spawn(id.as_str(), |stats| {
                 wake_queued.store(false, Ordering::Release);
                 (
                     EndpointActor {
                         runtime: self.clone(),
                     },
-                    (id.to_owned(), Arc::clone(&wake_queued), stats),
+                    (id.clone(), Arc::clone(&wake_queued), stats),
                 )
             })
             .await;
@@ -329,8 +329,8 @@ impl Runtime {
 
     /// Tells the endpoint's actor to look for due deliveries; in a cluster, the one on the
     /// node holding the endpoint's shard.
-    pub async fn wake_endpoint(&self, id: &str) {
-        if !self.owns(id) {
+    pub async fn wake_endpoint(&self, id: &WebhookEndpointId) {
+        if !self.owns(id.as_str()) {
             self.wake_remote(id);
             return;
         }
@@ -343,9 +343,11 @@ impl Runtime {
     }
 
     /// Stops the endpoint's actor (after a delete or a disable).
-    pub fn stop_endpoint(&self, id: &str) {
-        if let Some((actor, _)) = self.inner.endpoints.get(id) {
-            self.inner.endpoints.forget(id, actor.get_id(), false);
+    pub fn stop_endpoint(&self, id: &WebhookEndpointId) {
+        if let Some((actor, _)) = self.inner.endpoints.get(id.as_str()) {
+            self.inner
+                .endpoints
+                .forget(id.as_str(), actor.get_id(), false);
             actor.stop(None);
         }
     }
@@ -353,9 +355,9 @@ impl Runtime {
     /// Wakes an endpoint held by another node, through that node. Wakes of one endpoint are
     /// coalesced: while one is on its way, later ones only ask for one more after it (the
     /// owner's actor reads every due row when it wakes).
-    fn wake_remote(&self, id: &str) {
+    fn wake_remote(&self, id: &WebhookEndpointId) {
         use dashmap::mapref::entry::Entry;
-        match self.inner.remote_wakes.entry(id.to_owned()) {
+        match self.inner.remote_wakes.entry(id.clone()) {
             Entry::Occupied(mut again) => {
                 *again.get_mut() = true;
                 return;
@@ -365,7 +367,7 @@ impl Runtime {
             }
         }
         let runtime = self.clone();
-        let id = id.to_owned();
+        let id = id.clone();
         tokio::spawn(async move {
             loop {
                 if let Err(err) = runtime.endpoint_message(&id, super::Message::Wake).await {
@@ -390,18 +392,18 @@ impl Runtime {
     /// Sends an endpoint's message to the node holding its shard.
     async fn endpoint_message(
         &self,
-        id: &str,
+        id: &WebhookEndpointId,
         message: super::Message,
     ) -> Result<(), super::ActionError> {
-        let shard = crate::store::ownership::shard_of(id);
-        match self.forward(shard, id, message).await? {
+        let shard = crate::store::ownership::shard_of(id.as_str());
+        match self.forward(shard, id.as_str(), message).await? {
             super::Reply::Done => Ok(()),
             other => Err(super::unexpected(other)),
         }
     }
 
     /// Handles `Flush` of one endpoint held here.
-    pub(super) async fn flush_endpoint(&self, id: &str) {
+    pub(super) async fn flush_endpoint(&self, id: &WebhookEndpointId) {
         if let Some(EndpointHandle { actor, .. }) = self.endpoint_actor(id).await {
             let _ = actor
                 .call(EndpointMsg::Flush, Some(Duration::from_secs(20)))
@@ -415,11 +417,8 @@ impl Runtime {
     pub async fn flush_endpoints(&self, account: &AccountId) -> crate::store::StoreResult<()> {
         let ids = self.store().active_webhook_endpoint_ids().await?;
         let mut waits = tokio::task::JoinSet::new();
-        for (id, _) in ids
-            .into_iter()
-            .filter(|(_, owner)| owner == account.as_str())
-        {
-            if !self.owns(&id) {
+        for (id, _) in ids.into_iter().filter(|(_, owner)| owner == account) {
+            if !self.owns(id.as_str()) {
                 let runtime = self.clone();
                 waits.spawn(async move {
                     if let Err(err) = runtime.endpoint_message(&id, super::Message::Flush).await {

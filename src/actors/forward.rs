@@ -13,6 +13,7 @@
 //! compared in constant time.
 
 use crate::actors::{ActionError, ActionOutcome, Command, Request};
+use crate::ids::{AccountId, ChargeAttemptId, PlanId, SubscriptionId, WebhookEndpointId};
 use crate::store::Store;
 use crate::store::charges::ProcessorEvent;
 use crate::store::cluster::ShardOwner;
@@ -45,7 +46,7 @@ pub enum Message {
         command: Command,
     },
     Preview {
-        plan_id: String,
+        plan_id: PlanId,
         #[serde(default)]
         quantity: Option<i64>,
         #[serde(default)]
@@ -53,7 +54,7 @@ pub enum Message {
     },
     Due,
     Outcome {
-        charge_id: String,
+        charge_id: ChargeAttemptId,
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,
@@ -234,16 +235,19 @@ impl Forwarder {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Broadcast {
     /// An account's test clock moved: its new offset.
-    Clock { account_id: String, offset_ms: i64 },
+    Clock {
+        account_id: AccountId,
+        offset_ms: i64,
+    },
     /// An operator changed an account (its rate limits): cached copies are dropped.
-    Account { account_id: String },
+    Account { account_id: AccountId },
     /// A node gave its shards back (it is stopping): take them now, not at the next pass.
     Released,
     /// Timers of an account's subscriptions were set to now in the database (a top-up woke
     /// those paused for want of balance): each node loads that account's due rows of its own
     /// shards now, instead of at its next full rescan. One message per node, however many
     /// subscriptions were woken.
-    Timers { account_id: String },
+    Timers { account_id: AccountId },
 }
 
 impl Forwarder {
@@ -314,17 +318,21 @@ impl super::Runtime {
         {
             return None;
         }
+        // A subscription's messages name its id; a webhook endpoint's (`Wake`, `Flush`) its own.
+        let subscription = || SubscriptionId::given(id);
         let reply = match message {
             Message::Wake => {
-                self.wake_endpoint(id).await;
+                self.wake_endpoint(&WebhookEndpointId::given(id)).await;
                 Ok(Reply::Done)
             }
             Message::Flush => {
-                self.flush_endpoint(id).await;
+                self.flush_endpoint(&WebhookEndpointId::given(id)).await;
                 Ok(Reply::Done)
             }
             Message::Act { command } => self
-                .call(id, |reply| Request::Act(command.clone(), reply))
+                .call(&subscription(), |reply| {
+                    Request::Act(command.clone(), reply)
+                })
                 .await
                 .map(|outcome| Reply::Action(Box::new(outcome))),
             Message::Preview {
@@ -332,7 +340,7 @@ impl super::Runtime {
                 quantity,
                 at,
             } => self
-                .call(id, |reply| Request::Preview {
+                .call(&subscription(), |reply| Request::Preview {
                     plan_id: plan_id.clone(),
                     quantity,
                     at,
@@ -340,7 +348,10 @@ impl super::Runtime {
                 })
                 .await
                 .map(Reply::Amount),
-            Message::Due => self.call(id, Request::Due).await.map(|()| Reply::Done),
+            Message::Due => self
+                .call(&subscription(), Request::Due)
+                .await
+                .map(|()| Reply::Done),
             Message::Outcome {
                 charge_id,
                 raw_status,
@@ -348,7 +359,7 @@ impl super::Runtime {
                 transaction_id,
                 event,
             } => self
-                .call(id, |reply| Request::Outcome {
+                .call(&subscription(), |reply| Request::Outcome {
                     charge_id: charge_id.clone(),
                     raw_status: raw_status.clone(),
                     message: message.clone(),

@@ -6,7 +6,6 @@
 
 use super::{ActionError, Runtime};
 use crate::charges::mismatch;
-use crate::ids::AccountId;
 use crate::processor::client::Transaction;
 use crate::processor::outcome::ProcessorOutcome;
 use crate::store::accounts::Account;
@@ -27,7 +26,7 @@ impl Runtime {
         body: &[u8],
     ) -> Result<bool, ActionError> {
         let now_ms = chrono::Utc::now().timestamp_millis();
-        let account_id = AccountId::from_stored(account.id.clone());
+        let account_id = &account.id;
         let out = transaction
             .as_ref()
             .filter(|tx| tx.is_final() && event_type == "transaction.updated")
@@ -40,7 +39,7 @@ impl Runtime {
             (Some(_), "transaction.updated") if out.is_some() => (false, out),
             (Some(tx), "transaction.updated") => {
                 self.store()
-                    .event_seen_and_charge(&checksum, &account_id, &tx.reference)
+                    .event_seen_and_charge(&checksum, account_id, &tx.reference)
                     .await?
             }
             _ => (self.store().processor_event_seen(&checksum).await?, None),

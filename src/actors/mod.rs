@@ -17,7 +17,7 @@ pub mod tree;
 use crate::actors::forward::{Message, Reply};
 use crate::charges::Charger;
 use crate::clock::Clock;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, PlanId, SubscriptionId, WebhookEndpointId};
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreError};
@@ -49,16 +49,16 @@ struct Inner {
     endpoints: Arc<KindRegistry<endpoint::EndpointMsg>>,
     /// Endpoints of other nodes with a wake on its way, and whether another was asked for
     /// meanwhile (`Runtime::wake_remote`).
-    remote_wakes: dashmap::DashMap<String, bool>,
+    remote_wakes: dashmap::DashMap<WebhookEndpointId, bool>,
     /// Each endpoint's wake-coalescing flag (see `endpoint::EndpointHandle`).
-    endpoint_wakes: dashmap::DashMap<String, Arc<std::sync::atomic::AtomicBool>>,
+    endpoint_wakes: dashmap::DashMap<WebhookEndpointId, Arc<std::sync::atomic::AtomicBool>>,
     /// The period charges out at the processor, their slots and the rows they began on.
     in_flight: InFlight,
     /// The guarded HTTP clients of webhook deliveries, per account mode (15 s timeout, no
     /// redirects, addresses checked when connecting).
     webhook_clients: crate::webhooks::send::Clients,
     /// Accounts as actors read them (see `Runtime::account`).
-    accounts: dashmap::DashMap<String, (Arc<crate::store::accounts::Account>, Instant)>,
+    accounts: dashmap::DashMap<AccountId, (Arc<crate::store::accounts::Account>, Instant)>,
     /// A subscription actor that has handled nothing for this long stops (the next message
     /// respawns it). A renewal's actor is needed for its charge's outcome, a fraction of a
     /// second later, and then not for a month: it stops once that outcome is applied, and
@@ -72,7 +72,7 @@ struct Inner {
     forwarder: Option<crate::actors::forward::Forwarder>,
     /// Accounts whose due rows the scheduler is to load again from the start (their timers
     /// were set behind its marks: `Runtime::wake_paused`), and the signal that some wait.
-    rescans: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    rescans: std::sync::Mutex<std::collections::BTreeSet<AccountId>>,
     rescan: tokio::sync::Notify,
 }
 
@@ -130,7 +130,7 @@ impl Runtime {
         id: &AccountId,
     ) -> crate::store::StoreResult<Option<Arc<crate::store::accounts::Account>>> {
         const TTL: Duration = Duration::from_secs(5);
-        if let Some(entry) = self.inner.accounts.get(id.as_str())
+        if let Some(entry) = self.inner.accounts.get(id)
             && entry.1.elapsed() < TTL
         {
             return Ok(Some(Arc::clone(&entry.0)));
@@ -139,16 +139,15 @@ impl Runtime {
             return Ok(None);
         };
         let account = Arc::new(account);
-        self.inner.accounts.insert(
-            id.as_str().to_owned(),
-            (Arc::clone(&account), Instant::now()),
-        );
+        self.inner
+            .accounts
+            .insert(id.clone(), (Arc::clone(&account), Instant::now()));
         Ok(Some(account))
     }
 
     /// Tells the scheduler about a subscription's (new) due time, in its account's clock.
     pub fn arm(&self, subscription: &Subscription, now_ms: i64) {
-        if let Some((_, stats)) = self.inner.subscriptions.get(&subscription.id) {
+        if let Some((_, stats)) = self.inner.subscriptions.get(subscription.id.as_str()) {
             stats.set_next_due(subscription.due_at);
         }
         if let Some(due) = subscription.due_at {
@@ -164,11 +163,11 @@ impl Runtime {
     /// A subscription of another node's shard that is due already gets its `Due` there now
     /// (that node's scheduler would find a timer set behind its marks only at its next full
     /// rescan); a later one is loaded by that node's scheduler when it comes near.
-    pub fn arm_at(&self, id: &str, due_ms: i64, now_ms: i64) {
-        if !self.owns(id) {
+    pub fn arm_at(&self, id: &SubscriptionId, due_ms: i64, now_ms: i64) {
+        if !self.owns(id.as_str()) {
             if due_ms <= now_ms {
                 let runtime = self.clone();
-                let id = id.to_owned();
+                let id = id.clone();
                 tokio::spawn(async move {
                     if let Err(err) = runtime.due(&id).await {
                         tracing::warn!(subscription = %id, error = %err, "a remote timer was not delivered; its node finds it at its next full rescan");
@@ -179,7 +178,7 @@ impl Runtime {
         }
         let delay = Duration::from_millis(u64::try_from(due_ms - now_ms).unwrap_or(0));
         let _ = self.inner.arms.send(Arm {
-            subscription_id: id.to_owned(),
+            subscription_id: id.clone(),
             delay,
         });
     }
@@ -190,10 +189,16 @@ impl Runtime {
     /// each other node is told once (`Broadcast::Timers`) to load the account's due rows now,
     /// rather than one internal call per subscription (a hundred thousand woken would be as
     /// many calls at once). A node that misses the message finds them at its next full rescan.
-    pub fn wake_paused(&self, account: &AccountId, woken: &[String], due_ms: i64, now_ms: i64) {
+    pub fn wake_paused(
+        &self,
+        account: &AccountId,
+        woken: &[SubscriptionId],
+        due_ms: i64,
+        now_ms: i64,
+    ) {
         let mut elsewhere = false;
         for id in woken {
-            if self.owns(id) {
+            if self.owns(id.as_str()) {
                 self.arm_at(id, due_ms, now_ms);
             } else {
                 elsewhere = true;
@@ -203,7 +208,7 @@ impl Runtime {
             return;
         };
         let change = crate::actors::forward::Broadcast::Timers {
-            account_id: account.as_str().to_owned(),
+            account_id: account.clone(),
         };
         // After the top-up committed and whatever its client does: the timers are in the rows.
         tokio::spawn(async move {
@@ -214,15 +219,15 @@ impl Runtime {
     }
 
     /// Has the scheduler load `account`'s due rows again from the start, at once.
-    fn rescan(&self, account: &str) {
+    fn rescan(&self, account: &AccountId) {
         if let Ok(mut rescans) = self.inner.rescans.lock() {
-            rescans.insert(account.to_owned());
+            rescans.insert(account.clone());
         }
         self.inner.rescan.notify_one();
     }
 
     /// The accounts whose due rows are to be loaded again from the start.
-    fn take_rescans(&self) -> std::collections::BTreeSet<String> {
+    fn take_rescans(&self) -> std::collections::BTreeSet<AccountId> {
         self.inner
             .rescans
             .lock()
@@ -293,16 +298,16 @@ impl Runtime {
     /// the registry's per-shard spawn lock sees to it).
     async fn actor(
         &self,
-        id: &str,
+        id: &SubscriptionId,
     ) -> Result<(ActorRef<SubscriptionMsg>, Arc<ActorStats>), ActionError> {
         self.inner
             .subscriptions
-            .get_or_spawn(id, |stats| {
+            .get_or_spawn(id.as_str(), |stats| {
                 (
                     SubscriptionActor {
                         runtime: self.clone(),
                     },
-                    (id.to_owned(), stats),
+                    (id.clone(), stats),
                 )
             })
             .await
@@ -318,7 +323,7 @@ impl Runtime {
     /// first message may still be running. The actor handles it inside the caller's span.
     async fn call<T: Send + 'static>(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         build: impl Fn(RpcReplyPort<Result<T, ActionError>>) -> Request,
     ) -> Result<T, ActionError> {
         let span = tracing::Span::current();
@@ -331,16 +336,25 @@ impl Runtime {
                 Ok(ractor::rpc::CallResult::Timeout) => return Err(ActionError::Unavailable),
                 Ok(ractor::rpc::CallResult::SenderError) | Err(_) => {
                     stats.begin();
-                    self.inner.subscriptions.forget(id, actor.get_id(), false);
+                    self.inner
+                        .subscriptions
+                        .forget(id.as_str(), actor.get_id(), false);
                 }
             }
         }
         Err(ActionError::Unavailable)
     }
 
-    pub async fn act(&self, id: &str, command: Command) -> Result<ActionOutcome, ActionError> {
-        if let Some(shard) = self.elsewhere(id) {
-            return match self.forward(shard, id, Message::Act { command }).await? {
+    pub async fn act(
+        &self,
+        id: &SubscriptionId,
+        command: Command,
+    ) -> Result<ActionOutcome, ActionError> {
+        if let Some(shard) = self.elsewhere(id.as_str()) {
+            return match self
+                .forward(shard, id.as_str(), Message::Act { command })
+                .await?
+            {
                 Reply::Action(outcome) => Ok(*outcome),
                 other => Err(unexpected(other)),
             };
@@ -352,24 +366,24 @@ impl Runtime {
     /// What changing to `plan_id` would charge now, priced at `at` (`None`: now).
     pub async fn preview(
         &self,
-        id: &str,
-        plan_id: &str,
+        id: &SubscriptionId,
+        plan_id: &PlanId,
         quantity: Option<i64>,
         at: Option<i64>,
     ) -> Result<i64, ActionError> {
-        if let Some(shard) = self.elsewhere(id) {
+        if let Some(shard) = self.elsewhere(id.as_str()) {
             let message = Message::Preview {
-                plan_id: plan_id.to_owned(),
+                plan_id: plan_id.clone(),
                 quantity,
                 at,
             };
-            return match self.forward(shard, id, message).await? {
+            return match self.forward(shard, id.as_str(), message).await? {
                 Reply::Amount(amount) => Ok(amount),
                 other => Err(unexpected(other)),
             };
         }
         self.call(id, |reply| Request::Preview {
-            plan_id: plan_id.to_owned(),
+            plan_id: plan_id.clone(),
             quantity,
             at,
             reply,
@@ -377,9 +391,9 @@ impl Runtime {
         .await
     }
 
-    pub async fn due(&self, id: &str) -> Result<(), ActionError> {
-        if let Some(shard) = self.elsewhere(id) {
-            return match self.forward(shard, id, Message::Due).await? {
+    pub async fn due(&self, id: &SubscriptionId) -> Result<(), ActionError> {
+        if let Some(shard) = self.elsewhere(id.as_str()) {
+            return match self.forward(shard, id.as_str(), Message::Due).await? {
                 Reply::Done => Ok(()),
                 other => Err(unexpected(other)),
             };
@@ -392,11 +406,11 @@ impl Runtime {
         &self,
         snapshot: Arc<crate::store::prefetch::DueSnapshot>,
     ) -> Result<(), ActionError> {
-        let id = snapshot.sub.id.clone();
-        if self.elsewhere(&id).is_some() {
-            return self.due(&id).await;
+        let id = &snapshot.sub.id;
+        if self.elsewhere(id.as_str()).is_some() {
+            return self.due(id).await;
         }
-        self.call(&id, |reply| {
+        self.call(id, |reply| {
             Request::DuePrefetched(Arc::clone(&snapshot), reply)
         })
         .await
@@ -404,14 +418,14 @@ impl Runtime {
 
     pub async fn outcome(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         charge: &ChargeAttempt,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
         event: Option<ProcessorEvent>,
     ) -> Result<(), ActionError> {
-        if let Some(shard) = self.elsewhere(subscription_id) {
+        if let Some(shard) = self.elsewhere(subscription_id.as_str()) {
             let message = Message::Outcome {
                 charge_id: charge.id.clone(),
                 raw_status: raw_status.to_owned(),
@@ -419,7 +433,10 @@ impl Runtime {
                 transaction_id: transaction_id.map(str::to_owned),
                 event: event.map(Box::new),
             };
-            return match self.forward(shard, subscription_id, message).await? {
+            return match self
+                .forward(shard, subscription_id.as_str(), message)
+                .await?
+            {
                 Reply::Done => Ok(()),
                 other => Err(unexpected(other)),
             };
@@ -461,7 +478,7 @@ impl Runtime {
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
                 .broadcast(&crate::actors::forward::Broadcast::Clock {
-                    account_id: account.as_str().to_owned(),
+                    account_id: account.clone(),
                     offset_ms,
                 })
                 .await?;
@@ -470,12 +487,12 @@ impl Runtime {
     }
 
     /// Tells every other node that an operator changed `account` (its cached copies go).
-    pub async fn account_changed(&self, account: &str) -> Result<(), StoreError> {
+    pub async fn account_changed(&self, account: &AccountId) -> Result<(), StoreError> {
         self.inner.accounts.remove(account);
         if let Some(forwarder) = &self.inner.forwarder {
             forwarder
                 .broadcast(&crate::actors::forward::Broadcast::Account {
-                    account_id: account.to_owned(),
+                    account_id: account.clone(),
                 })
                 .await?;
         }

@@ -31,7 +31,7 @@ impl Runtime {
             // Noted below (a pending transaction's id): the charge as it began is stale.
             self.in_flight().charge_touched(&charge.id);
         }
-        let settled = match (charge.subscription_id.as_deref(), outcome.settlement()) {
+        let settled = match (charge.subscription_id.as_ref(), outcome.settlement()) {
             (Some(subscription), Some(settlement)) => {
                 self.outcome(
                     subscription,

@@ -15,7 +15,7 @@
 
 use super::Runtime;
 use crate::domain::recheck::stale_after;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::store::charges::ChargeAttempt;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +48,7 @@ const RECONCILE_BATCH: u64 = 10_000;
 
 /// A timer an actor set: the subscription and how long from now it is due.
 pub struct Arm {
-    pub subscription_id: String,
+    pub subscription_id: SubscriptionId,
     pub delay: Duration,
 }
 
@@ -115,14 +115,14 @@ async fn reconcile_leftovers(runtime: &Runtime, posting: Duration) {
 
 /// The soon-due window: subscription id → its queue entry.
 struct Window {
-    queue: DelayQueue<String>,
-    keys: HashMap<String, delay_queue::Key>,
+    queue: DelayQueue<SubscriptionId>,
+    keys: HashMap<SubscriptionId, delay_queue::Key>,
 }
 
 /// What the loader (`load_loop`) sends the timer loop.
 enum Load {
     /// Due rows read: each subscription with the instant its timer falls due.
-    Page(Vec<(String, tokio::time::Instant)>),
+    Page(Vec<(SubscriptionId, tokio::time::Instant)>),
     /// A pass is over: every row it read has been sent.
     Done,
 }
@@ -134,12 +134,12 @@ struct Marks {
     /// mark arrive through the arm channel, or (set on another node: a top-up's wake) as a
     /// rescan of their account from the start (`Runtime::wake_paused`); a full rescan every
     /// `FULL_RESCAN` catches the rest (a timer whose handling failed, for one).
-    after: HashMap<String, (i64, String)>,
+    after: HashMap<AccountId, (i64, SubscriptionId)>,
     last_full: tokio::time::Instant,
 }
 
 impl Window {
-    fn arm(&mut self, id: String, delay: Duration) {
+    fn arm(&mut self, id: SubscriptionId, delay: Duration) {
         match self.keys.get(&id) {
             // Only ever move an entry earlier: a later `due_at` is found by the next load, and
             // an early wake-up re-reads the row and does nothing.
@@ -196,7 +196,7 @@ async fn schedule(
                 }
                 metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
                 // A shard given away since the timer was loaded: its new owner loads it.
-                batch.retain(|id| runtime.owns(id));
+                batch.retain(|id| runtime.owns(id.as_str()));
                 // One batch's reads overlap the previous batch's renewals: the loop waits
                 // only when `PREFETCHES` batches are already being read or handed out.
                 while dispatching.try_join_next().is_some() {}
@@ -257,7 +257,7 @@ async fn load_loop(runtime: Runtime, pages: mpsc::Sender<Load>) {
 
 /// Reads the renewals of `batch` together (`store::prefetch`), then hands each to its actor
 /// as one of the `CONCURRENCY` renewals under way.
-async fn fire(runtime: Runtime, slots: Arc<Semaphore>, batch: Vec<String>) {
+async fn fire(runtime: Runtime, slots: Arc<Semaphore>, batch: Vec<SubscriptionId>) {
     // A lone timer's actor reads for itself: seven queries for one would be more.
     let prefetched = if batch.len() > 1 {
         let started = std::time::Instant::now();
@@ -313,8 +313,8 @@ async fn load_window(
         return Ok(());
     }
     for account in runtime.store().all_accounts().await? {
-        let account_id = AccountId::from_stored(account.id.clone());
-        let now = runtime.clock().now_ms(&account_id).await?;
+        let account_id = &account.id;
+        let now = runtime.clock().now_ms(account_id).await?;
         let read_at = tokio::time::Instant::now();
         let horizon = now + WINDOW.as_millis() as i64;
         let mut after = marks.after.get(&account.id).cloned();
@@ -322,7 +322,7 @@ async fn load_window(
             let page = runtime
                 .store()
                 .due_timers_page(
-                    &account_id,
+                    account_id,
                     horizon,
                     after.take(),
                     LOAD_BATCH,
@@ -375,8 +375,11 @@ pub async fn reconcile_once(runtime: &Runtime, now_ms: i64) -> anyhow::Result<us
 /// one never stops the others.
 async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize {
     charges.retain(|c| {
-        runtime.owns(c.subscription_id.as_deref().unwrap_or(&c.id))
-            && !runtime.charger().is_posting(&c.id)
+        runtime.owns(
+            c.subscription_id
+                .as_ref()
+                .map_or(c.id.as_str(), SubscriptionId::as_str),
+        ) && !runtime.charger().is_posting(&c.id)
     });
     let slots = Arc::new(Semaphore::new(RECONCILE_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
@@ -413,8 +416,8 @@ async fn reconcile(runtime: &Runtime, mut charges: Vec<ChargeAttempt>) -> usize 
 }
 
 async fn recheck_one(runtime: &Runtime, charge: &ChargeAttempt) -> anyhow::Result<()> {
-    let account_id = AccountId::from_stored(charge.account_id.clone());
-    let Some(account) = runtime.store().account(&account_id).await? else {
+    let account_id = &charge.account_id;
+    let Some(account) = runtime.store().account(account_id).await? else {
         anyhow::bail!("the charge's account is gone");
     };
     let outcome = runtime.recheck_charge(&account, charge).await?;

@@ -195,7 +195,7 @@ pub struct FeeOut {
 impl AccountOut {
     pub fn new(account: &Account, api_key: Option<String>, public_url: &str) -> Self {
         Self {
-            id: account.id.clone(),
+            id: account.id.to_string(),
             name: account.name.clone(),
             sandbox: account.sandbox,
             api_key,
@@ -288,7 +288,7 @@ async fn update_account_limits(
     };
     let account = state
         .store
-        .update_account_limits(&AccountId::from_stored(id.clone()), patch)
+        .update_account_limits(&AccountId::given(id.as_str()), patch)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
     state.keys.forget_account(&account.id);
@@ -316,7 +316,7 @@ async fn top_up(
                 .param("amount_cents"),
         );
     }
-    let account = AccountId::from_stored(id.clone());
+    let account = AccountId::given(id.as_str());
     let clock = state.runtime.clock().now_ms(&account).await?;
     // The subscriptions paused for want of balance get a timer in the same transaction; their
     // actors resume those the new balance covers and charge what is due. The work is in the

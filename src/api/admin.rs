@@ -12,6 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
+use crate::ids::PlanId;
 use crate::store::admin::PlanDeletion;
 use crate::store::charges::conflicts::ChargeConflict;
 use axum::Json;
@@ -292,12 +293,12 @@ async fn delete_plan(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    plan_deletion(&state, &id).await?;
+    plan_deletion(&state, &PlanId::given(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The one implementation of plan deletion, shared with the dashboard's form.
-pub async fn plan_deletion(state: &AppState, id: &str) -> ApiResult<()> {
+pub async fn plan_deletion(state: &AppState, id: &PlanId) -> ApiResult<()> {
     match state.store.delete_plan(id).await? {
         PlanDeletion::Deleted => Ok(()),
         PlanDeletion::NotFound => Err(ApiError::not_found(format!("No plan `{id}`."))),
@@ -346,9 +347,9 @@ pub struct ChargeConflictOut {
 fn conflict_out(row: ChargeConflict) -> ChargeConflictOut {
     ChargeConflictOut {
         created_at: rfc3339(from_millis(row.created_at)),
-        id: row.id,
-        account_id: row.account_id,
-        charge_id: row.charge_id,
+        id: row.id.into_string(),
+        account_id: row.account_id.into_string(),
+        charge_id: row.charge_id.into_string(),
         kind: row.kind,
         recorded_status: row.recorded_status,
         reported_status: row.reported_status,
@@ -371,7 +372,7 @@ async fn list_charge_conflicts(
     let page = state.store.list_charge_conflicts(&query.page()?).await?;
     Ok(Json(ListOut::from_page(
         page,
-        |row| row.id.clone(),
+        |row| row.id.to_string(),
         conflict_out,
     )))
 }

@@ -7,6 +7,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
+use crate::ids::ChargeAttemptId;
 use crate::store::balance::{Balance, BalanceTransaction};
 use axum::Json;
 use axum::extract::State;
@@ -66,10 +67,10 @@ impl From<BalanceTransaction> for BalanceTransactionOut {
     fn from(row: BalanceTransaction) -> Self {
         Self {
             created_at: rfc3339(from_millis(row.created_at)),
-            id: row.id,
+            id: row.id.into_string(),
             kind: row.kind,
             amount_cents: row.amount_cents,
-            charge_attempt_id: row.charge_attempt_id,
+            charge_attempt_id: row.charge_attempt_id.map(ChargeAttemptId::into_string),
             description: row.description,
         }
     }
@@ -81,7 +82,7 @@ impl From<BalanceTransaction> for BalanceTransactionOut {
 async fn get_balance(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<BalanceOut>> {
     let balance = state
         .store
-        .balance(&caller.account_id())
+        .balance(caller.account_id())
         .await?
         .ok_or(ApiError::Authentication)?;
     Ok(Json(balance.into()))
@@ -97,11 +98,11 @@ async fn list_balance_transactions(
 ) -> ApiResult<Json<ListOut<BalanceTransactionOut>>> {
     let page = state
         .store
-        .list_balance_transactions(&caller.account_id(), &query.page()?)
+        .list_balance_transactions(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |row| row.id.clone(),
+        |row| row.id.to_string(),
         BalanceTransactionOut::from,
     )))
 }

@@ -8,7 +8,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
-use crate::ids::{AddonId, PlanId};
+use crate::ids::{AddonId, CatalogItemId, PlanId};
 use crate::store::catalog::{CatalogItem, CatalogKind, CatalogPatch};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -106,7 +106,7 @@ impl From<CatalogItem> for CatalogItemOut {
         Self {
             metadata: metadata_value(item.metadata.as_deref()),
             created_at: rfc3339(from_millis(item.created_at)),
-            id: item.id,
+            id: item.id.to_string(),
             name: item.name,
             monthly_amount_cents: item.monthly_amount_cents,
             annual_amount_cents: item.annual_amount_cents,
@@ -140,8 +140,8 @@ async fn create_item(
 ) -> ApiResult<(StatusCode, Json<CatalogItemOut>)> {
     let item = CatalogItem {
         id: match kind {
-            CatalogKind::Plan => PlanId::generate().into_string(),
-            CatalogKind::Addon => AddonId::generate().into_string(),
+            CatalogKind::Plan => PlanId::generate().into(),
+            CatalogKind::Addon => AddonId::generate().into(),
         },
         account_id: caller.0.id.clone(),
         kind: kind.as_str().to_owned(),
@@ -168,11 +168,11 @@ async fn list_items(
 ) -> ApiResult<Json<ListOut<CatalogItemOut>>> {
     let page = state
         .store
-        .list_catalog_items(&caller.account_id(), kind, &query.page()?)
+        .list_catalog_items(caller.account_id(), kind, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |item| item.id.clone(),
+        |item| item.id.to_string(),
         CatalogItemOut::from,
     )))
 }
@@ -180,22 +180,20 @@ async fn list_items(
 async fn get_item(
     state: &AppState,
     caller: &Caller,
-    kind: CatalogKind,
-    id: &str,
+    id: &CatalogItemId,
 ) -> ApiResult<Json<CatalogItemOut>> {
     state
         .store
-        .catalog_item(&caller.account_id(), kind, id)
+        .catalog_item(caller.account_id(), id)
         .await?
         .map(|item| Json(item.into()))
-        .ok_or_else(|| not_found(kind, id))
+        .ok_or_else(|| not_found(id))
 }
 
 async fn update_item(
     state: &AppState,
     caller: &Caller,
-    kind: CatalogKind,
-    id: &str,
+    id: &CatalogItemId,
     body: CatalogItemPatch,
 ) -> ApiResult<Json<CatalogItemOut>> {
     let patch = CatalogPatch {
@@ -205,10 +203,10 @@ async fn update_item(
     };
     state
         .store
-        .update_catalog_item(&caller.account_id(), kind, id, patch)
+        .update_catalog_item(caller.account_id(), id, patch)
         .await?
         .map(|item| Json(item.into()))
-        .ok_or_else(|| not_found(kind, id))
+        .ok_or_else(|| not_found(id))
 }
 
 /// A tax code of CONTRACT §11, or a 400 naming `tax_code`.
@@ -222,10 +220,10 @@ fn parse_tax_code(raw: &str) -> ApiResult<TaxCode> {
     })
 }
 
-fn not_found(kind: CatalogKind, id: &str) -> ApiError {
-    let noun = match kind {
-        CatalogKind::Plan => "plan",
-        CatalogKind::Addon => "add-on",
+fn not_found(id: &CatalogItemId) -> ApiError {
+    let noun = match id {
+        CatalogItemId::Plan(_) => "plan",
+        CatalogItemId::Addon(_) => "add-on",
     };
     ApiError::not_found(format!("No {noun} with id `{id}`.")).param("id")
 }
@@ -260,7 +258,7 @@ async fn get_plan(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CatalogItemOut>> {
-    get_item(&state, &caller, CatalogKind::Plan, &id).await
+    get_item(&state, &caller, &PlanId::given(id).into()).await
 }
 
 /// Rename a plan or (de)activate it. An inactive plan cannot be subscribed to.
@@ -272,7 +270,7 @@ async fn update_plan(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CatalogItemPatch>,
 ) -> ApiResult<Json<CatalogItemOut>> {
-    update_item(&state, &caller, CatalogKind::Plan, &id, body).await
+    update_item(&state, &caller, &PlanId::given(id).into(), body).await
 }
 
 /// Answers the methods a path's documented operations do not cover with `fallback`.
@@ -335,7 +333,7 @@ async fn get_addon(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CatalogItemOut>> {
-    get_item(&state, &caller, CatalogKind::Addon, &id).await
+    get_item(&state, &caller, &AddonId::given(id).into()).await
 }
 
 /// Rename an add-on or (de)activate it. Existing attachments keep billing until detached.
@@ -347,5 +345,5 @@ async fn update_addon(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CatalogItemPatch>,
 ) -> ApiResult<Json<CatalogItemOut>> {
-    update_item(&state, &caller, CatalogKind::Addon, &id, body).await
+    update_item(&state, &caller, &AddonId::given(id).into(), body).await
 }

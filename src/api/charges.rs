@@ -12,6 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
+use crate::ids::{ChargeAttemptId, CustomerId, RefundId, SubscriptionId};
 use crate::refunds::{RefundError, RefundRequest};
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::{BeginRefundError, ChargeFilter, Refund};
@@ -92,9 +93,9 @@ impl From<ChargeAttempt> for ChargeOut {
         Self {
             created_at: rfc3339(from_millis(charge.created_at)),
             period_start: charge.period_start.map(|at| rfc3339(from_millis(at))),
-            id: charge.id,
-            subscription_id: charge.subscription_id,
-            customer_id: charge.customer_id,
+            id: charge.id.into_string(),
+            subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
+            customer_id: charge.customer_id.into_string(),
             amount_cents: charge.amount_cents,
             currency: CURRENCY.to_owned(),
             status: charge.status,
@@ -149,8 +150,8 @@ impl From<Refund> for RefundOut {
             failure_message: (refund.status == RefundStatus::Declined)
                 .then_some(refund.processor_message)
                 .flatten(),
-            id: refund.id,
-            charge_id: refund.charge_id,
+            id: refund.id.into_string(),
+            charge_id: refund.charge_id.into_string(),
             amount_cents: refund.amount_cents,
             status: refund.status,
             reason: refund.reason,
@@ -158,7 +159,7 @@ impl From<Refund> for RefundOut {
     }
 }
 
-fn no_charge(id: &str) -> ApiError {
+fn no_charge(id: &ChargeAttemptId) -> ApiError {
     ApiError::not_found(format!("No charge with id `{id}`.")).param("id")
 }
 
@@ -181,17 +182,17 @@ async fn list_charges(
     }
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = ChargeFilter {
-        subscription_id: query.subscription_id,
-        customer_id: query.customer_id,
+        subscription_id: query.subscription_id.map(SubscriptionId::given),
+        customer_id: query.customer_id.map(CustomerId::given),
         status: query.status,
     };
     let page = state
         .store
-        .list_charges(&caller.account_id(), &filter, &page)
+        .list_charges(caller.account_id(), &filter, &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |c| c.id.clone(),
+        |c| c.id.to_string(),
         ChargeOut::from,
     )))
 }
@@ -204,9 +205,10 @@ async fn get_charge(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ChargeOut>> {
+    let id = ChargeAttemptId::given(id);
     let charge = state
         .store
-        .charge(&caller.account_id(), &id)
+        .charge(caller.account_id(), &id)
         .await?
         .ok_or_else(|| no_charge(&id))?;
     Ok(Json(charge.into()))
@@ -226,6 +228,7 @@ async fn create_refund(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<RefundIn>,
 ) -> ApiResult<(StatusCode, Json<RefundOut>)> {
+    let id = ChargeAttemptId::given(id);
     if let Some(amount) = body.amount_cents
         && amount < 1
     {
@@ -285,17 +288,18 @@ async fn list_refunds(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<RefundOut>>> {
+    let id = ChargeAttemptId::given(id);
     let account = caller.account_id();
-    if state.store.charge(&account, &id).await?.is_none() {
+    if state.store.charge(account, &id).await?.is_none() {
         return Err(no_charge(&id));
     }
     let page = state
         .store
-        .refunds_of_charge(&account, &id, &query.page()?)
+        .refunds_of_charge(account, &id, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |r| r.id.clone(),
+        |r| r.id.to_string(),
         RefundOut::from,
     )))
 }
@@ -308,9 +312,10 @@ async fn get_refund(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<RefundOut>> {
+    let id = RefundId::given(id);
     let refund = state
         .store
-        .refund(&caller.account_id(), &id)
+        .refund(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No refund with id `{id}`.")).param("id"))?;
     Ok(Json(refund.into()))

@@ -11,7 +11,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::{CheckoutSessionId, PlanId};
+use crate::ids::{CheckoutSessionId, CustomerId, PlanId, SubscriptionId};
 use crate::store::catalog::period_lines;
 use crate::store::checkout::CheckoutSession;
 use crate::store::coupons::{Redeem, Redeeming};
@@ -189,7 +189,7 @@ pub struct CheckoutSessionListQuery {
 }
 
 /// `<public url>/checkout/<id>`.
-fn session_url(state: &AppState, id: &str) -> String {
+fn session_url(state: &AppState, id: &CheckoutSessionId) -> String {
     format!("{}/checkout/{id}", state.config.public_url())
 }
 
@@ -203,18 +203,21 @@ fn session_out(state: &AppState, session: CheckoutSession) -> CheckoutSessionOut
         created_at: at(session.created_at),
         metadata: metadata_value(session.metadata.as_deref()),
         customer_id: match (&session.customer_id, complete) {
-            (Some(id), _) => Some(id.clone()),
-            (None, true) => session.attempt_customer_id.clone(),
+            (Some(id), _) => Some(id.to_string()),
+            (None, true) => session
+                .attempt_customer_id
+                .as_ref()
+                .map(CustomerId::to_string),
             (None, false) => None,
         },
         customer: session.customer_id.is_none().then_some(CustomerDetailsOut {
             email: session.customer_email,
             name: session.customer_name,
         }),
-        id: session.id,
+        id: session.id.into_string(),
         status: session.status,
-        subscription_id: session.subscription_id,
-        plan_id: session.plan_id,
+        subscription_id: session.subscription_id.map(SubscriptionId::into_string),
+        plan_id: session.plan_id.into_string(),
         cycle: session.cycle,
         amount_subtotal_cents,
         amount_in_cents: session.amount_cents,
@@ -240,16 +243,20 @@ pub(super) fn web_url(raw: Option<String>, param: &str) -> ApiResult<Option<Stri
 }
 
 /// The caller's session `id` as it stands now (expired once its time has passed), or 404.
-async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<CheckoutSession> {
+async fn scoped(
+    state: &AppState,
+    caller: &Caller,
+    id: &CheckoutSessionId,
+) -> ApiResult<CheckoutSession> {
     let account = caller.account_id();
     let session = state
         .store
-        .checkout_session(&account, id)
+        .checkout_session(account, id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id")
         })?;
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     Ok(crate::checkout::current(&state.store, session, now).await?)
 }
 
@@ -262,13 +269,13 @@ async fn create_checkout_session(
     ApiJson(body): ApiJson<CheckoutSessionIn>,
 ) -> ApiResult<(StatusCode, Json<CheckoutSessionOut>)> {
     let account = caller.account_id();
-    if PlanId::parse(&body.plan_id).is_none() {
+    let Some(plan_id) = PlanId::parse(&body.plan_id) else {
         return Err(ApiError::bad_request(format!(
             "`{}` is not a plan id (they start with `plan_`).",
             body.plan_id
         ))
         .param("plan_id"));
-    }
+    };
     let cycle: Cycle = parse_cycle(&body.cycle)?;
     let metadata = metadata_text(body.metadata)?;
     let success_url = web_url(body.success_url, "success_url")?;
@@ -294,7 +301,8 @@ async fn create_checkout_session(
             .param("customer"));
         }
         (None, Some(id)) => {
-            state.store.customer(&account, &id).await?.ok_or_else(|| {
+            let id = CustomerId::given(id);
+            state.store.customer(account, &id).await?.ok_or_else(|| {
                 ApiError::not_found(format!("No customer with id `{id}`.")).param("customer_id")
             })?;
             (Some(id), None, None)
@@ -309,7 +317,7 @@ async fn create_checkout_session(
             (None, Some(email.into_string()), Some(name.into_string()))
         }
     };
-    let plan = active_plan(&state, &account, &body.plan_id).await?;
+    let plan = active_plan(&state, account, &plan_id).await?;
     let quantity = parse_quantity(body.quantity)?;
     let redeem = redeem_of(body.coupon_id, body.promotion_code)?;
     let allow_promotion_codes = body.allow_promotion_codes.unwrap_or(false);
@@ -320,14 +328,14 @@ async fn create_checkout_session(
         )
         .param("allow_promotion_codes"));
     }
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let discount = match &redeem {
         None => None,
         Some(redeem) => {
             let whom = Redeeming {
-                account: &account,
-                customer_id: customer_id.as_deref().unwrap_or_default(),
-                plan_id: &plan.id,
+                account,
+                customer_id: customer_id.as_ref(),
+                plan_id: &plan_id,
                 addon_ids: &[],
                 now,
             };
@@ -356,9 +364,9 @@ async fn create_checkout_session(
         })));
     }
     let session = CheckoutSession {
-        id: CheckoutSessionId::generate().into_string(),
+        id: CheckoutSessionId::generate(),
         account_id: caller.0.id.clone(),
-        plan_id: plan.id,
+        plan_id,
         cycle: cycle.as_str().to_owned(),
         amount_cents,
         customer_id,
@@ -408,15 +416,15 @@ async fn list_checkout_sessions(
     }
     let page = page_request(query.limit, query.cursor.clone())?;
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
-    state.store.expire_checkout_sessions(&account, now).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
+    state.store.expire_checkout_sessions(account, now).await?;
     let page = state
         .store
-        .list_checkout_sessions(&account, query.status.as_deref(), &page)
+        .list_checkout_sessions(account, query.status.as_deref(), &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |s| s.id.clone(),
+        |s| s.id.to_string(),
         |s| session_out(&state, s),
     )))
 }
@@ -429,6 +437,7 @@ async fn get_checkout_session(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CheckoutSessionOut>> {
+    let id = CheckoutSessionId::given(id);
     let session = scoped(&state, &caller, &id).await?;
     Ok(Json(session_out(&state, session)))
 }
@@ -443,10 +452,11 @@ async fn get_checkout_session_status(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CheckoutSessionStatusOut>> {
+    let id = CheckoutSessionId::given(id);
     let session = scoped(&state, &caller, &id).await?;
     Ok(Json(CheckoutSessionStatusOut {
-        id: session.id,
+        id: session.id.into_string(),
         status: session.status,
-        subscription_id: session.subscription_id,
+        subscription_id: session.subscription_id.map(SubscriptionId::into_string),
     }))
 }

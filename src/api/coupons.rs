@@ -9,7 +9,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
-use crate::ids::CouponId;
+use crate::ids::{AddonId, CatalogItemId, CouponId, PlanId};
 use crate::store::catalog::CatalogKind;
 use crate::store::coupons::Coupon;
 use axum::Json;
@@ -140,7 +140,7 @@ impl CouponOut {
             metadata: metadata_value(coupon.metadata.as_deref()),
             redeem_by: coupon.redeem_by.map(at),
             created_at: at(coupon.created_at),
-            id: coupon.id,
+            id: coupon.id.into_string(),
             name: coupon.name,
             percent_off_bps: coupon.percent_off_bps,
             amount_off_cents: coupon.amount_off_cents,
@@ -185,8 +185,18 @@ async fn applies_to(
         return Ok(None);
     };
     let to = AppliesTo {
-        plan_ids: given.plan_ids.unwrap_or_default(),
-        addon_ids: given.addon_ids.unwrap_or_default(),
+        plan_ids: given
+            .plan_ids
+            .unwrap_or_default()
+            .into_iter()
+            .map(PlanId::given)
+            .collect(),
+        addon_ids: given
+            .addon_ids
+            .unwrap_or_default()
+            .into_iter()
+            .map(AddonId::given)
+            .collect(),
     };
     if to.plan_ids.is_empty() && to.addon_ids.is_empty() {
         return Err(
@@ -195,23 +205,15 @@ async fn applies_to(
         );
     }
     let account = caller.account_id();
-    for (ids, kind) in [
-        (&to.plan_ids, CatalogKind::Plan),
-        (&to.addon_ids, CatalogKind::Addon),
-    ] {
-        for id in ids {
-            if state
-                .store
-                .catalog_item(&account, kind, id)
-                .await?
-                .is_none()
-            {
-                return Err(ApiError::bad_request(format!(
-                    "applies_to names `{id}`, which is no {} of this account.",
-                    kind.as_str()
-                ))
-                .param("applies_to"));
-            }
+    let items = (to.plan_ids.iter().cloned().map(CatalogItemId::Plan))
+        .chain(to.addon_ids.iter().cloned().map(CatalogItemId::Addon));
+    for id in items {
+        if state.store.catalog_item(account, &id).await?.is_none() {
+            return Err(ApiError::bad_request(format!(
+                "applies_to names `{id}`, which is no {} of this account.",
+                CatalogKind::of(&id).as_str()
+            ))
+            .param("applies_to"));
         }
     }
     Ok(Some(to))
@@ -226,7 +228,7 @@ async fn create_coupon(
     ApiJson(body): ApiJson<CouponIn>,
 ) -> ApiResult<(StatusCode, Json<CouponOut>)> {
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let name = super::catalog::parse_name(&body.name)?;
     let percent_off_bps = positive(body.percent_off_bps, "percent_off_bps", 10_000)?;
     let amount_off_cents = positive(
@@ -262,7 +264,7 @@ async fn create_coupon(
         .map(|raw| future_instant(raw, now, "redeem_by"))
         .transpose()?;
     let coupon = Coupon {
-        id: CouponId::generate().into_string(),
+        id: CouponId::generate(),
         account_id: caller.0.id.clone(),
         name,
         percent_off_bps,
@@ -292,16 +294,16 @@ async fn list_coupons(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<CouponOut>>> {
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
-    let page = state.store.list_coupons(&account, &query.page()?).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
+    let page = state.store.list_coupons(account, &query.page()?).await?;
     Ok(Json(ListOut::from_page(
         page,
-        |c| c.id.clone(),
+        |c| c.id.to_string(),
         |c| CouponOut::of(c, now),
     )))
 }
 
-fn no_coupon(id: &str) -> ApiError {
+fn no_coupon(id: &CouponId) -> ApiError {
     ApiError::not_found(format!("No coupon with id `{id}`.")).param("id")
 }
 
@@ -313,11 +315,12 @@ async fn get_coupon(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CouponOut>> {
+    let id = CouponId::given(id);
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let coupon = state
         .store
-        .coupon(&account, &id)
+        .coupon(account, &id)
         .await?
         .ok_or_else(|| no_coupon(&id))?;
     Ok(Json(CouponOut::of(coupon, now)))
@@ -332,8 +335,9 @@ async fn update_coupon(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CouponPatch>,
 ) -> ApiResult<Json<CouponOut>> {
+    let id = CouponId::given(id);
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let name = body
         .name
         .as_deref()
@@ -341,7 +345,7 @@ async fn update_coupon(
         .transpose()?;
     let coupon = state
         .store
-        .update_coupon(&account, &id, name, body.valid)
+        .update_coupon(account, &id, name, body.valid)
         .await?
         .ok_or_else(|| no_coupon(&id))?;
     Ok(Json(CouponOut::of(coupon, now)))

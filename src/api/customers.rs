@@ -148,7 +148,7 @@ impl From<Customer> for CustomerOut {
             created_at: rfc3339(from_millis(customer.created_at)),
             tax_id,
             legal_name: customer.legal_name,
-            id: customer.id,
+            id: customer.id.into_string(),
             email: customer.email,
             name: customer.name,
         }
@@ -212,7 +212,7 @@ async fn create_customer(
 ) -> ApiResult<(StatusCode, Json<CustomerOut>)> {
     let tax_id = body.tax_id.as_ref().map(parse_tax_id).transpose()?;
     let customer = Customer {
-        id: CustomerId::generate().into_string(),
+        id: CustomerId::generate(),
         account_id: caller.0.id.clone(),
         email: parse_email(&body.email)?,
         name: parse_name(&body.name)?,
@@ -249,9 +249,10 @@ async fn update_customer(
             body.address.as_ref(),
         )?
     };
+    let id = CustomerId::given(id);
     state
         .store
-        .update_customer(&caller.account_id(), &id, patch)
+        .update_customer(caller.account_id(), &id, patch)
         .await?
         .map(|c| Json(c.into()))
         .ok_or_else(|| no_customer(&id))
@@ -274,7 +275,7 @@ pub(super) fn invoicing_patch(
     })
 }
 
-fn no_customer(id: &str) -> ApiError {
+fn no_customer(id: &CustomerId) -> ApiError {
     ApiError::not_found(format!("No customer with id `{id}`.")).param("id")
 }
 
@@ -288,11 +289,11 @@ async fn list_customers(
 ) -> ApiResult<Json<ListOut<CustomerOut>>> {
     let page = state
         .store
-        .list_customers(&caller.account_id(), &query.page()?)
+        .list_customers(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |c| c.id.clone(),
+        |c| c.id.to_string(),
         CustomerOut::from,
     )))
 }
@@ -305,9 +306,10 @@ async fn get_customer(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CustomerOut>> {
+    let id = CustomerId::given(id);
     state
         .store
-        .customer(&caller.account_id(), &id)
+        .customer(caller.account_id(), &id)
         .await?
         .map(|c| Json(c.into()))
         .ok_or_else(|| no_customer(&id))

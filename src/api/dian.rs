@@ -11,6 +11,7 @@ use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::state::AppState;
+use crate::ids::{CreditNoteId, DocumentId, InvoiceId};
 use crate::store::accounts::{Account, Seller};
 use crate::store::dian::{DianDocument, DianSecrets, DianSettings};
 use axum::extract::{Path, State};
@@ -242,7 +243,12 @@ impl CreditNoteDianOut {
 #[schema(value_type = String, example = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Invoice …")]
 pub struct XmlFile(pub String);
 
-async fn xml_of(state: &AppState, caller: &Caller, id: &str, what: &str) -> ApiResult<Response> {
+async fn xml_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &DocumentId,
+    what: &str,
+) -> ApiResult<Response> {
     let not_signed = || {
         ApiError::conflict(format!(
             "The {what} has no signed electronic document yet (DIAN was off when it was issued, it awaits a numbering range, or it is being signed)."
@@ -250,7 +256,7 @@ async fn xml_of(state: &AppState, caller: &Caller, id: &str, what: &str) -> ApiR
     };
     let xml = state
         .store
-        .dian_xml(&caller.account_id(), id)
+        .dian_xml(caller.account_id(), id)
         .await?
         .ok_or_else(not_signed)?
         .ok_or_else(not_signed)?;
@@ -267,15 +273,16 @@ async fn get_invoice_xml(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let id = InvoiceId::given(id);
     if state
         .store
-        .invoice(&caller.account_id(), &id)
+        .invoice(caller.account_id(), &id)
         .await?
         .is_none()
     {
         return Err(ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"));
     }
-    xml_of(&state, &caller, &id, "invoice").await
+    xml_of(&state, &caller, &id.into(), "invoice").await
 }
 
 /// The credit note's electronic document exactly as sent to DIAN (UBL 2.1, signed).
@@ -288,13 +295,14 @@ async fn get_credit_note_xml(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let id = CreditNoteId::given(id);
     if state
         .store
-        .credit_note(&caller.account_id(), &id)
+        .credit_note(caller.account_id(), &id)
         .await?
         .is_none()
     {
         return Err(ApiError::not_found(format!("No credit note with id `{id}`.")).param("id"));
     }
-    xml_of(&state, &caller, &id, "credit note").await
+    xml_of(&state, &caller, &id.into(), "credit note").await
 }

@@ -6,6 +6,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
+use crate::ids::{EventId, SubscriptionId};
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
@@ -124,15 +125,19 @@ async fn list_events(
     let page = state
         .store
         .list_events(
-            &caller.account_id(),
+            caller.account_id(),
             query.event_type.as_deref(),
-            query.subscription_id.as_deref(),
+            query
+                .subscription_id
+                .as_deref()
+                .map(SubscriptionId::given)
+                .as_ref(),
             &page,
         )
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |e| e.id.clone(),
+        |e| e.id.to_string(),
         |e| event_out(e.body),
     )))
 }
@@ -145,9 +150,10 @@ async fn get_event(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EventOut>> {
+    let id = EventId::given(id);
     let event = state
         .store
-        .event(&caller.account_id(), &id)
+        .event(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
     Ok(Json(event_out(event.body)))
@@ -182,18 +188,19 @@ async fn redeliver_event(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(axum::http::StatusCode, Json<RedeliveryOut>)> {
+    let id = EventId::given(id);
     let account = caller.account_id();
     let event = state
         .store
-        .event(&account, &id)
+        .event(account, &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No event with id `{id}`.")).param("id"))?;
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let deliveries = state.store.redeliver(&event, now).await?;
     Ok((
         axum::http::StatusCode::ACCEPTED,
         Json(RedeliveryOut {
-            event_id: event.id,
+            event_id: event.id.into_string(),
             deliveries: deliveries
                 .into_iter()
                 .map(|d| super::webhook_endpoints::delivery_out(d, &[]))

@@ -86,7 +86,7 @@ async fn receive_processor_event(
     // serves (one read fewer for every event of a burst).
     let account = state
         .runtime
-        .account(&AccountId::from_stored(developer_id.clone()))
+        .account(&AccountId::given(developer_id.as_str()))
         .await?
         .ok_or(ApiError::Authentication)?;
     let header = headers

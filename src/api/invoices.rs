@@ -11,7 +11,10 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiQuery;
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CreditNoteId, CustomerId, DocumentId, InvoiceId, PlanId,
+    SubscriptionId,
+};
 use crate::store::accounts::Account;
 use crate::store::credit_notes::{CreditLine, CreditNote, CreditNoteFilter};
 use crate::store::dian::DianDocument;
@@ -81,8 +84,8 @@ impl From<InvoiceLine> for InvoiceLineOut {
             tax_cents: line.tax_cents,
             period_start: at(line.line.period_start),
             period_end: at(line.line.period_end),
-            plan_id: line.line.plan_id,
-            addon_id: line.line.addon_id,
+            plan_id: line.line.plan_id.map(PlanId::into_string),
+            addon_id: line.line.addon_id.map(AddonId::into_string),
         }
     }
 }
@@ -209,12 +212,12 @@ impl InvoiceOut {
             issued_at: rfc3339(from_millis(invoice.issued_at)),
             pdf_url: format!("{public_url}/v1/invoices/{}/pdf", invoice.id),
             hosted_url: format!("{public_url}/invoices/{}", invoice.hosted_token),
-            id: invoice.id,
+            id: invoice.id.into_string(),
             number: Some(invoice.number),
             status: "paid".to_owned(),
-            charge_id: invoice.charge_id,
-            subscription_id: invoice.subscription_id,
-            customer_id: invoice.customer_id,
+            charge_id: invoice.charge_id.map(ChargeAttemptId::into_string),
+            subscription_id: invoice.subscription_id.map(SubscriptionId::into_string),
+            customer_id: invoice.customer_id.into_string(),
             currency: CURRENCY.to_owned(),
             subtotal_cents: invoice.subtotal_cents,
             tax_cents: invoice.tax_cents,
@@ -244,20 +247,20 @@ async fn list_invoices(
 ) -> ApiResult<Json<ListOut<InvoiceOut>>> {
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = InvoiceFilter {
-        customer_id: query.customer_id,
-        subscription_id: query.subscription_id,
-        charge_id: query.charge_id,
+        customer_id: query.customer_id.map(CustomerId::given),
+        subscription_id: query.subscription_id.map(SubscriptionId::given),
+        charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
     let account = caller.account_id();
-    let page = state.store.list_invoices(&account, &filter, &page).await?;
-    let ids: Vec<&str> = page.items.iter().map(|i| i.id.as_str()).collect();
-    let docs = state.store.dian_documents(&account, &ids).await?;
+    let page = state.store.list_invoices(account, &filter, &page).await?;
+    let ids: Vec<DocumentId> = page.items.iter().map(|i| i.id.clone().into()).collect();
+    let docs = state.store.dian_documents(account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
-        |i| i.id.clone(),
+        |i| i.id.to_string(),
         |invoice| {
-            let doc = docs.get(&invoice.id);
+            let doc = docs.get(&DocumentId::from(invoice.id.clone()));
             Ok::<_, ApiError>(InvoiceOut::of(invoice, &public_url)?.with_dian(doc))
         },
     )?))
@@ -271,14 +274,16 @@ async fn get_invoice(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<InvoiceOut>> {
+    let id = InvoiceId::given(id);
     let invoice = state
         .store
-        .invoice(&caller.account_id(), &id)
+        .invoice(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
+    let id = DocumentId::from(id);
     let docs = state
         .store
-        .dian_documents(&caller.account_id(), &[id.as_str()])
+        .dian_documents(caller.account_id(), std::slice::from_ref(&id))
         .await?;
     Ok(Json(
         InvoiceOut::of(invoice, &state.config.public_url())?.with_dian(docs.get(&id)),
@@ -310,12 +315,13 @@ async fn get_invoice_pdf(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<PdfQuery>,
 ) -> ApiResult<Response> {
+    let id = InvoiceId::given(id);
     let account = caller.account_id();
     let invoice =
-        state.store.invoice(&account, &id).await?.ok_or_else(|| {
+        state.store.invoice(account, &id).await?.ok_or_else(|| {
             ApiError::not_found(format!("No invoice with id `{id}`.")).param("id")
         })?;
-    let seller = seller(&state, &account).await?;
+    let seller = seller(&state, account).await?;
     let sheet = Sheet::of_invoice(&invoice, &seller, locale(&query)?)
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
@@ -331,22 +337,23 @@ async fn get_credit_note_pdf(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<PdfQuery>,
 ) -> ApiResult<Response> {
+    let id = CreditNoteId::given(id);
     let account = caller.account_id();
     let note = state
         .store
-        .credit_note(&account, &id)
+        .credit_note(account, &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
     let invoice = state
         .store
-        .invoice(&account, &note.invoice_id)
+        .invoice(account, &note.invoice_id)
         .await?
         .ok_or_else(|| {
             ApiError::Internal(format!("credit note {id} without its invoice").into())
         })?;
-    let seller = seller(&state, &account).await?;
+    let seller = seller(&state, account).await?;
     let sheet = Sheet::of_credit_note(&note, &invoice, &seller, locale(&query)?)
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
@@ -461,11 +468,11 @@ impl CreditNoteOut {
             lines: lines.into_iter().map(CreditLineOut::from).collect(),
             issued_at: rfc3339(from_millis(note.issued_at)),
             pdf_url: format!("{public_url}/v1/credit-notes/{}/pdf", note.id),
-            id: note.id,
+            id: note.id.into_string(),
             number: note.number,
-            invoice_id: note.invoice_id,
-            refund_id: note.refund_id,
-            charge_id: note.charge_id,
+            invoice_id: note.invoice_id.into_string(),
+            refund_id: note.refund_id.into_string(),
+            charge_id: note.charge_id.into_string(),
             subtotal_cents: note.subtotal_cents,
             tax_cents: note.tax_cents,
             total_cents: note.total_cents,
@@ -495,22 +502,22 @@ async fn list_credit_notes(
 ) -> ApiResult<Json<ListOut<CreditNoteOut>>> {
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = CreditNoteFilter {
-        invoice_id: query.invoice_id,
-        charge_id: query.charge_id,
+        invoice_id: query.invoice_id.map(InvoiceId::given),
+        charge_id: query.charge_id.map(ChargeAttemptId::given),
     };
     let account = caller.account_id();
     let page = state
         .store
-        .list_credit_notes(&account, &filter, &page)
+        .list_credit_notes(account, &filter, &page)
         .await?;
-    let ids: Vec<&str> = page.items.iter().map(|n| n.id.as_str()).collect();
-    let docs = state.store.dian_documents(&account, &ids).await?;
+    let ids: Vec<DocumentId> = page.items.iter().map(|n| n.id.clone().into()).collect();
+    let docs = state.store.dian_documents(account, &ids).await?;
     let public_url = state.config.public_url();
     Ok(Json(ListOut::try_from_page(
         page,
-        |n| n.id.clone(),
+        |n| n.id.to_string(),
         |note| {
-            let doc = docs.get(&note.id);
+            let doc = docs.get(&DocumentId::from(note.id.clone()));
             Ok::<_, ApiError>(CreditNoteOut::of(note, &public_url)?.with_dian(doc))
         },
     )?))
@@ -524,16 +531,18 @@ async fn get_credit_note(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CreditNoteOut>> {
+    let id = CreditNoteId::given(id);
     let note = state
         .store
-        .credit_note(&caller.account_id(), &id)
+        .credit_note(caller.account_id(), &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No credit note with id `{id}`.")).param("id")
         })?;
+    let id = DocumentId::from(id);
     let docs = state
         .store
-        .dian_documents(&caller.account_id(), &[id.as_str()])
+        .dian_documents(caller.account_id(), std::slice::from_ref(&id))
         .await?;
     Ok(Json(
         CreditNoteOut::of(note, &state.config.public_url())?.with_dian(docs.get(&id)),

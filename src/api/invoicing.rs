@@ -159,12 +159,12 @@ async fn update_invoicing(
     };
     let mut account = state
         .store
-        .update_invoicing(&caller.account_id(), &seller, default_tax_code)
+        .update_invoicing(caller.account_id(), &seller, default_tax_code)
         .await?;
     if let Some((settings, secrets)) = dian {
         account = state
             .store
-            .enable_dian(&caller.account_id(), &settings, secrets)
+            .enable_dian(caller.account_id(), &settings, secrets)
             .await?;
     }
     // Every node drops its cached copy before this answers: the next request, wherever it

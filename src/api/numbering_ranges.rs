@@ -116,7 +116,7 @@ impl RangeOut {
             remaining: (range.range_to - range.next_number + 1).max(0),
             warning: used.needs_warning(),
             created_at: rfc3339(from_millis(range.created_at)),
-            id: range.id,
+            id: range.id.into_string(),
             resolution_number: range.resolution_number,
             prefix: range.prefix,
             from: range.range_from,
@@ -207,10 +207,10 @@ async fn create_numbering_range(
 ) -> ApiResult<(StatusCode, Json<RangeOut>)> {
     let new = parse(body)?;
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let range = state
         .store
-        .create_dian_range(&account, new, now)
+        .create_dian_range(account, new, now)
         .await?
         .map_err(|why| {
             ApiError::conflict(format!("The range cannot be added: {why}.")).param("from")
@@ -225,7 +225,7 @@ async fn list_numbering_ranges(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<ListOut<RangeOut>>> {
-    let ranges = state.store.dian_ranges(&caller.account_id()).await?;
+    let ranges = state.store.dian_ranges(caller.account_id()).await?;
     Ok(Json(ListOut {
         data: ranges.into_iter().map(RangeOut::of).collect(),
         has_more: false,

@@ -11,7 +11,7 @@ use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::payment_source::{SourceFields, SourceRequest};
 use crate::http::state::AppState;
-use crate::ids::PaymentMethodId;
+use crate::ids::{CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::charges::PaymentMethod;
 use axum::Json;
@@ -125,8 +125,8 @@ impl From<PaymentMethod> for PaymentMethodOut {
         Self {
             created_at: rfc3339(from_millis(method.created_at)),
             kind: SourceKind::from_stored(&method.kind),
-            id: method.id,
-            customer_id: method.customer_id,
+            id: method.id.into_string(),
+            customer_id: method.customer_id.into_string(),
             brand: method.brand,
             last4: method.last4,
             processor_payment_source_id: method.processor_payment_source_id,
@@ -172,7 +172,7 @@ pub(super) async fn add_payment_method(
             .map_err(processor_error)?,
     };
     let method = PaymentMethod {
-        id: PaymentMethodId::generate().into_string(),
+        id: PaymentMethodId::generate(),
         account_id: account.id.clone(),
         customer_id: customer.id,
         processor_payment_source_id: source.id,
@@ -216,8 +216,9 @@ async fn create_payment_method(
     ApiJson(body): ApiJson<PaymentMethodIn>,
 ) -> ApiResult<(StatusCode, Json<PaymentMethodOut>)> {
     let account = caller.account_id();
+    let id = CustomerId::given(id);
     let customer =
-        state.store.customer(&account, &id).await?.ok_or_else(|| {
+        state.store.customer(account, &id).await?.ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{id}`.")).param("id")
         })?;
     let method = add_payment_method(&state, &caller.0, customer, source_of(body)?).await?;
@@ -234,16 +235,17 @@ async fn list_payment_methods(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<PaymentMethodOut>>> {
     let account = caller.account_id();
-    if state.store.customer(&account, &id).await?.is_none() {
+    let id = CustomerId::given(id);
+    if state.store.customer(account, &id).await?.is_none() {
         return Err(ApiError::not_found(format!("No customer with id `{id}`.")).param("id"));
     }
     let page = state
         .store
-        .list_payment_methods(&account, &id, &query.page()?)
+        .list_payment_methods(account, &id, &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |m| m.id.clone(),
+        |m| m.id.to_string(),
         PaymentMethodOut::from,
     )))
 }

@@ -8,7 +8,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_text, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::PromotionCodeId;
+use crate::ids::{CouponId, CustomerId, PromotionCodeId};
 use crate::store::coupons::{PromotionCode, code_key};
 use axum::Json;
 use axum::extract::{Path, State};
@@ -100,13 +100,13 @@ impl From<PromotionCode> for PromotionCodeOut {
             metadata: metadata_value(code.metadata.as_deref()),
             expires_at: code.expires_at.map(at),
             created_at: at(code.created_at),
-            id: code.id,
-            coupon_id: code.coupon_id,
+            id: code.id.into_string(),
+            coupon_id: code.coupon_id.into_string(),
             code: code.code,
             active: code.active,
             max_redemptions: code.max_redemptions,
             times_redeemed: code.times_redeemed,
-            customer_id: code.customer_id,
+            customer_id: code.customer_id.map(CustomerId::into_string),
             first_time_only: code.first_time_only,
         }
     }
@@ -154,20 +154,21 @@ async fn create_promotion_code(
     ApiJson(body): ApiJson<PromotionCodeIn>,
 ) -> ApiResult<(StatusCode, Json<PromotionCodeOut>)> {
     let account = caller.account_id();
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let code = parse_code(&body.code)?;
+    let coupon_id = CouponId::given(body.coupon_id);
+    let customer_id = body.customer_id.map(CustomerId::given);
     state
         .store
-        .coupon(&account, &body.coupon_id)
+        .coupon(account, &coupon_id)
         .await?
         .ok_or_else(|| {
-            ApiError::not_found(format!("No coupon with id `{}`.", body.coupon_id))
-                .param("coupon_id")
+            ApiError::not_found(format!("No coupon with id `{coupon_id}`.")).param("coupon_id")
         })?;
-    if let Some(customer) = &body.customer_id {
+    if let Some(customer) = &customer_id {
         state
             .store
-            .customer(&account, customer)
+            .customer(account, customer)
             .await?
             .ok_or_else(|| {
                 ApiError::not_found(format!("No customer with id `{customer}`."))
@@ -179,20 +180,20 @@ async fn create_promotion_code(
         .as_deref()
         .map(|raw| future_instant(raw, now, "expires_at"))
         .transpose()?;
-    if state.store.active_code_exists(&account, &code).await? {
+    if state.store.active_code_exists(account, &code).await? {
         return Err(code_taken(&code));
     }
     let row = PromotionCode {
-        id: PromotionCodeId::generate().into_string(),
+        id: PromotionCodeId::generate(),
         account_id: caller.0.id.clone(),
-        coupon_id: body.coupon_id,
+        coupon_id,
         code_key: code_key(&code),
         code: code.clone(),
         active: true,
         max_redemptions: positive(body.max_redemptions, "max_redemptions", i64::MAX)?,
         times_redeemed: 0,
         expires_at,
-        customer_id: body.customer_id,
+        customer_id,
         first_time_only: body.first_time_only.unwrap_or(false),
         metadata: metadata_text(body.metadata)?,
         created_at: now,
@@ -217,16 +218,20 @@ async fn list_promotion_codes(
     let page = page_request(query.limit, query.cursor.clone())?;
     let page = state
         .store
-        .list_promotion_codes(&caller.account_id(), query.coupon_id.as_deref(), &page)
+        .list_promotion_codes(
+            caller.account_id(),
+            query.coupon_id.map(CouponId::given).as_ref(),
+            &page,
+        )
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |c| c.id.clone(),
+        |c| c.id.to_string(),
         PromotionCodeOut::from,
     )))
 }
 
-fn no_code(id: &str) -> ApiError {
+fn no_code(id: &PromotionCodeId) -> ApiError {
     ApiError::not_found(format!("No promotion code with id `{id}`.")).param("id")
 }
 
@@ -238,9 +243,10 @@ async fn get_promotion_code(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<PromotionCodeOut>> {
+    let id = PromotionCodeId::given(id);
     state
         .store
-        .promotion_code(&caller.account_id(), &id)
+        .promotion_code(caller.account_id(), &id)
         .await?
         .map(|code| Json(code.into()))
         .ok_or_else(|| no_code(&id))
@@ -255,9 +261,10 @@ async fn update_promotion_code(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<PromotionCodePatch>,
 ) -> ApiResult<Json<PromotionCodeOut>> {
+    let id = PromotionCodeId::given(id);
     match state
         .store
-        .set_promotion_code_active(&caller.account_id(), &id, body.active)
+        .set_promotion_code_active(caller.account_id(), &id, body.active)
         .await
     {
         Ok(Some(code)) => Ok(Json(code.into())),

@@ -55,7 +55,7 @@ async fn get_clock(State(state): State<AppState>, caller: Caller) -> ApiResult<J
     let now = state
         .runtime
         .clock()
-        .fresh_now_ms(&caller.account_id())
+        .fresh_now_ms(caller.account_id())
         .await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
@@ -80,11 +80,11 @@ async fn advance_clock(
     let account = caller.account_id();
     let now = state
         .runtime
-        .advance_clock(&account, body.seconds * 1000)
+        .advance_clock(account, body.seconds * 1000)
         .await?;
     // Timers can schedule timers due by `now` (a retry after a failure): repeat until quiet.
     for _ in 0..1000 {
-        let due = state.store.due_subscriptions(&account, now, 100).await?;
+        let due = state.store.due_subscriptions(account, now, 100).await?;
         for sub in &due {
             state
                 .runtime
@@ -93,7 +93,7 @@ async fn advance_clock(
                 .map_err(|err| ApiError::Internal(Box::new(err)))?;
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        while state.store.count_pending_charges(&account).await? > 0
+        while state.store.count_pending_charges(account).await? > 0
             && tokio::time::Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -104,8 +104,8 @@ async fn advance_clock(
     }
     // Then every electronic document due for DIAN (its events are deliveries too), and every
     // webhook delivery due by the new instant, first attempts and retries alike.
-    state.filing.flush(&account).await?;
-    state.runtime.flush_endpoints(&account).await?;
+    state.filing.flush(account).await?;
+    state.runtime.flush_endpoints(account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
     }))

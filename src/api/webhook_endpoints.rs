@@ -12,7 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::list::{ListOut, ListQuery};
 use crate::http::state::AppState;
-use crate::ids::WebhookEndpointId;
+use crate::ids::{DeliveryId, WebhookEndpointId};
 use crate::store::webhooks::{
     EndpointPatch, InsertEndpointError, WebhookAttempt, WebhookDelivery, WebhookEndpoint,
 };
@@ -88,7 +88,7 @@ impl From<WebhookEndpoint> for EndpointOut {
         Self {
             events: serde_json::from_str(&endpoint.events).unwrap_or_default(),
             created_at: rfc3339(from_millis(endpoint.created_at)),
-            id: endpoint.id,
+            id: endpoint.id.into_string(),
             url: endpoint.url,
             active: endpoint.active,
             secret: None,
@@ -156,9 +156,9 @@ pub fn delivery_out(delivery: WebhookDelivery, attempts: &[WebhookAttempt]) -> D
             .collect(),
         next_attempt_at: delivery.next_attempt_at.map(|t| rfc3339(from_millis(t))),
         created_at: rfc3339(from_millis(delivery.created_at)),
-        id: delivery.id,
-        endpoint_id: delivery.endpoint_id,
-        event_id: delivery.event_id,
+        id: delivery.id.into_string(),
+        endpoint_id: delivery.endpoint_id.into_string(),
+        event_id: delivery.event_id.into_string(),
         status: delivery.status,
         attempt_count: delivery.attempts,
     }
@@ -195,10 +195,14 @@ fn checked_events(events: Vec<String>) -> ApiResult<Vec<String>> {
     Ok(unique)
 }
 
-async fn find(state: &AppState, caller: &Caller, id: &str) -> ApiResult<WebhookEndpoint> {
+async fn find(
+    state: &AppState,
+    caller: &Caller,
+    id: &WebhookEndpointId,
+) -> ApiResult<WebhookEndpoint> {
     state
         .store
-        .webhook_endpoint(&caller.account_id(), id)
+        .webhook_endpoint(caller.account_id(), id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No webhook endpoint with id `{id}`.")).param("id")
@@ -218,8 +222,8 @@ async fn create_endpoint(
     let events = checked_events(body.events)?;
     let now = chrono::Utc::now().timestamp_millis();
     let row = WebhookEndpoint {
-        id: WebhookEndpointId::generate().into_string(),
-        account_id: caller.account_id().into_string(),
+        id: WebhookEndpointId::generate(),
+        account_id: caller.account_id().clone(),
         url,
         secret: signing::new_secret().into(),
         events: serde_json::Value::from(events).to_string(),
@@ -254,11 +258,11 @@ async fn list_endpoints(
 ) -> ApiResult<Json<ListOut<EndpointOut>>> {
     let page = state
         .store
-        .list_webhook_endpoints(&caller.account_id(), &query.page()?)
+        .list_webhook_endpoints(caller.account_id(), &query.page()?)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |e| e.id.clone(),
+        |e| e.id.to_string(),
         EndpointOut::from,
     )))
 }
@@ -271,6 +275,7 @@ async fn get_endpoint(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
+    let id = WebhookEndpointId::given(id);
     Ok(Json(find(&state, &caller, &id).await?.into()))
 }
 
@@ -283,6 +288,7 @@ async fn update_endpoint(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<EndpointPatchIn>,
 ) -> ApiResult<Json<EndpointOut>> {
+    let id = WebhookEndpointId::given(id);
     find(&state, &caller, &id).await?;
     let url = match &body.url {
         Some(raw) => Some(checked_url(&state, &caller, raw).await?),
@@ -297,7 +303,7 @@ async fn update_endpoint(
     let updated = state
         .store
         .update_webhook_endpoint(
-            &caller.account_id(),
+            caller.account_id(),
             &id,
             patch,
             chrono::Utc::now().timestamp_millis(),
@@ -322,9 +328,10 @@ async fn delete_endpoint(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<DeletedOut>> {
+    let id = WebhookEndpointId::given(id);
     if !state
         .store
-        .delete_webhook_endpoint(&caller.account_id(), &id)
+        .delete_webhook_endpoint(caller.account_id(), &id)
         .await?
     {
         return Err(
@@ -332,7 +339,10 @@ async fn delete_endpoint(
         );
     }
     state.runtime.stop_endpoint(&id);
-    Ok(Json(DeletedOut { id, deleted: true }))
+    Ok(Json(DeletedOut {
+        id: id.into_string(),
+        deleted: true,
+    }))
 }
 
 /// The endpoint's deliveries, newest first, each with its attempts.
@@ -344,16 +354,17 @@ async fn list_deliveries(
     Path(id): Path<String>,
     crate::http::extract::ApiQuery(query): crate::http::extract::ApiQuery<ListQuery>,
 ) -> ApiResult<Json<ListOut<DeliveryOut>>> {
+    let id = WebhookEndpointId::given(id);
     find(&state, &caller, &id).await?;
     let page = state
         .store
-        .list_deliveries(&caller.account_id(), &id, &query.page()?)
+        .list_deliveries(caller.account_id(), &id, &query.page()?)
         .await?;
-    let ids: Vec<String> = page.items.iter().map(|d| d.id.clone()).collect();
+    let ids: Vec<DeliveryId> = page.items.iter().map(|d| d.id.clone()).collect();
     let attempts = state.store.attempts_of(&ids).await?;
     Ok(Json(ListOut::from_page(
         page,
-        |d| d.id.clone(),
+        |d| d.id.to_string(),
         |d| delivery_out(d, &attempts),
     )))
 }

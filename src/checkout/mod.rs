@@ -16,6 +16,7 @@ mod promotion;
 
 use crate::domain::checkout::SessionStatus;
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use crate::store::checkout::CheckoutSession;
 use crate::store::{Store, StoreResult};
 use utoipa_axum::router::OpenApiRouter;
@@ -54,13 +55,13 @@ pub async fn current(
 /// `amount_in_cents`, `currency`, and nothing personal.
 pub fn redirect_url(
     success_url: &str,
-    subscription_id: &str,
+    subscription_id: &SubscriptionId,
     status: &str,
     amount_cents: i64,
 ) -> Option<String> {
     let mut url = url::Url::parse(success_url).ok()?;
     url.query_pairs_mut()
-        .append_pair("subscription_id", subscription_id)
+        .append_pair("subscription_id", subscription_id.as_str())
         .append_pair("status", status)
         .append_pair("amount_in_cents", &amount_cents.to_string())
         .append_pair("currency", crate::domain::money::CURRENCY);
@@ -75,7 +76,7 @@ mod tests {
     fn the_redirect_keeps_the_merchants_query_and_adds_ours() {
         let url = redirect_url(
             "https://shop.example/thanks?order=7",
-            "sub_1",
+            &SubscriptionId::parse("sub_1").expect("an id"),
             "APPROVED",
             4_990_000,
         );

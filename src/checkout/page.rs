@@ -8,8 +8,7 @@ use crate::accounts::processor_base_url;
 use crate::domain::checkout::SessionStatus;
 use crate::domain::time::Cycle;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::CatalogKind;
+use crate::ids::CheckoutSessionId;
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -85,6 +84,7 @@ async fn show_page(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let id = CheckoutSessionId::given(id);
     let accept = headers
         .get(header::ACCEPT_LANGUAGE)
         .and_then(|v| v.to_str().ok());
@@ -116,22 +116,19 @@ async fn show_page(
 /// The page's HTML and the processor origin it may talk to; `None` for an unknown session.
 async fn render(
     state: &AppState,
-    id: &str,
+    id: &CheckoutSessionId,
     locale: Locale,
 ) -> Result<Option<(askama::Result<String>, String)>, crate::store::StoreError> {
     let Some(session) = state.store.checkout_session_by_id(id).await? else {
         return Ok(None);
     };
-    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account_id = session.account_id.clone();
     let Some(account) = state.store.account(&account_id).await? else {
         return Ok(None);
     };
     let now = state.runtime.clock().now_ms(&account_id).await?;
     let session = super::current(&state.store, session, now).await?;
-    let plan = state
-        .store
-        .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
-        .await?;
+    let plan = state.store.plan(&account_id, &session.plan_id).await?;
     let plan_name = plan.as_ref().map_or("", |p| p.name.as_str());
     let t = locale.text();
     let amount = locale.money(session.amount_cents);
@@ -176,7 +173,7 @@ async fn render(
                 lang: locale.code(),
                 t,
                 merchant: &account.name,
-                session_id: &session.id,
+                session_id: session.id.as_str(),
                 processor_url: &processor,
                 public_key: &account.processor_public_key,
                 plan_name,

@@ -22,10 +22,9 @@ use crate::http::error::{processor_error, redeem_error};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
-use crate::ids::{AccountId, CustomerId, PaymentMethodId};
+use crate::ids::{AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId};
 use crate::processor::client::SourceKind;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
 use crate::store::catalog::period_lines;
 use crate::store::charges::{BeginChargeError, NewCharge};
 use crate::store::checkout::{CheckoutAttempt, CheckoutSession};
@@ -162,6 +161,7 @@ async fn complete_checkout(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CompleteIn>,
 ) -> ApiResult<Response> {
+    let id = CheckoutSessionId::given(id);
     let (session, account) = open_session(&state, &id).await?;
     state
         .limiter
@@ -190,30 +190,27 @@ async fn complete_checkout(
             session.last_error.as_deref().unwrap_or("declined")
         )));
     }
-    let account_id = AccountId::from_stored(account.id.clone());
+    let account_id = &account.id;
     let (customer_id, email, name) = payer(
         &state,
-        &account_id,
+        account_id,
         &session,
         body.customer_name,
         body.customer_email,
     )
     .await?;
-    let plan = state
-        .store
-        .catalog_item(&account_id, CatalogKind::Plan, &session.plan_id)
-        .await?;
+    let plan = state.store.plan(account_id, &session.plan_id).await?;
     let Some(plan) = plan.filter(|plan| plan.active) else {
         return Err(ApiError::conflict("This plan is no longer offered."));
     };
-    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let now = state.runtime.clock().now_ms(account_id).await?;
     // A code typed on the page (not the integrator's) is refused in one word, as the field's.
     let typed = session.redeem().is_none() && body.promotion_code.is_some();
     let redeem = redeem_for(&session, body.promotion_code)?;
     let whom = Redeeming {
-        account: &account_id,
-        customer_id: session.customer_id.as_deref().unwrap_or_default(),
-        plan_id: &plan.id,
+        account: account_id,
+        customer_id: session.customer_id.as_ref(),
+        plan_id: &session.plan_id,
         addon_ids: &[],
         now,
     };
@@ -264,7 +261,7 @@ async fn complete_checkout(
         .await
         .map_err(processor_error)?;
 
-    let payment_method_id = PaymentMethodId::generate().into_string();
+    let payment_method_id = PaymentMethodId::generate();
     let txn = state.store.begin().await?;
     let charge = txn
         .begin_charge(NewCharge {
@@ -367,7 +364,7 @@ async fn payer(
     session: &CheckoutSession,
     typed_name: Option<String>,
     typed_email: Option<String>,
-) -> ApiResult<(String, String, String)> {
+) -> ApiResult<(CustomerId, String, String)> {
     if let Some(customer_id) = &session.customer_id {
         let customer = state
             .store
@@ -385,14 +382,17 @@ async fn payer(
         ApiError::bad_request(format!("customer_email {why}.")).param("customer_email")
     })?;
     Ok((
-        CustomerId::generate().into_string(),
+        CustomerId::generate(),
         email.into_string(),
         name.into_string(),
     ))
 }
 
 /// The session, which must exist (404) and be open (409), with its account.
-async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession, Account)> {
+async fn open_session(
+    state: &AppState,
+    id: &CheckoutSessionId,
+) -> ApiResult<(CheckoutSession, Account)> {
     let not_found =
         || ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id");
     let session = state
@@ -400,13 +400,13 @@ async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession,
         .checkout_session_by_id(id)
         .await?
         .ok_or_else(not_found)?;
-    let account_id = AccountId::from_stored(session.account_id.clone());
+    let account_id = &session.account_id;
     let account = state
         .store
-        .account(&account_id)
+        .account(account_id)
         .await?
         .ok_or_else(not_found)?;
-    let now = state.runtime.clock().now_ms(&account_id).await?;
+    let now = state.runtime.clock().now_ms(account_id).await?;
     let session = super::current(&state.store, session, now).await?;
     match SessionStatus::parse(&session.status) {
         Some(SessionStatus::Complete) => Err(ApiError::conflict(
@@ -424,8 +424,8 @@ async fn open_session(state: &AppState, id: &str) -> ApiResult<(CheckoutSession,
 async fn outcome(
     state: &AppState,
     account: &Account,
-    session_id: &str,
-    charge_id: &str,
+    session_id: &CheckoutSessionId,
+    charge_id: &ChargeAttemptId,
 ) -> ApiResult<Response> {
     let started = tokio::time::Instant::now();
     let mut next_poll = started + POLL_AFTER;
@@ -483,11 +483,7 @@ async fn outcome(
     };
     let plan_name = state
         .store
-        .catalog_item(
-            &AccountId::from_stored(account.id.clone()),
-            CatalogKind::Plan,
-            &session.plan_id,
-        )
+        .plan(&account.id, &session.plan_id)
         .await?
         .map(|plan| plan.name)
         .unwrap_or_default();
@@ -501,7 +497,7 @@ async fn outcome(
         redirect_url: session.success_url.as_deref().and_then(|url| {
             super::redirect_url(url, subscription_id, &status, charge.amount_cents)
         }),
-        subscription_id: Some(subscription_id.clone()),
+        subscription_id: Some(subscription_id.to_string()),
         status: session.status,
         summary: Some(SummaryOut {
             status,

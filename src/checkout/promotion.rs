@@ -8,8 +8,8 @@ use crate::domain::time::Cycle;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::{CatalogKind, period_lines};
+use crate::ids::CheckoutSessionId;
+use crate::store::catalog::period_lines;
 use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -73,6 +73,7 @@ async fn check_promotion_code(
     Query(query): Query<LangQuery>,
     ApiJson(body): ApiJson<CodeIn>,
 ) -> ApiResult<Json<CodeOut>> {
+    let id = CheckoutSessionId::given(id);
     let not_found =
         || ApiError::not_found(format!("No checkout session with id `{id}`.")).param("id");
     let session = state
@@ -87,18 +88,18 @@ async fn check_promotion_code(
         .limiter
         .take(&format!("checkout-code:{id}"), TRIES_PER_MINUTE)
         .await?;
-    let account = AccountId::from_stored(session.account_id.clone());
+    let account = &session.account_id;
     let plan = state
         .store
-        .catalog_item(&account, CatalogKind::Plan, &session.plan_id)
+        .plan(account, &session.plan_id)
         .await?
         .ok_or_else(not_found)?;
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let redeem = Redeem::Code(body.code.trim().to_owned());
     let whom = Redeeming {
-        account: &account,
-        customer_id: session.customer_id.as_deref().unwrap_or_default(),
-        plan_id: &plan.id,
+        account,
+        customer_id: session.customer_id.as_ref(),
+        plan_id: &session.plan_id,
         addon_ids: &[],
         now,
     };

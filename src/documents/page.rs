@@ -8,7 +8,7 @@
 use super::sheet::Sheet;
 use super::text::Locale;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::CreditNoteId;
 use crate::store::accounts::Account;
 use crate::store::invoices::Invoice;
 use askama::Template;
@@ -90,10 +90,7 @@ async fn found(state: &AppState, token: &str) -> Result<Option<(Invoice, Account
     else {
         return Ok(None);
     };
-    let account = store
-        .account(&AccountId::from_stored(invoice.account_id.clone()))
-        .await
-        .map_err(internal)?;
+    let account = store.account(&invoice.account_id).await.map_err(internal)?;
     Ok(account.map(|account| (invoice, account)))
 }
 
@@ -161,14 +158,15 @@ async fn credit_note_pdf(
     Query(query): Query<PageQuery>,
     headers: HeaderMap,
 ) -> Response {
+    let id = CreditNoteId::given(id);
     let locale = locale(&query, &headers);
     let (invoice, account) = match found(&state, &token).await {
         Ok(Some(found)) => found,
         Ok(None) => return not_found(),
         Err(response) => return response,
     };
-    let account_id = AccountId::from_stored(invoice.account_id.clone());
-    let note = match state.store.credit_note(&account_id, &id).await {
+    let account_id = &invoice.account_id;
+    let note = match state.store.credit_note(account_id, &id).await {
         // Only a credit note of this invoice: the token opens nothing else.
         Ok(Some(note)) if note.invoice_id == invoice.id => note,
         Ok(_) => return not_found(),

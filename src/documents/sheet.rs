@@ -86,7 +86,7 @@ impl Sheet {
         locale: Locale,
     ) -> Result<Self, Unreadable> {
         let unreadable = |source| Unreadable {
-            id: invoice.id.clone(),
+            id: invoice.id.to_string(),
             source,
         };
         let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines).map_err(unreadable)?;
@@ -140,7 +140,7 @@ impl Sheet {
         locale: Locale,
     ) -> Result<Self, Unreadable> {
         let unreadable = |source| Unreadable {
-            id: note.id.clone(),
+            id: note.id.to_string(),
             source,
         };
         let lines: Vec<CreditLine> = serde_json::from_str(&note.lines).map_err(unreadable)?;

@@ -14,6 +14,7 @@
 
 use super::money::div_round_half_away;
 use super::tax::spread;
+use crate::ids::{AddonId, CouponId, PlanId, PromotionCodeId};
 use serde::{Deserialize, Serialize};
 
 /// The money terms of a coupon.
@@ -50,16 +51,16 @@ impl Duration {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppliesTo {
     #[serde(default)]
-    pub plan_ids: Vec<String>,
+    pub plan_ids: Vec<PlanId>,
     #[serde(default)]
-    pub addon_ids: Vec<String>,
+    pub addon_ids: Vec<AddonId>,
 }
 
 impl AppliesTo {
     /// Whether a line of this plan or add-on is discounted.
-    pub fn covers(&self, plan_id: Option<&str>, addon_id: Option<&str>) -> bool {
-        plan_id.is_some_and(|id| self.plan_ids.iter().any(|p| p == id))
-            || addon_id.is_some_and(|id| self.addon_ids.iter().any(|a| a == id))
+    pub fn covers(&self, plan_id: Option<&PlanId>, addon_id: Option<&AddonId>) -> bool {
+        plan_id.is_some_and(|id| self.plan_ids.contains(id))
+            || addon_id.is_some_and(|id| self.addon_ids.contains(id))
     }
 }
 
@@ -68,8 +69,8 @@ impl AppliesTo {
 /// how many period charges it still takes part of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Discount {
-    pub coupon_id: String,
-    pub promotion_code_id: Option<String>,
+    pub coupon_id: CouponId,
+    pub promotion_code_id: Option<PromotionCodeId>,
     /// When it was set: period charges begun from then on are discounted.
     pub start: i64,
     /// `None` for `forever`.
@@ -81,7 +82,7 @@ pub struct Discount {
 
 impl Discount {
     /// Whether a line of this plan or add-on is discounted.
-    pub fn covers(&self, plan_id: Option<&str>, addon_id: Option<&str>) -> bool {
+    pub fn covers(&self, plan_id: Option<&PlanId>, addon_id: Option<&AddonId>) -> bool {
         self.applies_to
             .as_ref()
             .is_none_or(|to| to.covers(plan_id, addon_id))
@@ -200,7 +201,7 @@ mod tests {
 
     fn discount(periods_left: Option<i64>, start: i64) -> Discount {
         Discount {
-            coupon_id: "co_1".into(),
+            coupon_id: CouponId::parse("co_1").expect("a coupon's id"),
             promotion_code_id: None,
             start,
             periods_left,
@@ -241,15 +242,17 @@ mod tests {
 
     #[test]
     fn applies_to_limits_the_lines() {
+        let (plan_a, plan_b) = (PlanId::generate(), PlanId::generate());
+        let addon_a = AddonId::generate();
         let to = AppliesTo {
-            plan_ids: vec!["plan_a".into()],
+            plan_ids: vec![plan_a.clone()],
             addon_ids: vec![],
         };
-        assert!(to.covers(Some("plan_a"), None));
-        assert!(!to.covers(Some("plan_b"), None));
-        assert!(!to.covers(None, Some("addon_a")));
+        assert!(to.covers(Some(&plan_a), None));
+        assert!(!to.covers(Some(&plan_b), None));
+        assert!(!to.covers(None, Some(&addon_a)));
         let all = discount(None, 0);
-        assert!(all.covers(None, Some("addon_a")));
+        assert!(all.covers(None, Some(&addon_a)));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! defaults, and how a `PATCH` merges into it. Kept as JSON on the account; the one in force
 //! when an action arrives is the one that applies, also to sessions opened before.
 
+use crate::ids::PlanId;
 use serde::{Deserialize, Serialize};
 
 crate::domain::vocabulary! {
@@ -31,7 +32,7 @@ pub struct CancelRule {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanSwitchRule {
     pub enabled: bool,
-    pub plan_ids: Vec<String>,
+    pub plan_ids: Vec<PlanId>,
     pub prorate: bool,
 }
 
@@ -75,7 +76,7 @@ pub struct PortalPatch {
     pub cancel_enabled: Option<bool>,
     pub cancel_mode: Option<CancelMode>,
     pub plan_switch_enabled: Option<bool>,
-    pub plan_ids: Option<Vec<String>>,
+    pub plan_ids: Option<Vec<PlanId>>,
     pub prorate: Option<bool>,
     pub payment_method_update_enabled: Option<bool>,
     pub invoice_history_enabled: Option<bool>,
@@ -113,7 +114,7 @@ impl PortalConfig {
     }
 
     /// Whether a customer may switch to `plan_id`.
-    pub fn may_switch_to(&self, plan_id: &str) -> bool {
+    pub fn may_switch_to(&self, plan_id: &PlanId) -> bool {
         self.plan_switch.enabled && self.plan_switch.plan_ids.iter().any(|id| id == plan_id)
     }
 }
@@ -121,6 +122,10 @@ impl PortalConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan(raw: &str) -> PlanId {
+        PlanId::parse(raw).expect("a plan's id")
+    }
 
     #[test]
     fn defaults_are_the_contracts() {
@@ -130,18 +135,18 @@ mod tests {
         assert!(!config.plan_switch.enabled);
         assert!(config.payment_method_update.enabled);
         assert!(config.invoice_history.enabled);
-        assert!(!config.may_switch_to("plan_a"));
+        assert!(!config.may_switch_to(&plan("plan_a")));
     }
 
     #[test]
     fn a_patch_changes_only_what_it_names() {
         let config = PortalConfig::default().merged(&PortalPatch {
             plan_switch_enabled: Some(true),
-            plan_ids: Some(vec!["plan_a".into()]),
+            plan_ids: Some(vec![plan("plan_a")]),
             ..PortalPatch::default()
         });
-        assert!(config.may_switch_to("plan_a"));
-        assert!(!config.may_switch_to("plan_b"));
+        assert!(config.may_switch_to(&plan("plan_a")));
+        assert!(!config.may_switch_to(&plan("plan_b")));
         assert!(config.plan_switch.prorate, "prorate kept its default");
         let later = config.clone().merged(&PortalPatch {
             cancel_mode: Some(CancelMode::Immediately),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 pub struct Caller(pub Arc<Account>);
 
 impl Caller {
-    pub fn account_id(&self) -> AccountId {
-        AccountId::from_stored(self.0.id.clone())
+    pub fn account_id(&self) -> &AccountId {
+        &self.0.id
     }
 }
 
@@ -58,9 +58,9 @@ impl KeyCache {
     }
 
     /// Drops every cached key of `account_id`.
-    pub fn forget_account(&self, account_id: &str) {
+    pub fn forget_account(&self, account_id: &AccountId) {
         self.entries
-            .retain(|_, (account, _)| account.id != account_id);
+            .retain(|_, (account, _)| account.id != *account_id);
     }
 }
 

@@ -271,7 +271,7 @@ mod tests {
     fn held(store: &Store) -> HeldKey {
         HeldKey {
             store: store.clone(),
-            account: AccountId::from_stored("acct_1".to_owned()),
+            account: AccountId::parse("acct_1").expect("an account's id"),
             key: "k".to_owned(),
         }
     }

@@ -127,7 +127,7 @@ pub async fn limit_api(
 ) -> Result<Response, ApiError> {
     if let Some(caller) = request.extensions().get::<Caller>() {
         let limit = u64::try_from(caller.0.rate_limit_per_minute).unwrap_or(0);
-        state.limiter.take(&caller.0.id, limit).await?;
+        state.limiter.take(caller.0.id.as_str(), limit).await?;
     }
     Ok(next.run(request).await)
 }
@@ -176,7 +176,7 @@ pub async fn idempotent_posts(
     };
     let held = HeldKey {
         store: state.store.clone(),
-        account: caller.account_id(),
+        account: caller.account_id().clone(),
         key,
     };
     let work = next.run(Request::from_parts(parts, Body::from(bytes)));

@@ -57,7 +57,7 @@ pub struct AccountLimitsPatch {
 impl Store {
     pub async fn create_account(&self, new: NewAccount) -> StoreResult<Account> {
         let model = account::ActiveModel {
-            id: Set(new.id.into_string()),
+            id: Set(new.id),
             name: Set(new.name),
             sandbox: Set(new.sandbox),
             api_key_hash: Set(new.api_key_hash),
@@ -98,7 +98,7 @@ impl Store {
         let updated = account::Entity::update_many()
             .col_expr(account::Column::Invoicing, Some(raw).into())
             .col_expr(account::Column::DefaultTaxCode, default_tax_code.into())
-            .filter(account::Column::Id.eq(id.as_str()))
+            .filter(account::Column::Id.eq(id))
             .exec_with_returning(self.writer())
             .await?;
         updated
@@ -115,7 +115,7 @@ impl Store {
     }
 
     pub async fn account(&self, id: &AccountId) -> StoreResult<Option<Account>> {
-        Ok(account::Entity::find_by_id(id.as_str())
+        Ok(account::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -177,7 +177,7 @@ impl super::txn::StoreTxn {
     /// second connection of the pool while holding its own (a small pool's units would all
     /// wait for each other).
     pub async fn account(&self, id: &AccountId) -> StoreResult<Option<Account>> {
-        Ok(account::Entity::find_by_id(id.as_str())
+        Ok(account::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }

@@ -4,6 +4,7 @@
 
 use super::entities::{catalog_item, charge_attempt, subscription, webhook_delivery};
 use super::{Store, StoreResult};
+use crate::ids::{CatalogItemId, PlanId};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 
 pub use charge_attempt::Model as ChargeRow;
@@ -21,9 +22,10 @@ pub enum PlanDeletion {
 impl Store {
     /// Deletes a plan unless a subscription uses it; the check and the delete share one
     /// transaction.
-    pub async fn delete_plan(&self, plan_id: &str) -> StoreResult<PlanDeletion> {
+    pub async fn delete_plan(&self, plan_id: &PlanId) -> StoreResult<PlanDeletion> {
         let txn = self.begin().await?;
-        let exists = catalog_item::Entity::find_by_id(plan_id)
+        let item = CatalogItemId::Plan(plan_id.clone());
+        let exists = catalog_item::Entity::find_by_id(item.clone())
             .filter(catalog_item::Column::Kind.eq("plan"))
             .count(txn.conn())
             .await?
@@ -38,7 +40,7 @@ impl Store {
         if used > 0 {
             return Ok(PlanDeletion::InUse(used));
         }
-        catalog_item::Entity::delete_by_id(plan_id)
+        catalog_item::Entity::delete_by_id(item)
             .exec(txn.conn())
             .await?;
         txn.commit().await?;
@@ -59,7 +61,7 @@ impl Store {
         let mut out = Vec::with_capacity(plans.len());
         for plan in plans {
             let used = subscription::Entity::find()
-                .filter(subscription::Column::PlanId.eq(plan.id.as_str()))
+                .filter(subscription::Column::PlanId.eq(&plan.id))
                 .count(self.conn())
                 .await?;
             out.push((plan, used));

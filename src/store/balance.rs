@@ -6,7 +6,8 @@
 
 use super::entities::{account, balance_transaction};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
-use crate::ids::{AccountId, BalanceTransactionId};
+use crate::ids::{AccountId, BalanceTransactionId, ChargeAttemptId, SubscriptionId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     sea_query::{Expr, ExprTrait},
@@ -52,7 +53,7 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
         clock_ms: i64,
-    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
+    ) -> StoreResult<Option<(Balance, Vec<SubscriptionId>)>> {
         let mut tries = 0;
         loop {
             tries += 1;
@@ -74,14 +75,14 @@ impl Store {
         amount_cents: i64,
         now_ms: i64,
         clock_ms: i64,
-    ) -> StoreResult<Option<(Balance, Vec<String>)>> {
+    ) -> StoreResult<Option<(Balance, Vec<SubscriptionId>)>> {
         let txn = self.begin().await?;
         let updated = account::Entity::update_many()
             .col_expr(
                 account::Column::AvailableCents,
                 Expr::col(account::Column::AvailableCents).add(amount_cents),
             )
-            .filter(account::Column::Id.eq(account.as_str()))
+            .filter(account::Column::Id.eq(account))
             .exec(txn.conn())
             .await?;
         if updated.rows_affected == 0 {
@@ -100,8 +101,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<BalanceTransaction>> {
-        let select = balance_transaction::Entity::find()
-            .filter(balance_transaction::Column::AccountId.eq(account.as_str()));
+        let select = balance_transaction::Entity::scoped(account);
         fetch_page(self.conn(), select, balance_transaction::Column::Id, page).await
     }
 }
@@ -110,7 +110,7 @@ pub(crate) async fn balance_of<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
 ) -> StoreResult<Option<Balance>> {
-    Ok(account::Entity::find_by_id(account.as_str())
+    Ok(account::Entity::find_by_id(account.clone())
         .one(conn)
         .await?
         .map(|row| Balance {
@@ -131,13 +131,13 @@ pub(crate) fn ledger_row(
     account: &AccountId,
     kind: &str,
     amount_cents: i64,
-    charge_attempt_id: Option<String>,
+    charge_attempt_id: Option<ChargeAttemptId>,
     description: &str,
     now_ms: i64,
 ) -> BalanceTransaction {
     BalanceTransaction {
-        id: BalanceTransactionId::generate().into_string(),
-        account_id: account.as_str().to_owned(),
+        id: BalanceTransactionId::generate(),
+        account_id: account.clone(),
         kind: kind.to_owned(),
         amount_cents,
         charge_attempt_id,

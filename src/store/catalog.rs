@@ -4,8 +4,9 @@ use super::entities::{catalog_item, customer};
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::discount::Discount;
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use crate::ids::{AccountId, AddonId, CatalogItemId, CustomerId, PlanId};
+use crate::store::Scoped;
+use sea_orm::{ActiveModelTrait, ColumnTrait, QueryFilter, Set};
 
 pub use catalog_item::Model as CatalogItem;
 pub use customer::Model as Customer;
@@ -36,7 +37,6 @@ impl CatalogItem {
 
     /// Its invoice line of `amount` (a proration) from `start` to `end`.
     pub fn line_of(&self, amount: i64, start: i64, end: i64) -> super::invoices::DraftLine {
-        let is_plan = self.kind == CatalogKind::Plan.as_str();
         super::invoices::DraftLine {
             description: self.name.clone(),
             quantity: 1,
@@ -45,8 +45,8 @@ impl CatalogItem {
             tax_code: self.tax_code,
             period_start: Some(start),
             period_end: Some(end),
-            plan_id: is_plan.then(|| self.id.clone()),
-            addon_id: (!is_plan).then(|| self.id.clone()),
+            plan_id: self.id.plan().cloned(),
+            addon_id: self.id.addon().cloned(),
         }
     }
 }
@@ -83,6 +83,14 @@ pub enum CatalogKind {
 }
 
 impl CatalogKind {
+    /// The kind an id names.
+    pub fn of(id: &CatalogItemId) -> Self {
+        match id {
+            CatalogItemId::Plan(_) => CatalogKind::Plan,
+            CatalogItemId::Addon(_) => CatalogKind::Addon,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CatalogKind::Plan => "plan",
@@ -118,17 +126,33 @@ impl Store {
         Ok(model.insert(self.writer()).await?)
     }
 
+    /// The account's plan or add-on `id`: a row of the kind its id names (a plan's id with an
+    /// add-on's prefix finds nothing, as it did as a string).
     pub async fn catalog_item(
         &self,
         account: &AccountId,
-        kind: CatalogKind,
-        id: &str,
+        id: &CatalogItemId,
     ) -> StoreResult<Option<CatalogItem>> {
-        Ok(catalog_item::Entity::find_by_id(id)
-            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
-            .filter(catalog_item::Column::Kind.eq(kind.as_str()))
+        Ok(catalog_item::Entity::find_scoped(account, id.clone())
+            .filter(catalog_item::Column::Kind.eq(CatalogKind::of(id).as_str()))
             .one(self.conn())
             .await?)
+    }
+
+    /// The account's plan `id`.
+    pub async fn plan(&self, account: &AccountId, id: &PlanId) -> StoreResult<Option<CatalogItem>> {
+        self.catalog_item(account, &CatalogItemId::Plan(id.clone()))
+            .await
+    }
+
+    /// The account's add-on `id`.
+    pub async fn addon(
+        &self,
+        account: &AccountId,
+        id: &AddonId,
+    ) -> StoreResult<Option<CatalogItem>> {
+        self.catalog_item(account, &CatalogItemId::Addon(id.clone()))
+            .await
     }
 
     pub async fn list_catalog_items(
@@ -137,8 +161,7 @@ impl Store {
         kind: CatalogKind,
         page: &PageRequest,
     ) -> StoreResult<Page<CatalogItem>> {
-        let select = catalog_item::Entity::find()
-            .filter(catalog_item::Column::AccountId.eq(account.as_str()))
+        let select = catalog_item::Entity::scoped(account)
             .filter(catalog_item::Column::Kind.eq(kind.as_str()));
         fetch_page(self.conn(), select, catalog_item::Column::Id, page).await
     }
@@ -146,11 +169,10 @@ impl Store {
     pub async fn update_catalog_item(
         &self,
         account: &AccountId,
-        kind: CatalogKind,
-        id: &str,
+        id: &CatalogItemId,
         patch: CatalogPatch,
     ) -> StoreResult<Option<CatalogItem>> {
-        let Some(found) = self.catalog_item(account, kind, id).await? else {
+        let Some(found) = self.catalog_item(account, id).await? else {
             return Ok(None);
         };
         let mut model: catalog_item::ActiveModel = found.clone().into();
@@ -174,9 +196,12 @@ impl Store {
         Ok(model.insert(self.writer()).await?)
     }
 
-    pub async fn customer(&self, account: &AccountId, id: &str) -> StoreResult<Option<Customer>> {
-        Ok(customer::Entity::find_by_id(id)
-            .filter(customer::Column::AccountId.eq(account.as_str()))
+    pub async fn customer(
+        &self,
+        account: &AccountId,
+        id: &CustomerId,
+    ) -> StoreResult<Option<Customer>> {
+        Ok(customer::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -185,7 +210,7 @@ impl Store {
     pub async fn update_customer(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CustomerId,
         patch: CustomerPatch,
     ) -> StoreResult<Option<Customer>> {
         let Some(found) = self.customer(account, id).await? else {
@@ -219,8 +244,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<Customer>> {
-        let select =
-            customer::Entity::find().filter(customer::Column::AccountId.eq(account.as_str()));
+        let select = customer::Entity::scoped(account);
         fetch_page(self.conn(), select, customer::Column::Id, page).await
     }
 }

@@ -9,7 +9,10 @@ use super::entities::{charge_attempt, checkout_session, customer, payment_method
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::checkout::SessionStatus::{Complete, Expired, Open};
-use crate::ids::AccountId;
+use crate::ids::{
+    AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId, SubscriptionId,
+};
+use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
 use crate::processor::client::SourceKind;
@@ -18,9 +21,9 @@ pub use checkout_session::Model as CheckoutSession;
 /// What one payment attempt of a session will create if the processor approves it.
 #[derive(Clone, Debug)]
 pub struct CheckoutAttempt {
-    pub charge_id: String,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub charge_id: ChargeAttemptId,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub payment_source_id: i64,
     pub source_kind: SourceKind,
     pub email: String,
@@ -70,10 +73,9 @@ impl Store {
     pub async fn checkout_session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CheckoutSessionId,
     ) -> StoreResult<Option<CheckoutSession>> {
-        Ok(checkout_session::Entity::find_by_id(id)
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()))
+        Ok(checkout_session::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -88,7 +90,7 @@ impl Store {
         checkout_session::Entity::update_many()
             .col_expr(checkout_session::Column::Status, Expired.as_str().into())
             .col_expr(checkout_session::Column::UpdatedAt, now_ms.into())
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()))
+            .filter(checkout_session::Entity::of(account))
             .filter(checkout_session::Column::Status.eq(Open.as_str()))
             .filter(checkout_session::Column::ExpiresAt.lte(now_ms))
             .filter(checkout_session::Column::AttemptChargeId.is_null())
@@ -104,8 +106,7 @@ impl Store {
         status: Option<&str>,
         page: &PageRequest,
     ) -> StoreResult<Page<CheckoutSession>> {
-        let mut select = checkout_session::Entity::find()
-            .filter(checkout_session::Column::AccountId.eq(account.as_str()));
+        let mut select = checkout_session::Entity::scoped(account);
         if let Some(status) = status {
             select = select.filter(checkout_session::Column::Status.eq(status));
         }
@@ -114,8 +115,11 @@ impl Store {
 
     /// A session by id alone: for the hosted page, whose URL (the unguessable id) is the
     /// customer's only credential, as with any hosted payment page.
-    pub async fn checkout_session_by_id(&self, id: &str) -> StoreResult<Option<CheckoutSession>> {
-        Ok(checkout_session::Entity::find_by_id(id)
+    pub async fn checkout_session_by_id(
+        &self,
+        id: &CheckoutSessionId,
+    ) -> StoreResult<Option<CheckoutSession>> {
+        Ok(checkout_session::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -123,7 +127,7 @@ impl Store {
     /// The session whose payment attempt is `charge_id`, if one still waits for it.
     pub async fn checkout_session_for_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> StoreResult<Option<CheckoutSession>> {
         Ok(checkout_session::Entity::find()
             .filter(checkout_session::Column::AttemptChargeId.eq(charge_id))
@@ -133,7 +137,11 @@ impl Store {
 
     /// Marks an open session expired once `now_ms` (the account's clock) has reached its
     /// `expires_at`, unless a payment is in flight: that payment decides. True if it changed.
-    pub async fn expire_checkout_session(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn expire_checkout_session(
+        &self,
+        id: &CheckoutSessionId,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
         let result = checkout_session::Entity::update_many()
             .col_expr(checkout_session::Column::Status, Expired.as_str().into())
             .col_expr(checkout_session::Column::UpdatedAt, now_ms.into())
@@ -152,7 +160,7 @@ impl StoreTxn {
     /// in flight can be claimed. False when another attempt holds it or the session is closed.
     pub async fn claim_checkout_session(
         &self,
-        id: &str,
+        id: &CheckoutSessionId,
         attempt: &CheckoutAttempt,
         now_ms: i64,
     ) -> StoreResult<bool> {
@@ -183,7 +191,7 @@ impl StoreTxn {
 
     pub async fn checkout_session_for_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> StoreResult<Option<CheckoutSession>> {
         Ok(checkout_session::Entity::find()
             .filter(checkout_session::Column::AttemptChargeId.eq(charge_id))
@@ -195,9 +203,9 @@ impl StoreTxn {
     /// that charge (so nothing is created twice).
     pub async fn complete_checkout_session(
         &self,
-        id: &str,
-        charge_id: &str,
-        subscription_id: &str,
+        id: &CheckoutSessionId,
+        charge_id: &ChargeAttemptId,
+        subscription_id: &SubscriptionId,
         now_ms: i64,
     ) -> StoreResult<bool> {
         use checkout_session::Column as C;
@@ -217,8 +225,8 @@ impl StoreTxn {
     /// A failed attempt lets go of the lock, keeping the reason for the page.
     pub async fn release_checkout_session(
         &self,
-        id: &str,
-        charge_id: &str,
+        id: &CheckoutSessionId,
+        charge_id: &ChargeAttemptId,
         error: &str,
         now_ms: i64,
     ) -> StoreResult<()> {
@@ -255,8 +263,8 @@ impl StoreTxn {
     /// the subscription's actor never charges that period again.
     pub async fn attach_charge_to_subscription(
         &self,
-        charge_id: &str,
-        subscription_id: &str,
+        charge_id: &ChargeAttemptId,
+        subscription_id: &SubscriptionId,
         period_start: i64,
     ) -> StoreResult<()> {
         charge_attempt::Entity::update_many()

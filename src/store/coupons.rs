@@ -10,7 +10,8 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::discount::{AppliesTo, Discount, Off};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, AddonId, CouponId, CustomerId, PlanId, PromotionCodeId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, Set,
@@ -64,7 +65,7 @@ pub fn discount_lines(lines: &mut [DraftLine], discount: &Discount, proration: b
     let amounts: Vec<i64> = lines.iter().map(|l| l.amount_cents).collect();
     let covered: Vec<bool> = lines
         .iter()
-        .map(|l| discount.covers(l.plan_id.as_deref(), l.addon_id.as_deref()))
+        .map(|l| discount.covers(l.plan_id.as_ref(), l.addon_id.as_ref()))
         .collect();
     for (line, off) in lines
         .iter_mut()
@@ -84,7 +85,7 @@ pub fn code_key(code: &str) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum RedeemError {
     #[error("No coupon with id `{0}`.")]
-    NoCoupon(String),
+    NoCoupon(CouponId),
     #[error("No active promotion code `{0}`.")]
     NoCode(String),
     #[error("This {0} is no longer valid (made invalid, expired or fully redeemed).")]
@@ -103,17 +104,18 @@ pub enum RedeemError {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Redeem {
-    Coupon(String),
+    Coupon(CouponId),
     Code(String),
 }
 
 /// What comes with a redemption: whose and for what.
 pub struct Redeeming<'a> {
     pub account: &'a AccountId,
-    pub customer_id: &'a str,
+    /// `None` for a customer the payment is to create (a checkout's).
+    pub customer_id: Option<&'a CustomerId>,
     /// The subscription's plan and add-ons (a limited coupon must cover one of them).
-    pub plan_id: &'a str,
-    pub addon_ids: &'a [String],
+    pub plan_id: &'a PlanId,
+    pub addon_ids: &'a [AddonId],
     pub now: i64,
 }
 
@@ -123,9 +125,8 @@ impl Store {
         Ok(model.insert(self.writer()).await?)
     }
 
-    pub async fn coupon(&self, account: &AccountId, id: &str) -> StoreResult<Option<Coupon>> {
-        Ok(coupon::Entity::find_by_id(id)
-            .filter(coupon::Column::AccountId.eq(account.as_str()))
+    pub async fn coupon(&self, account: &AccountId, id: &CouponId) -> StoreResult<Option<Coupon>> {
+        Ok(coupon::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -135,7 +136,7 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<Coupon>> {
-        let select = coupon::Entity::find().filter(coupon::Column::AccountId.eq(account.as_str()));
+        let select = coupon::Entity::scoped(account);
         fetch_page(self.conn(), select, coupon::Column::Id, page).await
     }
 
@@ -143,7 +144,7 @@ impl Store {
     pub async fn update_coupon(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CouponId,
         name: Option<String>,
         active: Option<bool>,
     ) -> StoreResult<Option<Coupon>> {
@@ -172,8 +173,7 @@ impl Store {
 
     /// Whether the account has an active code of these letters (in any case).
     pub async fn active_code_exists(&self, account: &AccountId, code: &str) -> StoreResult<bool> {
-        Ok(promotion_code::Entity::find()
-            .filter(promotion_code::Column::AccountId.eq(account.as_str()))
+        Ok(promotion_code::Entity::scoped(account)
             .filter(promotion_code::Column::CodeKey.eq(code_key(code)))
             .filter(promotion_code::Column::Active.eq(true))
             .count(self.conn())
@@ -184,10 +184,9 @@ impl Store {
     pub async fn promotion_code(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PromotionCodeId,
     ) -> StoreResult<Option<PromotionCode>> {
-        Ok(promotion_code::Entity::find_by_id(id)
-            .filter(promotion_code::Column::AccountId.eq(account.as_str()))
+        Ok(promotion_code::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -198,8 +197,7 @@ impl Store {
         account: &AccountId,
         code: &str,
     ) -> StoreResult<Option<PromotionCode>> {
-        Ok(promotion_code::Entity::find()
-            .filter(promotion_code::Column::AccountId.eq(account.as_str()))
+        Ok(promotion_code::Entity::scoped(account)
             .filter(promotion_code::Column::CodeKey.eq(code_key(code)))
             .filter(promotion_code::Column::Active.eq(true))
             .one(self.conn())
@@ -209,11 +207,10 @@ impl Store {
     pub async fn list_promotion_codes(
         &self,
         account: &AccountId,
-        coupon_id: Option<&str>,
+        coupon_id: Option<&CouponId>,
         page: &PageRequest,
     ) -> StoreResult<Page<PromotionCode>> {
-        let mut select = promotion_code::Entity::find()
-            .filter(promotion_code::Column::AccountId.eq(account.as_str()));
+        let mut select = promotion_code::Entity::scoped(account);
         if let Some(coupon_id) = coupon_id {
             select = select.filter(promotion_code::Column::CouponId.eq(coupon_id));
         }
@@ -223,7 +220,7 @@ impl Store {
     pub async fn set_promotion_code_active(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PromotionCodeId,
         active: bool,
     ) -> StoreResult<Option<PromotionCode>> {
         let Some(found) = self.promotion_code(account, id).await? else {
@@ -290,8 +287,8 @@ async fn check<C: sea_orm::ConnectionTrait>(
         }
         if code
             .customer_id
-            .as_deref()
-            .is_some_and(|only| only != whom.customer_id)
+            .as_ref()
+            .is_some_and(|only| Some(only) != whom.customer_id)
         {
             return Err(RedeemError::OtherCustomer);
         }
@@ -327,9 +324,11 @@ async fn has_paid_before<C: sea_orm::ConnectionTrait>(
     conn: &C,
     whom: &Redeeming<'_>,
 ) -> StoreResult<bool> {
-    Ok(charge_attempt::Entity::find()
-        .filter(charge_attempt::Column::AccountId.eq(whom.account.as_str()))
-        .filter(charge_attempt::Column::CustomerId.eq(whom.customer_id))
+    let Some(customer) = whom.customer_id else {
+        return Ok(false);
+    };
+    Ok(charge_attempt::Entity::scoped(whom.account)
+        .filter(charge_attempt::Column::CustomerId.eq(customer))
         .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
         .count(conn)
         .await?
@@ -387,7 +386,7 @@ impl StoreTxn {
                 Expr::col(coupon::Column::TimesRedeemed).add(1),
             )
             .filter(coupon::Column::Id.eq(coupon.id.as_str()))
-            .filter(coupon::Column::AccountId.eq(whom.account.as_str()))
+            .filter(coupon::Entity::of(whom.account))
             .filter(coupon::Column::Active.eq(true))
             .filter(redemption_left(
                 Expr::col(coupon::Column::TimesRedeemed),
@@ -429,6 +428,10 @@ mod tests {
     use crate::domain::tax::TaxCode;
     use proptest::prelude::*;
 
+    fn plan_a() -> PlanId {
+        PlanId::parse("plan_a").expect("a plan's id")
+    }
+
     fn line(amount: i64, plan: bool) -> DraftLine {
         DraftLine {
             description: "x".into(),
@@ -438,20 +441,20 @@ mod tests {
             tax_code: TaxCode::Iva19,
             period_start: None,
             period_end: None,
-            plan_id: plan.then(|| "plan_a".into()),
-            addon_id: (!plan).then(|| "addon_a".into()),
+            plan_id: plan.then(plan_a),
+            addon_id: (!plan).then(|| AddonId::parse("addon_a").expect("an add-on's id")),
         }
     }
 
     fn discount(off: Off, plans_only: bool) -> Discount {
         Discount {
-            coupon_id: "co_1".into(),
+            coupon_id: CouponId::parse("co_1").expect("a coupon's id"),
             promotion_code_id: None,
             start: 0,
             periods_left: None,
             off,
             applies_to: plans_only.then(|| AppliesTo {
-                plan_ids: vec!["plan_a".into()],
+                plan_ids: vec![plan_a()],
                 addon_ids: vec![],
             }),
         }

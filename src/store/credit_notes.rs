@@ -14,7 +14,8 @@ use super::series::take_numbers;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
 use crate::domain::tax::{Creditable, credit_split, spread};
-use crate::ids::{AccountId, CreditNoteId};
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, WebhookEndpointId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect,
@@ -29,24 +30,26 @@ const CREDIT_NOTE_PREFIX: &str = "NC-";
 /// Filters of `GET /v1/credit-notes`.
 #[derive(Debug, Default)]
 pub struct CreditNoteFilter {
-    pub invoice_id: Option<String>,
-    pub charge_id: Option<String>,
+    pub invoice_id: Option<InvoiceId>,
+    pub charge_id: Option<ChargeAttemptId>,
 }
 
 impl Store {
     pub async fn credit_note(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &CreditNoteId,
     ) -> StoreResult<Option<CreditNote>> {
-        Ok(credit_note::Entity::find_by_id(id)
-            .filter(credit_note::Column::AccountId.eq(account.as_str()))
+        Ok(credit_note::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
 
     /// Every credit note of `invoice_id`, oldest first (at most one per refund of its charge).
-    pub async fn credit_notes_of_invoice(&self, invoice_id: &str) -> StoreResult<Vec<CreditNote>> {
+    pub async fn credit_notes_of_invoice(
+        &self,
+        invoice_id: &InvoiceId,
+    ) -> StoreResult<Vec<CreditNote>> {
         Ok(credit_note::Entity::find()
             .filter(credit_note::Column::InvoiceId.eq(invoice_id))
             .order_by_asc(credit_note::Column::Sequence)
@@ -60,13 +63,12 @@ impl Store {
         filter: &CreditNoteFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<CreditNote>> {
-        let mut select =
-            credit_note::Entity::find().filter(credit_note::Column::AccountId.eq(account.as_str()));
+        let mut select = credit_note::Entity::scoped(account);
         if let Some(invoice) = &filter.invoice_id {
-            select = select.filter(credit_note::Column::InvoiceId.eq(invoice.as_str()));
+            select = select.filter(credit_note::Column::InvoiceId.eq(invoice));
         }
         if let Some(charge) = &filter.charge_id {
-            select = select.filter(credit_note::Column::ChargeId.eq(charge.as_str()));
+            select = select.filter(credit_note::Column::ChargeId.eq(charge));
         }
         fetch_page(self.conn(), select, credit_note::Column::Id, page).await
     }
@@ -108,7 +110,7 @@ fn creditable(lines: &[InvoiceLine], earlier: &[CreditNote]) -> StoreResult<Vec<
 pub(crate) async fn issue_in<C: ConnectionTrait>(
     conn: &C,
     refund: &refund::Model,
-) -> StoreResult<Vec<String>> {
+) -> StoreResult<Vec<WebhookEndpointId>> {
     if refund.status != RefundStatus::Approved {
         return Err(StoreError::invariant(format!(
             "a credit note for refund {}, which is {}",
@@ -116,7 +118,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         )));
     }
     let Some(invoice) = invoice::Entity::find()
-        .filter(invoice::Column::ChargeId.eq(refund.charge_id.as_str()))
+        .filter(invoice::Column::ChargeId.eq(&refund.charge_id))
         .one(conn)
         .await?
     else {
@@ -126,7 +128,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     let lines: Vec<InvoiceLine> = serde_json::from_str(&invoice.lines)
         .map_err(|err| StoreError::invariant(format!("invoice {}: {err}", invoice.id)))?;
     let earlier = credit_note::Entity::find()
-        .filter(credit_note::Column::InvoiceId.eq(invoice.id.as_str()))
+        .filter(credit_note::Column::InvoiceId.eq(&invoice.id))
         .all(conn)
         .await?;
     let left = creditable(&lines, &earlier)?;
@@ -163,7 +165,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
     )
     .await?;
     let note = CreditNote {
-        id: CreditNoteId::generate().into_string(),
+        id: CreditNoteId::generate(),
         account_id: invoice.account_id.clone(),
         series: CREDIT_NOTE_SERIES.to_owned(),
         sequence,
@@ -202,7 +204,7 @@ async fn created_event<C: ConnectionTrait>(
     note: &CreditNote,
 ) -> StoreResult<Event> {
     let metadata = match &invoice.subscription_id {
-        Some(id) => subscription::Entity::find_by_id(id.as_str())
+        Some(id) => subscription::Entity::find_by_id(id.clone())
             .select_only()
             .column(subscription::Column::Metadata)
             .into_tuple::<Option<String>>()
@@ -220,7 +222,7 @@ async fn created_event<C: ConnectionTrait>(
     });
     Ok(event_row(
         &note.account_id,
-        invoice.subscription_id.as_deref(),
+        invoice.subscription_id.as_ref(),
         "credit_note.created",
         data,
         note.issued_at,

@@ -322,8 +322,8 @@ pub(crate) mod tests {
                     // Writes, then gives up: only its savepoint rolls back, not the group.
                     let txn = store.begin().await.expect("begin");
                     txn.insert_event(Event {
-                        id: EventId::generate().into_string(),
-                        account_id: id.as_str().to_owned(),
+                        id: EventId::generate(),
+                        account_id: id.clone(),
                         event_type: "subscription.created".into(),
                         subscription_id: None,
                         body: "{}".into(),
@@ -359,7 +359,7 @@ pub(crate) mod tests {
             if !rows.has_more {
                 break;
             }
-            page.cursor = rows.items.last().map(|row| row.id.clone());
+            page.cursor = rows.items.last().map(|row| row.id.to_string());
         }
         assert_eq!(ledger, 180);
         let events = fresh
@@ -381,8 +381,8 @@ pub(crate) mod tests {
 
     fn event(id: &AccountId, body: &str) -> Event {
         Event {
-            id: EventId::generate().into_string(),
-            account_id: id.as_str().to_owned(),
+            id: EventId::generate(),
+            account_id: id.clone(),
             event_type: "subscription.created".into(),
             subscription_id: None,
             body: body.into(),

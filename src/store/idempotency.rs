@@ -7,6 +7,7 @@
 use super::entities::idempotency_key;
 use super::{Store, StoreError, StoreResult};
 use crate::ids::AccountId;
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
@@ -41,7 +42,7 @@ impl Store {
         // read makes us insert again; more than that is a crowd, and the crowd waits.
         for _ in 0..3 {
             let row = idempotency_key::ActiveModel {
-                account_id: Set(account.as_str().to_owned()),
+                account_id: Set(account.clone()),
                 key: Set(key.to_owned()),
                 request_hash: Set(request_hash.to_owned()),
                 state: Set("running".to_owned()),
@@ -58,10 +59,9 @@ impl Store {
                     }
                 }
             }
-            let existing =
-                idempotency_key::Entity::find_by_id((account.as_str().to_owned(), key.to_owned()))
-                    .one(self.conn())
-                    .await?;
+            let existing = idempotency_key::Entity::find_by_id((account.clone(), key.to_owned()))
+                .one(self.conn())
+                .await?;
             let Some(existing) = existing else {
                 // Released by a request that committed nothing: the key is free again.
                 continue;
@@ -70,7 +70,7 @@ impl Store {
                 // An expired record is forgotten, as if the key had never been used. Only that
                 // record: a concurrent claim may already have replaced it.
                 idempotency_key::Entity::delete_many()
-                    .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+                    .filter(idempotency_key::Entity::of(account))
                     .filter(idempotency_key::Column::Key.eq(key))
                     .filter(idempotency_key::Column::CreatedAt.lt(now_ms - RETENTION_MS))
                     .exec(self.writer())
@@ -112,7 +112,7 @@ impl Store {
                 i32::from(status).into(),
             )
             .col_expr(idempotency_key::Column::ResponseBody, body.into())
-            .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+            .filter(idempotency_key::Entity::of(account))
             .filter(idempotency_key::Column::Key.eq(key))
             .exec(self.writer())
             .await?;
@@ -122,7 +122,7 @@ impl Store {
     /// Forgets a key whose request committed nothing, so that a retry runs it again.
     pub async fn release_idempotency_key(&self, account: &AccountId, key: &str) -> StoreResult<()> {
         idempotency_key::Entity::delete_many()
-            .filter(idempotency_key::Column::AccountId.eq(account.as_str()))
+            .filter(idempotency_key::Entity::of(account))
             .filter(idempotency_key::Column::Key.eq(key))
             .filter(idempotency_key::Column::State.eq("running"))
             .exec(self.writer())
@@ -194,7 +194,7 @@ mod tests {
     const NOW: i64 = 1_800_000_000_000;
 
     fn account() -> AccountId {
-        AccountId::from_stored("acct_1".to_owned())
+        AccountId::parse("acct_1").expect("an account's id")
     }
 
     #[tokio::test]

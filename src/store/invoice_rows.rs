@@ -7,7 +7,9 @@ use super::entities::customer;
 use super::entities::invoice::Model as Invoice;
 use super::{StoreError, StoreResult};
 use crate::domain::tax::{TaxCode, Taxed, breakdown, totals};
-use crate::ids::InvoiceId;
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CustomerId, InvoiceId, PlanId, SubscriptionId,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -27,8 +29,8 @@ pub struct DraftLine {
     pub tax_code: TaxCode,
     pub period_start: Option<i64>,
     pub period_end: Option<i64>,
-    pub plan_id: Option<String>,
-    pub addon_id: Option<String>,
+    pub plan_id: Option<PlanId>,
+    pub addon_id: Option<AddonId>,
 }
 
 /// An invoice's line: the draft and its split.
@@ -92,11 +94,11 @@ pub struct CreditLine {
 
 /// What an invoice documents.
 pub(super) struct Billed<'a> {
-    pub account_id: &'a str,
+    pub account_id: &'a AccountId,
     /// `None` for a period of nothing.
-    pub charge_id: Option<&'a str>,
-    pub subscription_id: Option<&'a str>,
-    pub customer_id: &'a str,
+    pub charge_id: Option<&'a ChargeAttemptId>,
+    pub subscription_id: Option<&'a SubscriptionId>,
+    pub customer_id: &'a CustomerId,
     pub lines: Vec<DraftLine>,
     pub issued_at: i64,
     /// Set for a period of nothing (the one invoice of that period).
@@ -138,7 +140,7 @@ fn party_of(customer: Option<&customer::Model>, billed: &Billed<'_>) -> Party {
 /// The invoice of `billed`, not yet numbered (`number_in` numbers it).
 pub(super) fn invoice_row(
     billed: Billed<'_>,
-    customers: &HashMap<String, customer::Model>,
+    customers: &HashMap<CustomerId, customer::Model>,
 ) -> StoreResult<Invoice> {
     let party = party_of(customers.get(billed.customer_id), &billed);
     let taxed: Vec<Taxed> = billed
@@ -171,14 +173,14 @@ pub(super) fn invoice_row(
     let id = InvoiceId::generate();
     let hosted_token = hosted_token_of(&id);
     Ok(Invoice {
-        id: id.into_string(),
-        account_id: billed.account_id.to_owned(),
+        id,
+        account_id: billed.account_id.clone(),
         series: INVOICE_SERIES.to_owned(),
         sequence: 0,
         number: String::new(),
-        charge_id: billed.charge_id.map(str::to_owned),
-        subscription_id: billed.subscription_id.map(str::to_owned),
-        customer_id: billed.customer_id.to_owned(),
+        charge_id: billed.charge_id.cloned(),
+        subscription_id: billed.subscription_id.cloned(),
+        customer_id: billed.customer_id.clone(),
         customer: to_json(&party)?,
         lines: to_json(&lines)?,
         tax_breakdown: to_json(&entries)?,

@@ -16,7 +16,10 @@ use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::tax::TaxCode;
-use crate::ids::AccountId;
+use crate::ids::{
+    AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId, WebhookEndpointId,
+};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QuerySelect,
@@ -33,15 +36,18 @@ pub(super) const INVOICE_PREFIX: &str = "FV-";
 /// Filters of `GET /v1/invoices`.
 #[derive(Debug, Default)]
 pub struct InvoiceFilter {
-    pub customer_id: Option<String>,
-    pub subscription_id: Option<String>,
-    pub charge_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
+    pub subscription_id: Option<SubscriptionId>,
+    pub charge_id: Option<ChargeAttemptId>,
 }
 
 impl Store {
-    pub async fn invoice(&self, account: &AccountId, id: &str) -> StoreResult<Option<Invoice>> {
-        Ok(invoice::Entity::find_by_id(id)
-            .filter(invoice::Column::AccountId.eq(account.as_str()))
+    pub async fn invoice(
+        &self,
+        account: &AccountId,
+        id: &InvoiceId,
+    ) -> StoreResult<Option<Invoice>> {
+        Ok(invoice::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -61,16 +67,15 @@ impl Store {
         filter: &InvoiceFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<Invoice>> {
-        let mut select =
-            invoice::Entity::find().filter(invoice::Column::AccountId.eq(account.as_str()));
+        let mut select = invoice::Entity::scoped(account);
         if let Some(customer) = &filter.customer_id {
-            select = select.filter(invoice::Column::CustomerId.eq(customer.as_str()));
+            select = select.filter(invoice::Column::CustomerId.eq(customer));
         }
         if let Some(subscription) = &filter.subscription_id {
-            select = select.filter(invoice::Column::SubscriptionId.eq(subscription.as_str()));
+            select = select.filter(invoice::Column::SubscriptionId.eq(subscription));
         }
         if let Some(charge) = &filter.charge_id {
-            select = select.filter(invoice::Column::ChargeId.eq(charge.as_str()));
+            select = select.filter(invoice::Column::ChargeId.eq(charge));
         }
         fetch_page(self.conn(), select, invoice::Column::Id, page).await
     }
@@ -136,7 +141,7 @@ pub(crate) struct Drafts {
 pub(crate) async fn draft_in<C: ConnectionTrait>(
     conn: &C,
     charges: &[&ChargeAttempt],
-    metadata: Option<&HashMap<&str, Option<&str>>>,
+    metadata: Option<&HashMap<&SubscriptionId, Option<&str>>>,
 ) -> StoreResult<Drafts> {
     if charges.is_empty() {
         return Ok(Drafts {
@@ -150,18 +155,18 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
             charge.id, charge.status
         )));
     }
-    let customers: HashMap<String, customer::Model> = customer::Entity::find()
-        .filter(customer::Column::Id.is_in(charges.iter().map(|c| c.customer_id.as_str())))
+    let customers: HashMap<CustomerId, customer::Model> = customer::Entity::find()
+        .filter(customer::Column::Id.is_in(charges.iter().map(|c| &c.customer_id)))
         .all(conn)
         .await?
         .into_iter()
         .map(|c| (c.id.clone(), c))
         .collect();
-    let with_subscription: Vec<&str> = charges
+    let with_subscription: Vec<&SubscriptionId> = charges
         .iter()
-        .filter_map(|c| c.subscription_id.as_deref())
+        .filter_map(|c| c.subscription_id.as_ref())
         .collect();
-    let read: HashMap<String, Option<String>> =
+    let read: HashMap<SubscriptionId, Option<String>> =
         if with_subscription.is_empty() || metadata.is_some() {
             HashMap::new()
         } else {
@@ -170,26 +175,26 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
                 .column(subscription::Column::Id)
                 .column(subscription::Column::Metadata)
                 .filter(subscription::Column::Id.is_in(with_subscription))
-                .into_tuple::<(String, Option<String>)>()
+                .into_tuple::<(SubscriptionId, Option<String>)>()
                 .all(conn)
                 .await?
                 .into_iter()
                 .collect()
         };
-    let metadata_of = |id: &str| -> Option<String> {
+    let metadata_of = |id: &SubscriptionId| -> Option<String> {
         match metadata {
             Some(known) => known.get(id).copied().flatten().map(str::to_owned),
             None => read.get(id).cloned().flatten(),
         }
     };
     // Read only for a charge begun without lines (a renewal's always has them).
-    let mut default_codes: HashMap<&str, TaxCode> = HashMap::new();
+    let mut default_codes: HashMap<&AccountId, TaxCode> = HashMap::new();
     for charge in charges.iter().filter(|c| c.invoice_lines.is_none()) {
-        let account_id = charge.account_id.as_str();
+        let account_id = &charge.account_id;
         if default_codes.contains_key(account_id) {
             continue;
         }
-        let code = account::Entity::find_by_id(account_id)
+        let code = account::Entity::find_by_id(account_id.clone())
             .select_only()
             .column(account::Column::DefaultTaxCode)
             .into_tuple::<TaxCode>()
@@ -202,14 +207,14 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
     let mut events = Vec::with_capacity(charges.len());
     for charge in charges {
         let default_code = default_codes
-            .get(charge.account_id.as_str())
+            .get(&charge.account_id)
             .copied()
             .unwrap_or_default();
         let row = invoice_row(
             Billed {
                 account_id: &charge.account_id,
                 charge_id: Some(&charge.id),
-                subscription_id: charge.subscription_id.as_deref(),
+                subscription_id: charge.subscription_id.as_ref(),
                 customer_id: &charge.customer_id,
                 lines: lines_of(charge, default_code),
                 issued_at: charge.finalized_at.unwrap_or(charge.updated_at),
@@ -219,7 +224,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         )?;
         let metadata = charge
             .subscription_id
-            .as_deref()
+            .as_ref()
             .and_then(metadata_of)
             .and_then(|raw| serde_json::from_str(&raw).ok())
             .unwrap_or(serde_json::Value::Null);
@@ -231,7 +236,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         });
         events.push(event_row(
             &charge.account_id,
-            charge.subscription_id.as_deref(),
+            charge.subscription_id.as_ref(),
             "invoice.created",
             data,
             row.issued_at,
@@ -248,7 +253,7 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
     conn: &C,
     drafts: Vec<Invoice>,
 ) -> StoreResult<()> {
-    let mut by_account: BTreeMap<String, Vec<Invoice>> = BTreeMap::new();
+    let mut by_account: BTreeMap<AccountId, Vec<Invoice>> = BTreeMap::new();
     for row in drafts {
         by_account
             .entry(row.account_id.clone())
@@ -275,8 +280,7 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
         return Ok(());
     }
     let dian =
-        super::dian::numbering::dian_accounts(conn, rows.iter().map(|r| r.account_id.as_str()))
-            .await?;
+        super::dian::numbering::dian_accounts(conn, rows.iter().map(|r| &r.account_id)).await?;
     if dian.is_empty() {
         invoice::Entity::insert_many(
             rows.into_iter()
@@ -301,7 +305,7 @@ pub(crate) async fn number_in<C: ConnectionTrait>(
 pub(crate) async fn issue_with_events<C: ConnectionTrait>(
     conn: &C,
     charge: &ChargeAttempt,
-) -> StoreResult<Vec<String>> {
+) -> StoreResult<Vec<WebhookEndpointId>> {
     let mut touched = Vec::new();
     for event in issue_in(conn, &[charge]).await? {
         event
@@ -319,11 +323,11 @@ pub(crate) async fn issue_with_events<C: ConnectionTrait>(
 impl super::txn::StoreTxn {
     /// Issues the invoice of an approved checkout charge, once the transaction that settles it
     /// has made the customer and the subscription it is for.
-    pub async fn issue_invoice(&self, charge_id: &str) -> StoreResult<()> {
+    pub async fn issue_invoice(&self, charge_id: &ChargeAttemptId) -> StoreResult<()> {
         if self.issuing == super::Issuing::SkippedForBenchmark {
             return Ok(());
         }
-        let charge = super::entities::charge_attempt::Entity::find_by_id(charge_id)
+        let charge = super::entities::charge_attempt::Entity::find_by_id(charge_id.clone())
             .one(self.conn())
             .await?
             .ok_or_else(|| StoreError::invariant(format!("no charge {charge_id} to invoice")))?;
@@ -351,8 +355,8 @@ impl StoreTxn {
                 sub.id
             )));
         }
-        let customers: HashMap<String, customer::Model> =
-            customer::Entity::find_by_id(sub.customer_id.as_str())
+        let customers: HashMap<CustomerId, customer::Model> =
+            customer::Entity::find_by_id(sub.customer_id.clone())
                 .one(self.conn())
                 .await?
                 .into_iter()

@@ -29,6 +29,7 @@ pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;
+mod scoped;
 mod secret;
 mod series;
 pub mod settled;
@@ -89,6 +90,7 @@ impl StoreError {
     }
 }
 
+pub use scoped::Scoped;
 pub use secret::Secret;
 
 /// The database's clock in milliseconds since the Unix epoch (PostgreSQL), as SQL: the one

@@ -4,7 +4,8 @@
 use super::entities::{account, portal_action, portal_session};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::portal::{PortalConfig, PortalPatch};
-use crate::ids::{AccountId, PortalActionId};
+use crate::ids::{AccountId, PortalActionId, PortalSessionId, SubscriptionId};
+use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
 pub type PortalSession = portal_session::Model;
@@ -13,7 +14,7 @@ pub type PortalAction = portal_action::Model;
 /// A portal action to record: what the customer did, through which session.
 pub struct NewPortalAction<'a> {
     pub session: &'a PortalSession,
-    pub subscription_id: Option<&'a str>,
+    pub subscription_id: Option<&'a SubscriptionId>,
     /// `payment_method_update`, `subscription_cancel`, `plan_switch`, `customer_update`.
     pub action: &'static str,
     pub detail: Option<serde_json::Value>,
@@ -25,7 +26,7 @@ impl Store {
     /// cached account row: the configuration in force when an action arrives is the one that
     /// applies).
     pub async fn portal_config(&self, account: &AccountId) -> StoreResult<PortalConfig> {
-        let raw: Option<Option<String>> = account::Entity::find_by_id(account.as_str())
+        let raw: Option<Option<String>> = account::Entity::find_by_id(account.clone())
             .select_only()
             .column(account::Column::Portal)
             .into_tuple()
@@ -42,7 +43,7 @@ impl Store {
         patch: &PortalPatch,
     ) -> StoreResult<PortalConfig> {
         for _ in 0..16 {
-            let stored: Option<Option<String>> = account::Entity::find_by_id(account.as_str())
+            let stored: Option<Option<String>> = account::Entity::find_by_id(account.clone())
                 .select_only()
                 .column(account::Column::Portal)
                 .into_tuple()
@@ -56,7 +57,7 @@ impl Store {
                 .map_err(|err| StoreError::invariant(format!("portal configuration: {err}")))?;
             let mut update = account::Entity::update_many()
                 .col_expr(account::Column::Portal, Some(raw).into())
-                .filter(account::Column::Id.eq(account.as_str()));
+                .filter(account::Column::Id.eq(account));
             update = match &stored {
                 Some(old) => update.filter(account::Column::Portal.eq(old.as_str())),
                 None => update.filter(account::Column::Portal.is_null()),
@@ -93,10 +94,9 @@ impl Store {
     pub async fn portal_session(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PortalSessionId,
     ) -> StoreResult<Option<PortalSession>> {
-        Ok(portal_session::Entity::find_by_id(id)
-            .filter(portal_session::Column::AccountId.eq(account.as_str()))
+        Ok(portal_session::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -116,11 +116,11 @@ impl Store {
     /// Records an action taken through the portal (after it took effect).
     pub async fn record_portal_action(&self, new: NewPortalAction<'_>) -> StoreResult<()> {
         portal_action::ActiveModel {
-            id: Set(PortalActionId::generate().into_string()),
+            id: Set(PortalActionId::generate()),
             account_id: Set(new.session.account_id.clone()),
             session_id: Set(new.session.id.clone()),
             customer_id: Set(new.session.customer_id.clone()),
-            subscription_id: Set(new.subscription_id.map(str::to_owned)),
+            subscription_id: Set(new.subscription_id.cloned()),
             action: Set(new.action.to_owned()),
             detail: Set(new.detail.map(|detail| detail.to_string())),
             created_at: Set(new.now_ms),
@@ -134,11 +134,10 @@ impl Store {
     pub async fn portal_actions_of_session(
         &self,
         account: &AccountId,
-        session_id: &str,
+        session_id: &PortalSessionId,
     ) -> StoreResult<Vec<PortalAction>> {
         use sea_orm::QueryOrder;
-        Ok(portal_action::Entity::find()
-            .filter(portal_action::Column::AccountId.eq(account.as_str()))
+        Ok(portal_action::Entity::scoped(account)
             .filter(portal_action::Column::SessionId.eq(session_id))
             .order_by_asc(portal_action::Column::Id)
             .all(self.conn())

@@ -21,6 +21,9 @@ use super::subscriptions::{
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::time::Cycle;
+use crate::ids::{
+    AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId, SubscriptionId,
+};
 use crate::store::invoices::DraftLine;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::HashMap;
@@ -48,7 +51,7 @@ impl DueSnapshot {
     /// What one period of the subscription's own plan at `cycle` charges, `quantity` of it
     /// with its add-ons and its discount, as `Context::recurring_lines` computes it; `None`
     /// when the plan is not `plan_id` or is missing (the caller reads and reports it).
-    pub fn recurring_amount(&self, plan_id: &str, cycle: Cycle, quantity: i64) -> Option<i64> {
+    pub fn recurring_amount(&self, plan_id: &PlanId, cycle: Cycle, quantity: i64) -> Option<i64> {
         let lines = self.recurring_lines(plan_id, cycle, quantity, (0, 0))?;
         Some(lines.iter().map(|line| line.amount_cents).sum())
     }
@@ -57,12 +60,15 @@ impl DueSnapshot {
     /// (`catalog::period_lines`).
     pub fn recurring_lines(
         &self,
-        plan_id: &str,
+        plan_id: &PlanId,
         cycle: Cycle,
         quantity: i64,
         period: (i64, i64),
     ) -> Option<Vec<DraftLine>> {
-        let plan = self.plan.as_ref().filter(|p| p.id == plan_id)?;
+        let plan = self
+            .plan
+            .as_ref()
+            .filter(|p| p.id.plan() == Some(plan_id))?;
         Some(period_lines(
             plan,
             self.addons.iter().flatten(),
@@ -77,13 +83,16 @@ impl DueSnapshot {
 impl Store {
     /// The snapshots of the subscriptions `ids` that exist (at most a few hundred: one
     /// statement binds every id), in seven queries.
-    pub async fn due_snapshots(&self, ids: &[String]) -> StoreResult<HashMap<String, DueSnapshot>> {
+    pub async fn due_snapshots(
+        &self,
+        ids: &[SubscriptionId],
+    ) -> StoreResult<HashMap<SubscriptionId, DueSnapshot>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
         let conn = self.conn();
         let subs = subscription::Entity::find()
-            .filter(subscription::Column::Id.is_in(ids.iter().map(String::as_str)))
+            .filter(subscription::Column::Id.is_in(ids))
             .all(conn)
             .await?;
         if subs.is_empty() {
@@ -95,57 +104,61 @@ impl Store {
             .min()
             .unwrap_or(0);
         // As `period_charges`, for every subscription at once from the earliest `since`.
-        let charges: Vec<(Option<String>, ChargeStatus, Option<i64>)> =
+        let charges: Vec<(Option<SubscriptionId>, ChargeStatus, Option<i64>)> =
             period_charge_rows(ids, since)
                 .into_tuple()
                 .all(conn)
                 .await?;
-        let id_strs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let free: Vec<FreePeriod> = free_period_rows(&id_strs, since)
-            .into_tuple()
-            .all(conn)
-            .await?;
-        let mut free_of: HashMap<String, Vec<FreePeriod>> = HashMap::new();
+        let free: Vec<FreePeriod> = free_period_rows(ids, since).into_tuple().all(conn).await?;
+        let mut free_of: HashMap<SubscriptionId, Vec<FreePeriod>> = HashMap::new();
         for row in free {
             if let Some(sub) = row.0.clone() {
                 free_of.entry(sub).or_default().push(row);
             }
         }
         let addons: Vec<SubscriptionAddon> = subscription_addon::Entity::find()
-            .filter(
-                subscription_addon::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)),
-            )
+            .filter(subscription_addon::Column::SubscriptionId.is_in(ids))
             .order_by_asc(subscription_addon::Column::AttachedAt)
             .all(conn)
             .await?;
-        let mut item_ids: Vec<&str> = subs.iter().map(|s| s.plan_id.as_str()).collect();
-        item_ids.extend(addons.iter().map(|a| a.addon_id.as_str()));
+        let mut item_ids: Vec<CatalogItemId> = subs
+            .iter()
+            .map(|s| CatalogItemId::Plan(s.plan_id.clone()))
+            .collect();
+        item_ids.extend(
+            addons
+                .iter()
+                .map(|a| CatalogItemId::Addon(a.addon_id.clone())),
+        );
         item_ids.sort_unstable();
         item_ids.dedup();
-        let items: HashMap<String, CatalogItem> = catalog_item::Entity::find()
+        let mut plans: HashMap<PlanId, CatalogItem> = HashMap::new();
+        let mut addon_items: HashMap<AddonId, CatalogItem> = HashMap::new();
+        for item in catalog_item::Entity::find()
             .filter(catalog_item::Column::Id.is_in(item_ids))
             .all(conn)
             .await?
-            .into_iter()
-            .map(|item| (item.id.clone(), item))
-            .collect();
-        let mut method_ids: Vec<&str> = subs
-            .iter()
-            .map(|s| s.default_payment_method_id.as_str())
-            .collect();
+        {
+            match item.id.clone() {
+                CatalogItemId::Plan(id) => plans.insert(id, item),
+                CatalogItemId::Addon(id) => addon_items.insert(id, item),
+            };
+        }
+        let mut method_ids: Vec<&PaymentMethodId> =
+            subs.iter().map(|s| &s.default_payment_method_id).collect();
         method_ids.sort_unstable();
         method_ids.dedup();
-        let methods: HashMap<String, PaymentMethod> = payment_method::Entity::find()
+        let methods: HashMap<PaymentMethodId, PaymentMethod> = payment_method::Entity::find()
             .filter(payment_method::Column::Id.is_in(method_ids))
             .all(conn)
             .await?
             .into_iter()
             .map(|m| (m.id.clone(), m))
             .collect();
-        let mut customer_ids: Vec<&str> = subs.iter().map(|s| s.customer_id.as_str()).collect();
+        let mut customer_ids: Vec<&CustomerId> = subs.iter().map(|s| &s.customer_id).collect();
         customer_ids.sort_unstable();
         customer_ids.dedup();
-        let customers: HashMap<String, Customer> = customer::Entity::find()
+        let customers: HashMap<CustomerId, Customer> = customer::Entity::find()
             .filter(customer::Column::Id.is_in(customer_ids))
             .all(conn)
             .await?
@@ -153,27 +166,23 @@ impl Store {
             .map(|c| (c.id.clone(), c))
             .collect();
 
-        let mut charges_of: HashMap<&str, Vec<(ChargeStatus, Option<i64>)>> = HashMap::new();
+        let mut charges_of: HashMap<&SubscriptionId, Vec<(ChargeStatus, Option<i64>)>> =
+            HashMap::new();
         for (sub, status, start) in &charges {
             if let Some(sub) = sub {
-                charges_of
-                    .entry(sub.as_str())
-                    .or_default()
-                    .push((*status, *start));
+                charges_of.entry(sub).or_default().push((*status, *start));
             }
         }
-        let mut addons_of: HashMap<&str, Vec<&SubscriptionAddon>> = HashMap::new();
+        let mut addons_of: HashMap<&SubscriptionId, Vec<&SubscriptionAddon>> = HashMap::new();
         for addon in &addons {
             addons_of
-                .entry(addon.subscription_id.as_str())
+                .entry(&addon.subscription_id)
                 .or_default()
                 .push(addon);
         }
         let mut snapshots = HashMap::with_capacity(subs.len());
         for sub in &subs {
-            let own = charges_of
-                .get(sub.id.as_str())
-                .map_or(&[][..], Vec::as_slice);
+            let own = charges_of.get(&sub.id).map_or(&[][..], Vec::as_slice);
             let charges = PeriodCharges::from_rows(
                 sub.current_period_start,
                 own.iter()
@@ -182,18 +191,18 @@ impl Store {
             );
             // Each row is checked against the subscription's own account, as the single reads
             // are scoped to it.
-            let in_account = |account: &str| account == sub.account_id;
-            let plan = items
+            let in_account = |account: &AccountId| *account == sub.account_id;
+            let plan = plans
                 .get(&sub.plan_id)
                 .filter(|p| p.kind == CatalogKind::Plan.as_str() && in_account(&p.account_id))
                 .cloned();
             let addons = addons_of
-                .get(sub.id.as_str())
+                .get(&sub.id)
                 .map_or(&[][..], Vec::as_slice)
                 .iter()
                 .filter(|a| !a.detach_at_period_end)
                 .map(|a| {
-                    items
+                    addon_items
                         .get(&a.addon_id)
                         .filter(|i| {
                             i.kind == CatalogKind::Addon.as_str() && in_account(&i.account_id)
@@ -227,13 +236,16 @@ impl Store {
 
 /// The (subscription, status, period start) rows `PeriodCharges` reads for `ids`, from the
 /// earliest `since` of theirs.
-pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_attempt::Entity> {
+pub fn period_charge_rows(
+    ids: &[SubscriptionId],
+    since: i64,
+) -> sea_orm::Select<charge_attempt::Entity> {
     charge_attempt::Entity::find()
         .select_only()
         .column(charge_attempt::Column::SubscriptionId)
         .column(charge_attempt::Column::Status)
         .column(charge_attempt::Column::PeriodStart)
-        .filter(charge_attempt::Column::SubscriptionId.is_in(ids.iter().map(String::as_str)))
+        .filter(charge_attempt::Column::SubscriptionId.is_in(ids))
         .filter(PeriodCharges::rows_since(since))
 }
 
@@ -242,9 +254,11 @@ pub fn period_charge_rows(ids: &[String], since: i64) -> sea_orm::Select<charge_
 pub(crate) mod fixture {
     use crate::domain::subscription::Status;
     use crate::domain::time::Cycle;
-    use crate::ids::{AccountId, SubscriptionId};
+    use crate::ids::{
+        AccountId, AddonId, CatalogItemId, CustomerId, PaymentMethodId, PlanId, SubscriptionId,
+    };
     use crate::store::Store;
-    use crate::store::catalog::{CatalogItem, Customer};
+    use crate::store::catalog::{CatalogItem, CatalogKind, Customer};
     use crate::store::charges::PaymentMethod;
     use crate::store::subscriptions::{Subscription, SubscriptionAddon};
 
@@ -257,15 +271,17 @@ pub(crate) mod fixture {
         pub(crate) path: std::path::PathBuf,
         pub(crate) account: AccountId,
         pub(crate) sub: Subscription,
-        pub(crate) plan_b: String,
+        pub(crate) plan_b: PlanId,
     }
 
-    fn item(account: &AccountId, kind: &str, amount: i64) -> CatalogItem {
+    fn item(account: &AccountId, id: impl Into<CatalogItemId>, amount: i64) -> CatalogItem {
+        let id = id.into();
+        let kind = CatalogKind::of(&id);
         CatalogItem {
-            id: format!("{kind}_{}", uuid::Uuid::new_v4().simple()),
-            account_id: account.as_str().to_owned(),
-            kind: kind.into(),
-            name: kind.into(),
+            id,
+            account_id: account.clone(),
+            kind: kind.as_str().into(),
+            name: kind.as_str().into(),
             monthly_amount_cents: amount,
             annual_amount_cents: amount * 10,
             active: true,
@@ -290,26 +306,24 @@ pub(crate) mod fixture {
         new.processor_base_url = Some("http://127.0.0.1:9".into());
         store.create_account(new).await.expect("account");
         store.top_up(&account, 1_000_000, 0).await.expect("top up");
-        let plan_a = store
-            .insert_catalog_item(item(&account, "plan", PLAN_A))
-            .await
-            .expect("plan");
-        let plan_b = store
-            .insert_catalog_item(item(&account, "plan", PLAN_B))
-            .await
-            .expect("plan");
-        let billed = store
-            .insert_catalog_item(item(&account, "addon", ADDON))
-            .await
-            .expect("addon");
-        let leaving = store
-            .insert_catalog_item(item(&account, "addon", 7_777))
-            .await
-            .expect("addon");
+        let (plan_a, plan_b) = (PlanId::generate(), PlanId::generate());
+        let (billed, leaving) = (AddonId::generate(), AddonId::generate());
+        for (id, amount) in [(plan_a.clone(), PLAN_A), (plan_b.clone(), PLAN_B)] {
+            store
+                .insert_catalog_item(item(&account, id, amount))
+                .await
+                .expect("plan");
+        }
+        for (id, amount) in [(billed.clone(), ADDON), (leaving.clone(), 7_777)] {
+            store
+                .insert_catalog_item(item(&account, id, amount))
+                .await
+                .expect("addon");
+        }
         let customer = store
             .insert_customer(Customer {
-                id: format!("cus_{}", uuid::Uuid::new_v4().simple()),
-                account_id: account.as_str().to_owned(),
+                id: CustomerId::generate(),
+                account_id: account.clone(),
                 email: "payer@example.co".into(),
                 name: "Payer".into(),
                 metadata: None,
@@ -323,8 +337,8 @@ pub(crate) mod fixture {
             .expect("customer");
         let method = store
             .insert_payment_method(PaymentMethod {
-                id: format!("pm_{}", uuid::Uuid::new_v4().simple()),
-                account_id: account.as_str().to_owned(),
+                id: PaymentMethodId::generate(),
+                account_id: account.clone(),
                 customer_id: customer.id.clone(),
                 processor_payment_source_id: 42,
                 brand: Some("VISA".into()),
@@ -335,10 +349,10 @@ pub(crate) mod fixture {
             .await
             .expect("payment method");
         let sub = Subscription {
-            id: SubscriptionId::generate().into_string(),
-            account_id: account.as_str().to_owned(),
+            id: SubscriptionId::generate(),
+            account_id: account.clone(),
             customer_id: customer.id.clone(),
-            plan_id: plan_a.id.clone(),
+            plan_id: plan_a,
             cycle: Cycle::Monthly,
             status: Status::Active,
             current_period_start: now - 1_000,
@@ -369,8 +383,8 @@ pub(crate) mod fixture {
         for (addon, detached) in [(&billed, false), (&leaving, true)] {
             txn.attach_addon(SubscriptionAddon {
                 subscription_id: sub.id.clone(),
-                addon_id: addon.id.clone(),
-                account_id: account.as_str().to_owned(),
+                addon_id: addon.clone(),
+                account_id: account.clone(),
                 attached_at: 0,
                 detach_at_period_end: detached,
             })
@@ -383,7 +397,7 @@ pub(crate) mod fixture {
             path,
             account,
             sub,
-            plan_b: plan_b.id,
+            plan_b,
         }
     }
 
@@ -411,7 +425,7 @@ mod tests {
         let (store, sub) = (&shop.store, &shop.sub);
 
         let snapshots = store
-            .due_snapshots(&[sub.id.clone(), "sub_missing".into()])
+            .due_snapshots(&[sub.id.clone(), crate::ids::SubscriptionId::generate()])
             .await
             .expect("snapshots");
         assert_eq!(snapshots.len(), 1, "only subscriptions that exist");
@@ -427,7 +441,7 @@ mod tests {
             Some((PLAN_A + ADDON) * 10)
         );
         assert_eq!(
-            snapshot.recurring_amount("plan_other", Cycle::Monthly, 1),
+            snapshot.recurring_amount(&crate::ids::PlanId::generate(), Cycle::Monthly, 1),
             None
         );
         let (method, customer) = snapshot.payer.as_ref().expect("payer");

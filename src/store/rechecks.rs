@@ -11,6 +11,7 @@ use super::entities::{charge_attempt, charge_recheck};
 use super::{Store, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::recheck::recheck_delay;
+use crate::ids::ChargeAttemptId;
 use sea_orm::sea_query::{OnConflict, Query};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
 use std::time::Duration;
@@ -29,7 +30,7 @@ impl Store {
     ) -> StoreResult<u32> {
         // Read then upsert: two checkers of one charge at once (the page's poll and the
         // reconciler) at worst count one ask too few, which only shortens one wait.
-        let previous = charge_recheck::Entity::find_by_id(charge.id.as_str())
+        let previous = charge_recheck::Entity::find_by_id(charge.id.clone())
             .one(self.conn())
             .await?
             .map_or(0, |row| row.attempts);
@@ -80,9 +81,9 @@ impl Store {
     /// The recheck row of a charge, if it has one.
     pub async fn charge_recheck(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> StoreResult<Option<charge_recheck::Model>> {
-        Ok(charge_recheck::Entity::find_by_id(charge_id)
+        Ok(charge_recheck::Entity::find_by_id(charge_id.clone())
             .one(self.conn())
             .await?)
     }
@@ -96,7 +97,7 @@ impl Store {
         stale_before_ms: i64,
         limit: u64,
     ) -> StoreResult<Vec<ChargeAttempt>> {
-        let due: Vec<String> = charge_recheck::Entity::find()
+        let due: Vec<ChargeAttemptId> = charge_recheck::Entity::find()
             .select_only()
             .column(charge_recheck::Column::ChargeId)
             .filter(charge_recheck::Column::RecheckAt.lte(now_ms))
@@ -111,12 +112,12 @@ impl Store {
                 .filter(charge_attempt::Column::Id.is_in(due.clone()))
                 .all(self.conn())
                 .await?;
-            let settled: Vec<&String> = due
+            let settled: Vec<&ChargeAttemptId> = due
                 .iter()
                 .filter(|id| {
                     !found
                         .iter()
-                        .any(|c| &&c.id == id && c.is(ChargeStatus::Pending))
+                        .any(|c| c.id == **id && c.is(ChargeStatus::Pending))
                 })
                 .collect();
             if !settled.is_empty() {
@@ -127,7 +128,7 @@ impl Store {
             }
             found.retain(|c| c.is(ChargeStatus::Pending));
             // In the order they came due.
-            found.sort_by_key(|c| due.iter().position(|id| id == &c.id));
+            found.sort_by_key(|c| due.iter().position(|id| *id == c.id));
             charges = found;
         }
         let rest = limit.saturating_sub(charges.len() as u64);

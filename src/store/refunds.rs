@@ -25,7 +25,10 @@ use super::entities::{charge_attempt, refund};
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::ids::{AccountId, RefundId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CustomerId, RefundId, SubscriptionId, WebhookEndpointId,
+};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -57,7 +60,7 @@ pub enum BeginRefundError {
 #[derive(Clone, Debug)]
 pub struct NewRefund {
     pub account: AccountId,
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     /// None: whatever is left to refund.
     pub amount_cents: Option<i64>,
     pub reason: Option<String>,
@@ -70,8 +73,8 @@ pub struct NewRefund {
 /// Filters of `GET /v1/charges`.
 #[derive(Clone, Debug, Default)]
 pub struct ChargeFilter {
-    pub subscription_id: Option<String>,
-    pub customer_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
+    pub customer_id: Option<CustomerId>,
     pub status: Option<String>,
 }
 
@@ -81,7 +84,7 @@ pub struct SettledRefund {
     pub refund: Refund,
     pub charge: ChargeAttempt,
     /// The endpoints given deliveries of the credit note's event, to wake after the commit.
-    pub touched: Vec<String>,
+    pub touched: Vec<WebhookEndpointId>,
 }
 
 impl Store {
@@ -93,8 +96,7 @@ impl Store {
     ) -> Result<(Refund, ChargeAttempt), BeginRefundError> {
         let unit = self.begin().await?;
         let txn = unit.conn();
-        let charge = charge_attempt::Entity::find_by_id(&new.charge_id)
-            .filter(charge_attempt::Column::AccountId.eq(new.account.as_str()))
+        let charge = charge_attempt::Entity::find_scoped(&new.account, new.charge_id.clone())
             .one(txn)
             .await
             .map_err(StoreError::from)?
@@ -131,8 +133,8 @@ impl Store {
             return Err(BeginRefundError::InFlight);
         }
         let row = refund::ActiveModel {
-            id: Set(RefundId::generate().into_string()),
-            account_id: Set(new.account.into_string()),
+            id: Set(RefundId::generate()),
+            account_id: Set(new.account),
             charge_id: Set(charge.id.clone()),
             amount_cents: Set(amount),
             reason: Set(new.reason),
@@ -173,9 +175,8 @@ impl Store {
         Ok(())
     }
 
-    pub async fn refund(&self, account: &AccountId, id: &str) -> StoreResult<Option<Refund>> {
-        Ok(refund::Entity::find_by_id(id)
-            .filter(refund::Column::AccountId.eq(account.as_str()))
+    pub async fn refund(&self, account: &AccountId, id: &RefundId) -> StoreResult<Option<Refund>> {
+        Ok(refund::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -184,18 +185,19 @@ impl Store {
     pub async fn refunds_of_charge(
         &self,
         account: &AccountId,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         page: &PageRequest,
     ) -> StoreResult<Page<Refund>> {
-        let select = refund::Entity::find()
-            .filter(refund::Column::AccountId.eq(account.as_str()))
-            .filter(refund::Column::ChargeId.eq(charge_id));
+        let select = refund::Entity::scoped(account).filter(refund::Column::ChargeId.eq(charge_id));
         fetch_page(self.conn(), select, refund::Column::Id, page).await
     }
 
     /// The processor ids of a charge's other refunds: what a lookup among the transaction's
     /// refunds must not take for the one in flight.
-    pub async fn known_processor_refunds(&self, charge_id: &str) -> StoreResult<Vec<String>> {
+    pub async fn known_processor_refunds(
+        &self,
+        charge_id: &ChargeAttemptId,
+    ) -> StoreResult<Vec<String>> {
         Ok(refund::Entity::find()
             .filter(refund::Column::ChargeId.eq(charge_id))
             .filter(refund::Column::ProcessorRefundId.is_not_null())
@@ -208,7 +210,7 @@ impl Store {
 
     /// Notes that the refund's one post is about to be sent, only while it is pending and was
     /// never sent: false when the reconciler closed it as unsent first (it must not be sent).
-    pub async fn mark_refund_posted(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn mark_refund_posted(&self, id: &RefundId, now_ms: i64) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let marked = refund::Entity::update_many()
             .col_expr(refund::Column::PostedAt, Some(now_ms).into())
@@ -224,7 +226,7 @@ impl Store {
 
     /// Ends a pending refund that was never sent to the processor `declined`, and frees its
     /// reservation, only while it is still unsent (see the module doc). True when it did.
-    pub async fn close_unposted_refund(&self, id: &str, now_ms: i64) -> StoreResult<bool> {
+    pub async fn close_unposted_refund(&self, id: &RefundId, now_ms: i64) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let closed = refund::Entity::update_many()
             .col_expr(refund::Column::Status, RefundStatus::Declined.into())
@@ -255,7 +257,7 @@ impl Store {
     /// Notes the processor's id and status of a still-pending refund.
     pub async fn record_processor_refund(
         &self,
-        id: &str,
+        id: &RefundId,
         processor_refund_id: &str,
         processor_status: &str,
         now_ms: i64,
@@ -278,7 +280,7 @@ impl Store {
     /// When to ask the processor next about a pending refund, and why it is still open.
     pub async fn schedule_refund_recheck(
         &self,
-        id: &str,
+        id: &RefundId,
         attempts: i32,
         at_ms: i64,
         reason: &str,
@@ -316,8 +318,7 @@ impl Store {
         filter: &ChargeFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<ChargeAttempt>> {
-        let mut select = charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()));
+        let mut select = charge_attempt::Entity::scoped(account);
         if let Some(subscription) = &filter.subscription_id {
             select = select.filter(charge_attempt::Column::SubscriptionId.eq(subscription));
         }
@@ -336,7 +337,7 @@ impl StoreTxn {
     /// `settle_refund_in`.
     pub async fn settle_refund(
         &self,
-        id: &str,
+        id: &RefundId,
         raw_status: &str,
         message: Option<&str>,
         processor_refund_id: Option<&str>,
@@ -363,7 +364,7 @@ impl StoreTxn {
 /// another report, or discarded) or the status is not final.
 pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
     conn: &C,
-    id: &str,
+    id: &RefundId,
     raw_status: &str,
     message: Option<&str>,
     processor_refund_id: Option<&str>,
@@ -422,7 +423,7 @@ pub(crate) async fn settle_refund_in<C: ConnectionTrait>(
 /// approved, back to nothing otherwise.
 async fn release<C: ConnectionTrait>(
     conn: &C,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     amount: i64,
     approved: bool,
 ) -> StoreResult<ChargeAttempt> {
@@ -499,7 +500,13 @@ mod tests {
         // A unit that has written holds SQLite's write lock until it commits.
         let holder = shop.store.begin().await.expect("begin");
         holder
-            .settle_refund("ref_none", "APPROVED", None, None, NOW)
+            .settle_refund(
+                &crate::ids::RefundId::generate(),
+                "APPROVED",
+                None,
+                None,
+                NOW,
+            )
             .await
             .expect("a write");
         let (store, id) = (shop.store.clone(), refund.id.clone());

@@ -52,6 +52,7 @@ impl From<Secret> for String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::AccountId;
     use crate::store::entities::{account, webhook_endpoint};
     use sea_orm::{ActiveModelTrait, IntoActiveModel};
 
@@ -73,7 +74,7 @@ mod tests {
 
     fn account_row() -> account::Model {
         account::Model {
-            id: "acct_1".into(),
+            id: AccountId::parse("acct_1").expect("an account's id"),
             name: "Shop".into(),
             sandbox: true,
             api_key_hash: "hash".into(),
@@ -103,8 +104,8 @@ mod tests {
 
     fn endpoint_row() -> webhook_endpoint::Model {
         webhook_endpoint::Model {
-            id: "we_1".into(),
-            account_id: "acct_1".into(),
+            id: crate::ids::WebhookEndpointId::parse("we_1").expect("an endpoint's id"),
+            account_id: AccountId::parse("acct_1").expect("an account's id"),
             url: "https://example.com/hooks".into(),
             secret: SECRETS[3].into(),
             events: "[]".into(),

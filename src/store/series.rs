@@ -4,7 +4,8 @@
 //! no gap.
 
 use super::entities::invoice_series;
-use super::{StoreError, StoreResult};
+use super::{Scoped, StoreError, StoreResult};
+use crate::ids::AccountId;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter};
 
@@ -12,7 +13,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryF
 /// transaction, so its rollback gives them back.
 pub(super) async fn take_numbers<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
     series: &str,
     prefix: &str,
     count: i64,
@@ -23,7 +24,7 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
                 invoice_series::Column::NextNumber,
                 Expr::col(invoice_series::Column::NextNumber).add(count),
             )
-            .filter(invoice_series::Column::AccountId.eq(account_id))
+            .filter(invoice_series::Entity::of(account))
             .filter(invoice_series::Column::Series.eq(series))
             .exec_with_returning(conn)
             .await?;
@@ -33,7 +34,7 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
         // The account's first document of the series: its counter starts at 1.
         invoice_series::Entity::insert(
             invoice_series::Model {
-                account_id: account_id.to_owned(),
+                account_id: account.clone(),
                 series: series.to_owned(),
                 prefix: prefix.to_owned(),
                 next_number: 1,
@@ -52,6 +53,6 @@ pub(super) async fn take_numbers<C: ConnectionTrait>(
         .await?;
     }
     Err(StoreError::invariant(format!(
-        "the {series} series of {account_id} could not be created"
+        "the {series} series of {account} could not be created"
     )))
 }

@@ -5,6 +5,7 @@
 //! its next read. A charge settled by another node is not announced here: the waiter sees it at
 //! its next read of the row, which it makes every few seconds anyway to ask the processor.
 
+use crate::ids::ChargeAttemptId;
 use dashmap::DashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +14,13 @@ use tokio::sync::watch;
 /// The charges waited for, each with the channel its waiters hold a receiver of.
 #[derive(Clone, Default)]
 pub struct SettledSignal {
-    waiting: Arc<DashMap<String, watch::Sender<bool>>>,
+    waiting: Arc<DashMap<ChargeAttemptId, watch::Sender<bool>>>,
 }
 
 impl SettledSignal {
     /// Registers a waiter for `charge_id`: an announcement from now on wakes it, even one made
     /// before it starts to wait.
-    pub fn watch(&self, charge_id: &str) -> SettledWatch {
+    pub fn watch(&self, charge_id: &ChargeAttemptId) -> SettledWatch {
         let receiver = self
             .waiting
             .entry(charge_id.to_owned())
@@ -33,7 +34,7 @@ impl SettledSignal {
     }
 
     /// `charge_id` has settled (its transaction committed): wakes its waiters, if any.
-    pub fn announce(&self, charge_id: &str) {
+    pub fn announce(&self, charge_id: &ChargeAttemptId) {
         if let Some(sender) = self.waiting.get(charge_id) {
             sender.send_replace(true);
         }
@@ -48,7 +49,7 @@ impl SettledSignal {
 /// One waiter's registration; dropping it unregisters the charge once no one else waits.
 pub struct SettledWatch {
     signal: SettledSignal,
-    charge_id: String,
+    charge_id: ChargeAttemptId,
     receiver: watch::Receiver<bool>,
 }
 
@@ -74,12 +75,16 @@ impl Drop for SettledWatch {
 mod tests {
     use super::*;
 
+    fn ch(raw: &str) -> ChargeAttemptId {
+        ChargeAttemptId::parse(raw).expect("a charge's id")
+    }
+
     #[tokio::test]
     async fn an_announcement_wakes_a_waiter_registered_before_it() {
         let signal = SettledSignal::default();
-        let mut watch = signal.watch("ch_1");
+        let mut watch = signal.watch(&ch("ch_1"));
         // Announced before the waiter starts to wait: not lost.
-        signal.announce("ch_1");
+        signal.announce(&ch("ch_1"));
         assert!(watch.wait(Duration::from_secs(5)).await);
         drop(watch);
         assert_eq!(signal.waiting(), 0, "unregistered");
@@ -88,10 +93,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn another_charges_announcement_does_not_wake_it() {
         let signal = SettledSignal::default();
-        let mut watch = signal.watch("ch_1");
-        let other = signal.watch("ch_2");
-        signal.announce("ch_2");
-        signal.announce("ch_unwatched");
+        let mut watch = signal.watch(&ch("ch_1"));
+        let other = signal.watch(&ch("ch_2"));
+        signal.announce(&ch("ch_2"));
+        signal.announce(&ch("ch_unwatched"));
         assert!(!watch.wait(Duration::from_millis(100)).await);
         assert_eq!(signal.waiting(), 2);
         drop(other);
@@ -101,9 +106,9 @@ mod tests {
     #[tokio::test]
     async fn two_waiters_of_one_charge_both_wake_and_the_last_unregisters() {
         let signal = SettledSignal::default();
-        let mut first = signal.watch("ch_1");
-        let mut second = signal.watch("ch_1");
-        signal.announce("ch_1");
+        let mut first = signal.watch(&ch("ch_1"));
+        let mut second = signal.watch(&ch("ch_1"));
+        signal.announce(&ch("ch_1"));
         assert!(first.wait(Duration::from_secs(5)).await);
         assert!(second.wait(Duration::from_secs(5)).await);
         drop(first);

@@ -9,7 +9,10 @@ use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::discount::Discount;
 use crate::domain::subscription::Status;
-use crate::ids::AccountId;
+use crate::ids::{
+    AccountId, AddonId, ChargeAttemptId, CustomerId, EventId, PlanId, SubscriptionId,
+};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, IntoActiveModel, PaginatorTrait,
@@ -24,8 +27,8 @@ pub use subscription_addon::Model as SubscriptionAddon;
 #[derive(Clone, Debug, Default)]
 pub struct SubscriptionFilter {
     pub status: Option<Status>,
-    pub customer_id: Option<String>,
-    pub plan_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
+    pub plan_id: Option<PlanId>,
 }
 
 /// A subscription's charges as a renewal sees them (`Store::period_charges`).
@@ -84,18 +87,21 @@ impl PeriodCharges {
 
 /// The periods of `ids` from `since` on that an invoice of nothing documents (a total of 0:
 /// no charge), as (subscription, period start): they are paid as much as an approved charge's.
-pub(super) fn free_period_rows(ids: &[&str], since: i64) -> sea_orm::Select<invoice::Entity> {
+pub(super) fn free_period_rows(
+    ids: &[SubscriptionId],
+    since: i64,
+) -> sea_orm::Select<invoice::Entity> {
     invoice::Entity::find()
         .select_only()
         .column(invoice::Column::SubscriptionId)
         .column(invoice::Column::PeriodStart)
         .filter(invoice::Column::ChargeId.is_null())
-        .filter(invoice::Column::SubscriptionId.is_in(ids.iter().copied()))
+        .filter(invoice::Column::SubscriptionId.is_in(ids))
         .filter(invoice::Column::PeriodStart.gte(since))
 }
 
 /// A row of `free_period_rows`: the subscription and the period's start.
-pub(super) type FreePeriod = (Option<String>, Option<i64>);
+pub(super) type FreePeriod = (Option<SubscriptionId>, Option<i64>);
 
 /// Free periods read as the rows of approved charges (`PeriodCharges::from_rows`).
 pub(super) fn free_as_paid(
@@ -127,24 +133,26 @@ impl Store {
     pub async fn subscription(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &SubscriptionId,
     ) -> StoreResult<Option<Subscription>> {
-        Ok(subscription::Entity::find_by_id(id)
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        Ok(subscription::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
 
     /// A subscription by id alone: for the runtime, which got the id from a scoped lookup or
     /// from its own timers.
-    pub async fn subscription_by_id(&self, id: &str) -> StoreResult<Option<Subscription>> {
-        Ok(subscription::Entity::find_by_id(id)
+    pub async fn subscription_by_id(
+        &self,
+        id: &SubscriptionId,
+    ) -> StoreResult<Option<Subscription>> {
+        Ok(subscription::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
 
-    pub async fn charge_by_id(&self, id: &str) -> StoreResult<Option<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find_by_id(id)
+    pub async fn charge_by_id(&self, id: &ChargeAttemptId) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -155,16 +163,15 @@ impl Store {
         filter: &SubscriptionFilter,
         page: &PageRequest,
     ) -> StoreResult<Page<Subscription>> {
-        let mut select = subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()));
+        let mut select = subscription::Entity::scoped(account);
         if let Some(status) = &filter.status {
             select = select.filter(subscription::Column::Status.eq(*status));
         }
         if let Some(customer) = &filter.customer_id {
-            select = select.filter(subscription::Column::CustomerId.eq(customer.as_str()));
+            select = select.filter(subscription::Column::CustomerId.eq(customer));
         }
         if let Some(plan) = &filter.plan_id {
-            select = select.filter(subscription::Column::PlanId.eq(plan.as_str()));
+            select = select.filter(subscription::Column::PlanId.eq(plan));
         }
         fetch_page(self.conn(), select, subscription::Column::Id, page).await
     }
@@ -176,8 +183,7 @@ impl Store {
         now_ms: i64,
         limit: u64,
     ) -> StoreResult<Vec<Subscription>> {
-        Ok(subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        Ok(subscription::Entity::scoped(account)
             .filter(subscription::Column::DueAt.lte(now_ms))
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
@@ -196,15 +202,15 @@ impl Store {
         &self,
         account: &AccountId,
         horizon_ms: i64,
-        after: Option<(i64, String)>,
+        after: Option<(i64, SubscriptionId)>,
         limit: u64,
         shards: Option<&[u16]>,
-    ) -> StoreResult<Vec<(String, i64)>> {
+    ) -> StoreResult<Vec<(SubscriptionId, i64)>> {
         let mut select = subscription::Entity::find()
             .select_only()
             .column(subscription::Column::Id)
             .column(subscription::Column::DueAt)
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::DueAt.lte(horizon_ms));
         if let Some(shards) = shards {
             select = select.filter(super::cluster::in_shards("id", shards));
@@ -224,14 +230,14 @@ impl Store {
             .order_by_asc(subscription::Column::DueAt)
             .order_by_asc(subscription::Column::Id)
             .limit(limit)
-            .into_tuple::<(String, i64)>()
+            .into_tuple::<(SubscriptionId, i64)>()
             .all(self.conn())
             .await?)
     }
 
     pub async fn subscription_addons(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Vec<SubscriptionAddon>> {
         Ok(subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
@@ -240,7 +246,7 @@ impl Store {
             .await?)
     }
 
-    pub async fn count_subscriptions_for_plan(&self, plan_id: &str) -> StoreResult<u64> {
+    pub async fn count_subscriptions_for_plan(&self, plan_id: &PlanId) -> StoreResult<u64> {
         Ok(subscription::Entity::find()
             .filter(subscription::Column::PlanId.eq(plan_id))
             .count(self.conn())
@@ -250,7 +256,7 @@ impl Store {
     /// The pending charge of a subscription, if one is in flight.
     pub async fn pending_charge_of(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
@@ -262,7 +268,7 @@ impl Store {
     /// The pending charge of a subscription that an action waits on (`pending_change`).
     pub async fn pending_change_of(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
     ) -> StoreResult<Option<ChargeAttempt>> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
@@ -277,7 +283,7 @@ impl Store {
     /// pending, and which periods starting at `since` or later are paid.
     pub async fn period_charges(
         &self,
-        subscription_id: &str,
+        subscription_id: &SubscriptionId,
         since: i64,
     ) -> StoreResult<PeriodCharges> {
         let rows: Vec<(ChargeStatus, Option<i64>)> = charge_attempt::Entity::find()
@@ -289,7 +295,7 @@ impl Store {
             .into_tuple()
             .all(self.conn())
             .await?;
-        let free: Vec<FreePeriod> = free_period_rows(&[subscription_id], since)
+        let free: Vec<FreePeriod> = free_period_rows(std::slice::from_ref(subscription_id), since)
             .into_tuple()
             .all(self.conn())
             .await?;
@@ -299,7 +305,11 @@ impl Store {
         ))
     }
 
-    pub async fn period_paid(&self, subscription_id: &str, period_start: i64) -> StoreResult<bool> {
+    pub async fn period_paid(
+        &self,
+        subscription_id: &SubscriptionId,
+        period_start: i64,
+    ) -> StoreResult<bool> {
         Ok(charge_attempt::Entity::find()
             .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
             .filter(charge_attempt::Column::PeriodStart.eq(period_start))
@@ -310,8 +320,7 @@ impl Store {
     }
 
     pub async fn count_pending_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .count(self.conn())
             .await?)
@@ -321,11 +330,10 @@ impl Store {
         &self,
         account: &AccountId,
         event_type: Option<&str>,
-        subscription_id: Option<&str>,
+        subscription_id: Option<&SubscriptionId>,
         page: &PageRequest,
     ) -> StoreResult<Page<Event>> {
-        let mut select =
-            event::Entity::find().filter(event::Column::AccountId.eq(account.as_str()));
+        let mut select = event::Entity::scoped(account);
         if let Some(event_type) = event_type {
             select = select.filter(event::Column::EventType.eq(event_type));
         }
@@ -335,9 +343,8 @@ impl Store {
         fetch_page(self.conn(), select, event::Column::Id, page).await
     }
 
-    pub async fn event(&self, account: &AccountId, id: &str) -> StoreResult<Option<Event>> {
-        Ok(event::Entity::find_by_id(id)
-            .filter(event::Column::AccountId.eq(account.as_str()))
+    pub async fn event(&self, account: &AccountId, id: &EventId) -> StoreResult<Option<Event>> {
+        Ok(event::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -358,7 +365,7 @@ impl Store {
                 account::Column::ClockOffsetMs,
                 Expr::col(account::Column::ClockOffsetMs).add(Ord::max(delta_ms, 0)),
             )
-            .filter(account::Column::Id.eq(account.as_str()))
+            .filter(account::Column::Id.eq(account))
             .exec_with_returning(self.writer())
             .await?;
         Ok(moved.first().map(|row| row.clock_offset_ms))
@@ -367,7 +374,7 @@ impl Store {
     /// An account's test-clock offset as the database holds it; `None` for no such account.
     pub async fn clock_offset(&self, account: &AccountId) -> StoreResult<Option<i64>> {
         use super::entities::account;
-        Ok(account::Entity::find_by_id(account.as_str())
+        Ok(account::Entity::find_by_id(account.clone())
             .select_only()
             .column(account::Column::ClockOffsetMs)
             .into_tuple::<i64>()
@@ -395,13 +402,13 @@ impl StoreTxn {
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
         let read_at = row.version;
         let id = row.id.clone();
-        let shard = crate::store::ownership::shard_of(&id);
+        let shard = crate::store::ownership::shard_of(id.as_str());
         let fence = self.fence(shard).await?;
         let mut written = row;
         written.version = read_at + 1;
         let mut update = subscription::Entity::update_many()
             .set(written.clone().into_active_model().reset_all())
-            .filter(subscription::Column::Id.eq(id.as_str()))
+            .filter(subscription::Column::Id.eq(&id))
             .filter(subscription::Column::Version.eq(read_at));
         if let Some(epoch) = fence {
             update = update.filter(super::cluster::lease_is(shard, epoch));
@@ -427,7 +434,7 @@ impl StoreTxn {
         &self,
         account: &AccountId,
         now_ms: i64,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<SubscriptionId>> {
         let rows = subscription::Entity::update_many()
             .col_expr(subscription::Column::DueAt, Expr::value(now_ms))
             // A version bump: an actor that read the row before this (and is about to pause
@@ -436,7 +443,7 @@ impl StoreTxn {
                 subscription::Column::Version,
                 Expr::col(subscription::Column::Version).add(1),
             )
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::Status.eq(Status::PausedInsufficientBalance))
             .exec_with_returning(&self.txn)
             .await?;
@@ -466,12 +473,12 @@ impl StoreTxn {
 
     pub async fn mark_addon_detached(
         &self,
-        subscription_id: &str,
-        addon_id: &str,
+        subscription_id: &SubscriptionId,
+        addon_id: &AddonId,
     ) -> StoreResult<()> {
         subscription_addon::ActiveModel {
-            subscription_id: Set(subscription_id.to_owned()),
-            addon_id: Set(addon_id.to_owned()),
+            subscription_id: Set(subscription_id.clone()),
+            addon_id: Set(addon_id.clone()),
             detach_at_period_end: Set(true),
             ..Default::default()
         }
@@ -481,7 +488,11 @@ impl StoreTxn {
     }
 
     /// Whether `addon_id` is attached to the subscription (detached at period end included).
-    pub async fn addon_attached(&self, subscription_id: &str, addon_id: &str) -> StoreResult<bool> {
+    pub async fn addon_attached(
+        &self,
+        subscription_id: &SubscriptionId,
+        addon_id: &AddonId,
+    ) -> StoreResult<bool> {
         Ok(subscription_addon::Entity::find()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
             .filter(subscription_addon::Column::AddonId.eq(addon_id))
@@ -491,7 +502,7 @@ impl StoreTxn {
     }
 
     /// Removes add-ons detached during the period that just ended.
-    pub async fn drop_detached_addons(&self, subscription_id: &str) -> StoreResult<()> {
+    pub async fn drop_detached_addons(&self, subscription_id: &SubscriptionId) -> StoreResult<()> {
         subscription_addon::Entity::delete_many()
             .filter(subscription_addon::Column::SubscriptionId.eq(subscription_id))
             .filter(subscription_addon::Column::DetachAtPeriodEnd.eq(true))
@@ -515,7 +526,7 @@ impl StoreTxn {
 
     pub async fn settle_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,

@@ -3,6 +3,7 @@
 //! SQLite. In a cluster it fences the shards it writes (`fence`, `fence_all`).
 
 use super::{Store, StoreResult};
+use crate::ids::WebhookEndpointId;
 use sea_orm::{DatabaseTransaction, TransactionTrait};
 
 /// An open transaction; dropped without `commit`, it rolls back.
@@ -14,7 +15,7 @@ pub struct StoreTxn {
     pub(super) membership: Option<super::group::Membership>,
     pub(super) signal: super::webhooks::DeliverySignal,
     /// Endpoints given deliveries in this transaction, announced after it commits.
-    pub(super) touched: std::sync::Mutex<Vec<String>>,
+    pub(super) touched: std::sync::Mutex<Vec<WebhookEndpointId>>,
     pub(super) started: std::time::Instant,
     pub(super) ownership: std::sync::Arc<crate::store::ownership::Ownership>,
     /// The shards whose fence lock this transaction holds (`store::cluster`).
@@ -158,7 +159,7 @@ impl StoreTxn {
     }
 
     /// Notes endpoints given deliveries in this transaction, announced once it commits.
-    pub(super) fn touch(&self, endpoint_ids: impl IntoIterator<Item = String>) {
+    pub(super) fn touch(&self, endpoint_ids: impl IntoIterator<Item = WebhookEndpointId>) {
         if let Ok(mut touched) = self.touched.lock() {
             touched.extend(endpoint_ids);
         }

@@ -8,7 +8,8 @@
 
 use super::entities::{account, event, webhook_attempt, webhook_delivery, webhook_endpoint};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
-use crate::ids::{AccountId, DeliveryId};
+use crate::ids::{AccountId, DeliveryId, EventId, WebhookEndpointId};
+use crate::store::Scoped;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect, Set,
@@ -22,10 +23,10 @@ pub use webhook_endpoint::Model as WebhookEndpoint;
 
 /// Where committed deliveries are announced: endpoint ids, once per transaction.
 #[derive(Clone, Default)]
-pub struct DeliverySignal(Arc<OnceLock<UnboundedSender<String>>>);
+pub struct DeliverySignal(Arc<OnceLock<UnboundedSender<WebhookEndpointId>>>);
 
 impl DeliverySignal {
-    pub(crate) fn announce(&self, endpoint_ids: impl IntoIterator<Item = String>) {
+    pub(crate) fn announce(&self, endpoint_ids: impl IntoIterator<Item = WebhookEndpointId>) {
         if let Some(sender) = self.0.get() {
             for id in endpoint_ids {
                 let _ = sender.send(id);
@@ -81,10 +82,10 @@ pub fn subscribes(endpoint: &WebhookEndpoint, event_type: &str) -> bool {
 /// The active endpoints of `account` subscribed to `event_type`.
 async fn subscribed_endpoints<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
     event_type: &str,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
-    Ok(active_endpoints(conn, account_id)
+    Ok(active_endpoints(conn, account)
         .await?
         .into_iter()
         .filter(|e| subscribes(e, event_type))
@@ -94,10 +95,9 @@ async fn subscribed_endpoints<C: ConnectionTrait>(
 /// The active endpoints of `account`.
 pub(super) async fn active_endpoints<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
-    Ok(webhook_endpoint::Entity::find()
-        .filter(webhook_endpoint::Column::AccountId.eq(account_id))
+    Ok(webhook_endpoint::Entity::scoped(account)
         .filter(webhook_endpoint::Column::Active.eq(true))
         .all(conn)
         .await?)
@@ -106,11 +106,11 @@ pub(super) async fn active_endpoints<C: ConnectionTrait>(
 /// A delivery of `event` to `endpoint_id`, pending and due at `due_ms`.
 pub(super) fn pending_delivery(
     event: &event::Model,
-    endpoint_id: &str,
+    endpoint_id: &WebhookEndpointId,
     due_ms: i64,
 ) -> WebhookDelivery {
     WebhookDelivery {
-        id: DeliveryId::generate().into_string(),
+        id: DeliveryId::generate(),
         account_id: event.account_id.clone(),
         endpoint_id: endpoint_id.to_owned(),
         event_id: event.id.clone(),
@@ -157,7 +157,7 @@ pub(crate) async fn fan_out<C: ConnectionTrait>(
 
 impl Store {
     /// Where committed deliveries are announced; set once by the webhook runtime.
-    pub fn on_deliveries(&self, sender: UnboundedSender<String>) {
+    pub fn on_deliveries(&self, sender: UnboundedSender<WebhookEndpointId>) {
         let _ = self.signal.0.set(sender);
     }
 
@@ -181,11 +181,11 @@ impl Store {
         let account_id = row.account_id.clone();
         let txn = self.begin().await?;
         if txn.conn().get_database_backend() == DbBackend::Postgres {
-            account::Entity::find_by_id(account_id.as_str())
+            account::Entity::find_by_id(account_id.clone())
                 .select_only()
                 .column(account::Column::Id)
                 .lock(LockType::NoKeyUpdate)
-                .into_tuple::<String>()
+                .into_tuple::<AccountId>()
                 .one(txn.conn())
                 .await
                 .map_err(StoreError::from)?;
@@ -195,8 +195,7 @@ impl Store {
             .insert(txn.conn())
             .await
             .map_err(StoreError::from)?;
-        let count = webhook_endpoint::Entity::find()
-            .filter(webhook_endpoint::Column::AccountId.eq(account_id.as_str()))
+        let count = webhook_endpoint::Entity::scoped(&account_id)
             .count(txn.conn())
             .await
             .map_err(StoreError::from)?;
@@ -211,17 +210,19 @@ impl Store {
     pub async fn webhook_endpoint(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> StoreResult<Option<WebhookEndpoint>> {
-        Ok(webhook_endpoint::Entity::find_by_id(id)
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()))
+        Ok(webhook_endpoint::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
 
     /// An endpoint by id alone: for its actor, whose id came from a scoped lookup.
-    pub async fn webhook_endpoint_by_id(&self, id: &str) -> StoreResult<Option<WebhookEndpoint>> {
-        Ok(webhook_endpoint::Entity::find_by_id(id)
+    pub async fn webhook_endpoint_by_id(
+        &self,
+        id: &WebhookEndpointId,
+    ) -> StoreResult<Option<WebhookEndpoint>> {
+        Ok(webhook_endpoint::Entity::find_by_id(id.clone())
             .one(self.conn())
             .await?)
     }
@@ -231,13 +232,14 @@ impl Store {
         account: &AccountId,
         page: &PageRequest,
     ) -> StoreResult<Page<WebhookEndpoint>> {
-        let select = webhook_endpoint::Entity::find()
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()));
+        let select = webhook_endpoint::Entity::scoped(account);
         fetch_page(self.conn(), select, webhook_endpoint::Column::Id, page).await
     }
 
     /// Ids of every active endpoint, of every account: the actors the runtime keeps.
-    pub async fn active_webhook_endpoint_ids(&self) -> StoreResult<Vec<(String, String)>> {
+    pub async fn active_webhook_endpoint_ids(
+        &self,
+    ) -> StoreResult<Vec<(WebhookEndpointId, AccountId)>> {
         Ok(webhook_endpoint::Entity::find()
             .select_only()
             .column(webhook_endpoint::Column::Id)
@@ -251,7 +253,7 @@ impl Store {
     pub async fn update_webhook_endpoint(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &WebhookEndpointId,
         patch: EndpointPatch,
         now_ms: i64,
     ) -> StoreResult<Option<WebhookEndpoint>> {
@@ -276,12 +278,12 @@ impl Store {
     pub async fn delete_webhook_endpoint(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &WebhookEndpointId,
     ) -> StoreResult<bool> {
         let txn = self.begin().await?;
         let deleted = webhook_endpoint::Entity::delete_many()
             .filter(webhook_endpoint::Column::Id.eq(id))
-            .filter(webhook_endpoint::Column::AccountId.eq(account.as_str()))
+            .filter(webhook_endpoint::Entity::of(account))
             .exec(txn.conn())
             .await?;
         if deleted.rows_affected == 0 {
@@ -302,7 +304,7 @@ impl Store {
     /// Pending deliveries of an endpoint due by `now_ms`, earliest first.
     pub async fn due_deliveries(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         now_ms: i64,
         limit: u64,
     ) -> StoreResult<Vec<WebhookDelivery>> {
@@ -319,7 +321,7 @@ impl Store {
     /// When the endpoint's earliest pending delivery due after `after_ms` is due.
     pub async fn next_delivery_due_after(
         &self,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         after_ms: i64,
     ) -> StoreResult<Option<i64>> {
         Ok(webhook_delivery::Entity::find()
@@ -338,16 +340,15 @@ impl Store {
     /// Pending deliveries of `account` due by `now_ms` (what the test clock waits for).
     pub async fn count_due_deliveries(&self, account: &AccountId, now_ms: i64) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(webhook_delivery::Entity::find()
-            .filter(webhook_delivery::Column::AccountId.eq(account.as_str()))
+        Ok(webhook_delivery::Entity::scoped(account)
             .filter(webhook_delivery::Column::NextAttemptAt.lte(now_ms))
             .count(self.conn())
             .await?)
     }
 
     /// The body of an event, by id alone (the delivery that names it was scoped).
-    pub async fn event_body(&self, event_id: &str) -> StoreResult<Option<String>> {
-        Ok(event::Entity::find_by_id(event_id)
+    pub async fn event_body(&self, event_id: &EventId) -> StoreResult<Option<String>> {
+        Ok(event::Entity::find_by_id(event_id.clone())
             .select_only()
             .column(event::Column::Body)
             .into_tuple::<String>()
@@ -367,7 +368,7 @@ impl Store {
         let txn = self.begin().await?;
         // Fenced like a subscription's write: a node that lost the endpoint's shard records
         // nothing (its attempt shows in the receiver's log only).
-        let shard = crate::store::ownership::shard_of(&delivery.endpoint_id);
+        let shard = crate::store::ownership::shard_of(delivery.endpoint_id.as_str());
         let fence = txn.fence(shard).await?;
         let mut update = webhook_delivery::Entity::update_many()
             .col_expr(
@@ -397,7 +398,7 @@ impl Store {
                 webhook_delivery::Column::UpdatedAt,
                 Expr::value(attempt.attempted_at),
             )
-            .filter(webhook_delivery::Column::Id.eq(delivery.id.as_str()))
+            .filter(webhook_delivery::Column::Id.eq(&delivery.id))
             .filter(webhook_delivery::Column::Status.eq("pending"));
         if let Some(epoch) = fence {
             update = update.filter(super::cluster::lease_is(shard, epoch));
@@ -425,17 +426,19 @@ impl Store {
     pub async fn list_deliveries(
         &self,
         account: &AccountId,
-        endpoint_id: &str,
+        endpoint_id: &WebhookEndpointId,
         page: &PageRequest,
     ) -> StoreResult<Page<WebhookDelivery>> {
-        let select = webhook_delivery::Entity::find()
-            .filter(webhook_delivery::Column::AccountId.eq(account.as_str()))
+        let select = webhook_delivery::Entity::scoped(account)
             .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id));
         fetch_page(self.conn(), select, webhook_delivery::Column::Id, page).await
     }
 
     /// The attempts of the given deliveries, oldest first.
-    pub async fn attempts_of(&self, delivery_ids: &[String]) -> StoreResult<Vec<WebhookAttempt>> {
+    pub async fn attempts_of(
+        &self,
+        delivery_ids: &[DeliveryId],
+    ) -> StoreResult<Vec<WebhookAttempt>> {
         Ok(webhook_attempt::Entity::find()
             .filter(webhook_attempt::Column::DeliveryId.is_in(delivery_ids.iter().cloned()))
             .order_by_asc(webhook_attempt::Column::Id)

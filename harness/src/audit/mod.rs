@@ -13,7 +13,6 @@ pub mod queries;
 
 use crate::audit::queries::Breach;
 use billing::charges::Charger;
-use billing::ids::AccountId;
 use billing::store::Store;
 use std::collections::HashMap;
 
@@ -48,7 +47,7 @@ pub async fn audit(store: &Store, charger: &Charger, now_ms: i64) -> anyhow::Res
         }
         if !credentials.contains_key(&charge.account_id) {
             let account = store
-                .account(&AccountId::from_stored(charge.account_id.clone()))
+                .account(&charge.account_id)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("charge {} has no account", charge.id))?;
             credentials.insert(charge.account_id.clone(), charger.credentials(&account)?);

@@ -3,6 +3,7 @@
 //! they scan whole tables and are meant for fault runs, CI and an operator's spot check, not
 //! for the hot path.
 
+use billing::ids::AccountId;
 use billing::store::StoreResult;
 use sea_orm::{ConnectionTrait, Statement};
 
@@ -21,7 +22,7 @@ pub const DUE_RENEWAL_NOT_DONE: &str = "a due renewal not done";
 #[derive(Clone, Debug)]
 pub struct AuditedCharge {
     pub id: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub reference: String,
     pub status: String,
     pub amount_cents: i64,

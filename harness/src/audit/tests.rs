@@ -4,7 +4,7 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::AccountId;
+use billing::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
 use billing::store::accounts::NewAccount;
 use billing::store::charges::{BeginChargeError, NewCharge};
 use billing::store::{Store, StoreError};
@@ -41,12 +41,17 @@ async fn store_with_account() -> (Store, AccountId) {
     (store, id)
 }
 
-fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewCharge {
+/// The one subscription these charges are of (no row: the charges' table does not ask).
+fn sub_1() -> SubscriptionId {
+    SubscriptionId::parse("sub_1").expect("an id")
+}
+
+fn charge(account: &AccountId, subscription: &SubscriptionId, period_start: i64) -> NewCharge {
     NewCharge {
         account: account.clone(),
-        subscription_id: Some(subscription.to_owned()),
-        customer_id: "cus_1".into(),
-        payment_method_id: "pm_1".into(),
+        subscription_id: Some(subscription.clone()),
+        customer_id: CustomerId::generate(),
+        payment_method_id: PaymentMethodId::generate(),
         amount_cents: 100_000,
         fee_cents: 1_500,
         purpose: ChargePurpose::Renewal,
@@ -61,10 +66,10 @@ fn charge(account: &AccountId, subscription: &str, period_start: i64) -> NewChar
 async fn a_period_takes_one_live_charge_whoever_asks() {
     let (store, account) = store_with_account().await;
     let first = store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("first");
-    let second = store.begin_charge(charge(&account, "sub_1", 1_000)).await;
+    let second = store.begin_charge(charge(&account, &sub_1(), 1_000)).await;
     assert!(
         matches!(second, Err(BeginChargeError::PeriodTaken)),
         "{second:?}"
@@ -78,11 +83,11 @@ async fn a_period_takes_one_live_charge_whoever_asks() {
         .await
         .expect("settle");
     store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("retry");
     store
-        .begin_charge(charge(&account, "sub_1", 2_000))
+        .begin_charge(charge(&account, &sub_1(), 2_000))
         .await
         .expect("next period");
 }
@@ -93,11 +98,11 @@ async fn a_subscription_write_from_a_stale_read_is_refused() {
     let sub = build(
         NewSubscription {
             id: billing::ids::SubscriptionId::generate(),
-            account_id: account.as_str().to_owned(),
-            customer_id: "cus_1".into(),
-            plan_id: "plan_1".into(),
+            account_id: account.clone(),
+            customer_id: CustomerId::generate(),
+            plan_id: billing::ids::PlanId::generate(),
             cycle: Cycle::Monthly,
-            payment_method_id: "pm_1".into(),
+            payment_method_id: PaymentMethodId::generate(),
             metadata: None,
             start: Start::Paid,
             quantity: 1,
@@ -142,7 +147,7 @@ async fn a_charge_is_never_refunded_beyond_its_amount_nor_twice_at_once() {
     use sea_orm::ConnectionTrait;
     let (store, account) = store_with_account().await;
     let charge = store
-        .begin_charge(charge(&account, "sub_1", 1_000))
+        .begin_charge(charge(&account, &sub_1(), 1_000))
         .await
         .expect("charge");
     store
@@ -204,7 +209,7 @@ async fn a_charge_is_never_refunded_beyond_its_amount_nor_twice_at_once() {
     assert!(
         breaches
             .iter()
-            .any(|b| b.invariant.contains("refund") && b.detail.contains(&charge.id)),
+            .any(|b| b.invariant.contains("refund") && b.detail.contains(charge.id.as_str())),
         "{breaches:?} (refund {})",
         first.id
     );

@@ -5,7 +5,8 @@
 use billing::domain::charge_purpose::ChargePurpose;
 use billing::domain::charge_status::ChargeStatus;
 use billing::domain::subscription::Status;
-use billing::ids::AccountId;
+use billing::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
+use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{
     account, balance_transaction, charge_attempt, event, invoice, subscription,
@@ -43,7 +44,7 @@ impl crate::Raw<'_> {
         let txn = self.begin().await?;
         for chunk in rows.chunks(500) {
             charge_attempt::Entity::insert_many(chunk.iter().map(|sub| {
-                let id = billing::ids::ChargeAttemptId::generate().into_string();
+                let id = billing::ids::ChargeAttemptId::generate();
                 let at = sub.current_period_start;
                 charge_attempt::ActiveModel {
                     id: Set(id.clone()),
@@ -53,7 +54,7 @@ impl crate::Raw<'_> {
                     payment_method_id: Set(sub.default_payment_method_id.clone()),
                     amount_cents: Set(0),
                     fee_cents: Set(0),
-                    reference: Set(id.clone()),
+                    reference: Set(id.to_string()),
                     processor_transaction_id: Set(Some(format!("tx_{id}"))),
                     status: Set(ChargeStatus::Approved),
                     processor_status: Set(Some("APPROVED".into())),
@@ -103,7 +104,7 @@ impl crate::Raw<'_> {
             )
             .col_expr(subscription::Column::NextChargeDate, Expr::value(at))
             .col_expr(subscription::Column::DueAt, Expr::value(at))
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+            .filter(subscription::Entity::of(account))
             .filter(subscription::Column::Status.eq(Status::Active))
             .exec(self.writer())
             .await?;
@@ -132,16 +133,12 @@ impl crate::Raw<'_> {
 
     /// Invoices of `account` (the seeded previous periods have none: the renewals' alone).
     pub async fn count_invoices(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(invoice::Entity::find()
-            .filter(invoice::Column::AccountId.eq(account.as_str()))
-            .count(self.conn())
-            .await?)
+        Ok(invoice::Entity::scoped(account).count(self.conn()).await?)
     }
 
     /// Approved charges of `account`.
     pub async fn count_approved_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .filter(charge_attempt::Column::Status.eq(ChargeStatus::Approved))
             .count(self.conn())
             .await?)
@@ -161,13 +158,13 @@ impl crate::Raw<'_> {
             let txn = self.begin().await?;
             charge_attempt::Entity::insert_many(part.iter().map(|r| charge_attempt::ActiveModel {
                 id: Set(r.charge_id.clone()),
-                account_id: Set(r.account.as_str().to_owned()),
+                account_id: Set(r.account.clone()),
                 subscription_id: Set(Some(r.subscription_id.clone())),
                 customer_id: Set(r.customer_id.clone()),
                 payment_method_id: Set(r.payment_method_id.clone()),
                 amount_cents: Set(r.amount_cents),
                 fee_cents: Set(r.fee_cents),
-                reference: Set(r.charge_id.clone()),
+                reference: Set(r.charge_id.to_string()),
                 processor_transaction_id: Set(Some(r.transaction_id.clone())),
                 status: Set(ChargeStatus::Approved),
                 processor_status: Set(Some("APPROVED".into())),
@@ -186,8 +183,8 @@ impl crate::Raw<'_> {
             .await?;
             balance_transaction::Entity::insert_many(part.iter().map(|r| {
                 balance_transaction::ActiveModel {
-                    id: Set(format!("btx_{}", r.charge_id)),
-                    account_id: Set(r.account.as_str().to_owned()),
+                    id: Set(billing::ids::BalanceTransactionId::generate()),
+                    account_id: Set(r.account.clone()),
                     kind: Set("fee".into()),
                     amount_cents: Set(-r.fee_cents),
                     charge_attempt_id: Set(Some(r.charge_id.clone())),
@@ -198,8 +195,8 @@ impl crate::Raw<'_> {
             .exec(&txn)
             .await?;
             event::Entity::insert_many(part.iter().map(|r| event::ActiveModel {
-                id: Set(format!("evt_{}", r.charge_id)),
-                account_id: Set(r.account.as_str().to_owned()),
+                id: Set(billing::ids::EventId::generate()),
+                account_id: Set(r.account.clone()),
                 event_type: Set("charge.approved".into()),
                 subscription_id: Set(Some(r.subscription_id.clone())),
                 body: Set(r.event_body.clone()),
@@ -214,7 +211,7 @@ impl crate::Raw<'_> {
                         account::Column::AvailableCents,
                         Expr::col(account::Column::AvailableCents).sub(fees),
                     )
-                    .filter(account::Column::Id.eq(first.account.as_str()))
+                    .filter(account::Column::Id.eq(&first.account))
                     .exec(&txn)
                     .await?;
             }
@@ -223,9 +220,7 @@ impl crate::Raw<'_> {
                     subscription::Column::Version,
                     Expr::col(subscription::Column::Version).add(1),
                 )
-                .filter(
-                    subscription::Column::Id.is_in(part.iter().map(|r| r.subscription_id.as_str())),
-                )
+                .filter(subscription::Column::Id.is_in(part.iter().map(|r| &r.subscription_id)))
                 .exec(&txn)
                 .await?;
             txn.commit().await?;
@@ -238,10 +233,10 @@ impl crate::Raw<'_> {
 #[derive(Clone, Debug)]
 pub struct RenewalRows {
     pub account: AccountId,
-    pub subscription_id: String,
-    pub customer_id: String,
-    pub payment_method_id: String,
-    pub charge_id: String,
+    pub subscription_id: SubscriptionId,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
+    pub charge_id: ChargeAttemptId,
     pub transaction_id: String,
     pub amount_cents: i64,
     pub fee_cents: i64,
@@ -252,9 +247,8 @@ pub struct RenewalRows {
 /// The active subscriptions of `account` renewed after `at`: their next timer is the next
 /// period's end, a month on.
 fn renewed(account: &AccountId, at: i64) -> sea_orm::Select<subscription::Entity> {
-    subscription::Entity::find()
+    subscription::Entity::scoped(account)
         .filter(subscription::Column::DueAt.gt(at + 86_400_000))
-        .filter(subscription::Column::AccountId.eq(account.as_str()))
         .filter(subscription::Column::NextChargeDate.gt(at))
         .filter(subscription::Column::Status.eq(Status::Active))
 }

@@ -2,6 +2,7 @@
 //! same rows, with no service around them.
 
 use anyhow::Context;
+use billing::ids::SubscriptionId;
 use billing::processor::client::{
     NewTransaction, ProcessorClient, ProcessorCredentials, SourceKind,
 };
@@ -173,7 +174,11 @@ pub(super) async fn round_trips(n: usize) -> anyhow::Result<Duration> {
 /// The rows of `ids`' renewals, written as multi-row statements of 500 renewals per
 /// transaction (`fixtures::write_renewal_rows`), each with its event's JSON body as the service
 /// writes it.
-pub(super) async fn rows(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::Result<Duration> {
+pub(super) async fn rows(
+    store: &Store,
+    shop: &Shop,
+    ids: &[SubscriptionId],
+) -> anyhow::Result<Duration> {
     let account = store.account(&shop.account).await?.context("account")?;
     let fee = billing::accounts::fee_schedule(&account).fee_for(AMOUNT);
     let now = chrono::Utc::now().timestamp_millis();
@@ -183,7 +188,7 @@ pub(super) async fn rows(store: &Store, shop: &Shop, ids: &[String]) -> anyhow::
     let renewals: Vec<fixtures::RenewalRows> = ids
         .iter()
         .map(|id| {
-            let charge_id = billing::ids::ChargeAttemptId::generate().into_string();
+            let charge_id = billing::ids::ChargeAttemptId::generate();
             let event_body = json!({
                 "type": "charge.approved",
                 "data": {"subscription_id": id, "charge_id": charge_id, "amount_in_cents": AMOUNT,

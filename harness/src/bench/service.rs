@@ -6,7 +6,7 @@ use anyhow::Context;
 use billing::config::Config;
 use billing::domain::subscription::Status;
 use billing::domain::time::Cycle;
-use billing::ids::{AccountId, SubscriptionId};
+use billing::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use billing::processor::client::{CardDetails, ProcessorClient, ProcessorCredentials};
 use billing::store::Store;
 use billing::store::subscriptions::Subscription;
@@ -111,9 +111,9 @@ pub(super) async fn call(
 pub(super) struct Shop {
     pub(super) key: String,
     pub(super) account: AccountId,
-    pub(super) customer: String,
-    pub(super) plan: String,
-    pub(super) method: String,
+    pub(super) customer: CustomerId,
+    pub(super) plan: PlanId,
+    pub(super) method: PaymentMethodId,
     /// The merchant's keys at the standalone sandbox (unused with the in-process one).
     pub(super) processor_keys: Value,
 }
@@ -148,7 +148,8 @@ pub(super) async fn shop(
     )
     .await?;
     let key = account["api_key"].as_str().context("api_key")?.to_owned();
-    let account_id = AccountId::from_stored(account["id"].as_str().context("id")?.to_owned());
+    let account_id =
+        AccountId::parse(account["id"].as_str().context("id")?).context("an account's id")?;
     if let Some(standalone) = standalone {
         standalone
             .point_events(http, &keys, base, &account_id)
@@ -183,7 +184,8 @@ pub(super) async fn shop(
         201,
     )
     .await?;
-    let customer = customer["id"].as_str().context("id")?.to_owned();
+    let customer =
+        CustomerId::parse(customer["id"].as_str().context("id")?).context("a customer's id")?;
     let row = store.account(&account_id).await?.context("account row")?;
     let creds = ProcessorCredentials::new(
         account["processor"]["base_url"]
@@ -209,8 +211,9 @@ pub(super) async fn shop(
         key,
         account: account_id,
         customer,
-        plan: plan["id"].as_str().context("id")?.to_owned(),
-        method: method["id"].as_str().context("id")?.to_owned(),
+        plan: PlanId::parse(plan["id"].as_str().context("id")?).context("a plan's id")?,
+        method: PaymentMethodId::parse(method["id"].as_str().context("id")?)
+            .context("a payment method's id")?,
         processor_keys: keys,
     })
 }
@@ -238,8 +241,8 @@ pub(super) async fn approved_card(
 pub(super) fn seeded(shop: &Shop, now: i64) -> Subscription {
     let far = now + 365 * DAY_MS;
     Subscription {
-        id: SubscriptionId::generate().into_string(),
-        account_id: shop.account.as_str().to_owned(),
+        id: SubscriptionId::generate(),
+        account_id: shop.account.clone(),
         customer_id: shop.customer.clone(),
         plan_id: shop.plan.clone(),
         cycle: Cycle::Monthly,
@@ -273,7 +276,7 @@ pub struct Fixture {
     pub base: String,
     pub api_key: String,
     pub database_url: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub subscription_id: String,
     pub(super) server: Server,
 }
@@ -304,7 +307,7 @@ impl Fixture {
             base: server.base.clone(),
             api_key: shop.key.clone(),
             database_url,
-            account_id: shop.account.as_str().to_owned(),
+            account_id: shop.account.clone(),
             subscription_id: last,
             server,
         })

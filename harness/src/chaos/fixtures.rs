@@ -2,12 +2,11 @@
 //! invariant checker's own queries (`audit`): one account's charges and subscriptions as
 //! plain rows, and a fresh PostgreSQL schema per run. Nothing here is on a request's path.
 
-use billing::ids::AccountId;
+use billing::ids::{AccountId, SubscriptionId};
+use billing::store::Scoped;
 use billing::store::StoreResult;
 use billing::store::entities::{charge_attempt, subscription};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, Database, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ConnectionTrait, Database, PaginatorTrait, QueryOrder};
 
 /// A charge attempt as the harness judges it: which card it went to and how it ended.
 #[derive(Clone, Debug)]
@@ -33,27 +32,25 @@ pub struct ChaosSubscription {
 impl crate::Raw<'_> {
     /// How many charge attempts the account has made, whatever their status.
     pub async fn count_charges(&self, account: &AccountId) -> StoreResult<u64> {
-        Ok(charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::scoped(account)
             .count(self.conn())
             .await?)
     }
 
     /// Every charge attempt of the account, oldest first.
     pub async fn chaos_charges(&self, account: &AccountId) -> StoreResult<Vec<ChaosCharge>> {
-        let rows = charge_attempt::Entity::find()
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        let rows = charge_attempt::Entity::scoped(account)
             .order_by_asc(charge_attempt::Column::Id)
             .all(self.conn())
             .await?;
         Ok(rows
             .into_iter()
             .map(|row| ChaosCharge {
-                id: row.id,
+                id: row.id.into_string(),
                 reference: row.reference,
                 status: row.status.as_str().to_owned(),
-                payment_method_id: row.payment_method_id,
-                subscription_id: row.subscription_id,
+                payment_method_id: row.payment_method_id.into_string(),
+                subscription_id: row.subscription_id.map(SubscriptionId::into_string),
                 purpose: row.purpose.as_str().to_owned(),
                 period_start: row.period_start,
             })
@@ -65,18 +62,17 @@ impl crate::Raw<'_> {
         &self,
         account: &AccountId,
     ) -> StoreResult<Vec<ChaosSubscription>> {
-        let rows = subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account.as_str()))
+        let rows = subscription::Entity::scoped(account)
             .order_by_asc(subscription::Column::Id)
             .all(self.conn())
             .await?;
         Ok(rows
             .into_iter()
             .map(|row| ChaosSubscription {
-                id: row.id,
-                customer_id: row.customer_id,
+                id: row.id.into_string(),
+                customer_id: row.customer_id.into_string(),
                 status: row.status.as_str().to_owned(),
-                payment_method_id: row.default_payment_method_id,
+                payment_method_id: row.default_payment_method_id.into_string(),
             })
             .collect())
     }

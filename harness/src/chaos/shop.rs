@@ -100,7 +100,7 @@ impl Shop {
             http: http.clone(),
             base: base.to_owned(),
             key,
-            account: AccountId::from_stored(account_id),
+            account: AccountId::parse(&account_id).context("an account's id")?,
             plan: text(&plan["id"])?,
             direct,
             processor: ProcessorClient::new()?,

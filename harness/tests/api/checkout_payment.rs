@@ -374,14 +374,14 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     let store = billing::store::Store::connect(&app.database_url)
         .await
         .expect("store");
-    let account = billing::ids::AccountId::from_stored(app.account_id.clone());
+    let account = billing::ids::AccountId::parse(&app.account_id).expect("an account's id");
     let txn = store.begin().await.expect("begin");
     let charge = txn
         .begin_charge(NewCharge {
             account,
             subscription_id: None,
-            customer_id: "cus_01cutoff".into(),
-            payment_method_id: "pm_01cutoff".into(),
+            customer_id: billing::ids::CustomerId::parse("cus_01cutoff").expect("an id"),
+            payment_method_id: billing::ids::PaymentMethodId::parse("pm_01cutoff").expect("an id"),
             amount_cents: 4_990_000,
             fee_cents: 74_850,
             purpose: billing::domain::charge_purpose::ChargePurpose::Checkout,
@@ -394,8 +394,8 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         .expect("charge");
     let attempt = CheckoutAttempt {
         charge_id: charge.id.clone(),
-        customer_id: "cus_01cutoff".into(),
-        payment_method_id: "pm_01cutoff".into(),
+        customer_id: billing::ids::CustomerId::parse("cus_01cutoff").expect("an id"),
+        payment_method_id: billing::ids::PaymentMethodId::parse("pm_01cutoff").expect("an id"),
         // The sandbox's payment source ids end in their outcome: 0 approves.
         payment_source_id: 10,
         source_kind: billing::processor::client::SourceKind::Card,
@@ -407,7 +407,11 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         discount: None,
     };
     let claimed = txn
-        .claim_checkout_session(&id, &attempt, chrono::Utc::now().timestamp_millis())
+        .claim_checkout_session(
+            &billing::ids::CheckoutSessionId::parse(&id).expect("a session's id"),
+            &attempt,
+            chrono::Utc::now().timestamp_millis(),
+        )
         .await
         .expect("claim");
     assert!(claimed);
@@ -428,7 +432,9 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
     // this test is about.
     eventually(Duration::from_secs(30), || async {
         store
-            .checkout_session_by_id(&id)
+            .checkout_session_by_id(
+                &billing::ids::CheckoutSessionId::parse(&id).expect("a session's id"),
+            )
             .await
             .expect("db")
             .is_some_and(|session| session.status == "complete")

@@ -267,7 +267,7 @@ async fn a_node_that_lost_its_shard_writes_nothing_to_it() {
         .expect("free");
     old.hold(shard, held(epoch));
     let row = old_store
-        .subscription_by_id(&id)
+        .subscription_by_id(&billing::ids::SubscriptionId::parse(&id).expect("an id"))
         .await
         .expect("read")
         .expect("row");
@@ -326,7 +326,7 @@ async fn a_node_that_lost_its_shard_writes_nothing_to_it() {
         .expect("new owner's write");
     txn.commit().await.expect("commit");
     let stored = base
-        .subscription_by_id(&id)
+        .subscription_by_id(&billing::ids::SubscriptionId::parse(&id).expect("an id"))
         .await
         .expect("read")
         .expect("row");

@@ -117,7 +117,7 @@ impl ProcessShop {
             .await
             .expect("store");
         let row = store
-            .account(&billing::ids::AccountId::from_stored(account_id.to_owned()))
+            .account(&billing::ids::AccountId::parse(account_id).expect("an account's id"))
             .await
             .expect("db")
             .expect("account");
@@ -226,7 +226,7 @@ async fn killed_mid_renewal_burst_charges_each_period_once(backend: Backend) {
                 .await;
         })
     };
-    let account = billing::ids::AccountId::from_stored(account_id.clone());
+    let account = billing::ids::AccountId::parse(&account_id).expect("an account's id");
     eventually(Duration::from_secs(60), || async {
         let renewing = store.count_pending_charges(&account).await.expect("db");
         let events = store

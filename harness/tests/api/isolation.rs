@@ -304,7 +304,7 @@ async fn ingress_refuses_a_foreign_signature(
         .await
         .expect("store");
     let account = store
-        .account(&ids::AccountId::from_stored(a[&Kind::Account].clone()))
+        .account(&ids::AccountId::parse(&a[&Kind::Account]).expect("an account's id"))
         .await
         .expect("db")
         .expect("A");

@@ -369,7 +369,7 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
         crate::common::eventually(std::time::Duration::from_secs(20), || async {
             fixture
                 .store
-                .pending_charge_of(&sub_id)
+                .pending_charge_of(&billing::ids::SubscriptionId::parse(&sub_id).expect("an id"))
                 .await
                 .expect("db")
                 .is_none()

@@ -33,7 +33,7 @@ async fn keys(app: &TestApp) -> (String, String) {
         .await
         .expect("store");
     let account = store
-        .account(&AccountId::from_stored(app.account_id.clone()))
+        .account(&AccountId::parse(&app.account_id).expect("an account's id"))
         .await
         .expect("db")
         .expect("account");
@@ -118,7 +118,7 @@ async fn recurrent_at_processor(app: &TestApp, charge_id: &str) -> bool {
         .await
         .expect("store");
     let transaction = store
-        .charge_by_id(charge_id)
+        .charge_by_id(&billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge\'s id"))
         .await
         .expect("db")
         .expect("charge")

@@ -81,7 +81,7 @@ impl Fixture {
             .expect("json");
         let store = Store::connect(&app.database_url).await.expect("store");
         let row = store
-            .account(&AccountId::from_stored(self.account_id.clone()))
+            .account(&AccountId::parse(&self.account_id).expect("an account's id"))
             .await
             .expect("db")
             .expect("account");
@@ -151,7 +151,7 @@ impl Fixture {
     async fn charger(&self, app: &TestApp) -> (Charger, Store, billing::store::accounts::Account) {
         let store = Store::connect(&app.database_url).await.expect("store");
         let account = store
-            .account(&AccountId::from_stored(self.account_id.clone()))
+            .account(&AccountId::parse(&self.account_id).expect("an account's id"))
             .await
             .expect("db")
             .expect("account");
@@ -169,8 +169,11 @@ impl Fixture {
     fn request(&self, method: &Value, amount: i64) -> ChargeRequest {
         ChargeRequest {
             subscription_id: None,
-            customer_id: self.customer_id.clone(),
-            payment_method_id: method["id"].as_str().expect("id").to_owned(),
+            customer_id: billing::ids::CustomerId::parse(&self.customer_id).expect("an id"),
+            payment_method_id: billing::ids::PaymentMethodId::parse(
+                method["id"].as_str().expect("id"),
+            )
+            .expect("an id"),
             amount_cents: amount,
             purpose: ChargePurpose::Manual,
             period_start: None,
@@ -183,10 +186,13 @@ async fn wait_final(
     account: &str,
     charge_id: &str,
 ) -> billing::store::charges::ChargeAttempt {
-    let account = AccountId::from_stored(account.to_owned());
+    let account = AccountId::parse(account).expect("an account's id");
     let fetch = || async {
         store
-            .charge(&account, charge_id)
+            .charge(
+                &account,
+                &billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge\'s id"),
+            )
             .await
             .expect("db")
             .expect("charge")
@@ -284,7 +290,7 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
         (Some(25_150), Some(74_850))
     );
 
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     assert_eq!(settled.status, ChargeStatus::Approved);
     assert_eq!(settled.processor_status.as_deref(), Some("APPROVED"));
     assert!(settled.processor_transaction_id.is_some());
@@ -298,7 +304,9 @@ async fn charge_goes_pending_to_approved_through_the_ingress_with_the_fee_deduct
     );
     assert_eq!(
         store
-            .count_processor_events(&AccountId::from_stored(fixture.account_id.clone()))
+            .count_processor_events(
+                &AccountId::parse(&fixture.account_id).expect("an account's id")
+            )
             .await
             .expect("db"),
         1,
@@ -328,7 +336,7 @@ async fn declined_charge_releases_the_reservation(app: TestApp) {
         .charge(&account, fixture.request(&method, 100_000))
         .await
         .expect("charge");
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     assert_eq!(settled.status, ChargeStatus::Declined);
     assert_eq!(settled.processor_status.as_deref(), Some("DECLINED"));
     let balance = fixture.balance(&app).await;
@@ -369,7 +377,7 @@ async fn fee_is_charged_once_however_often_the_outcome_arrives(app: TestApp) {
         .charge(&account, fixture.request(&method, 1_000_000))
         .await
         .expect("charge");
-    let settled = wait_final(&store, &fixture.account_id, &charge.id).await;
+    let settled = wait_final(&store, &fixture.account_id, charge.id.as_str()).await;
     let transaction = json!({"id": settled.processor_transaction_id, "status": "APPROVED",
         "amount_in_cents": 1_000_000, "reference": settled.reference});
     // The same event twice, and two more copies with other timestamps (other checksums).
@@ -434,7 +442,7 @@ async fn concurrent_charges_never_overdraw_a_small_balance(app: TestApp) {
     assert_eq!((started.len(), refused), (3, 7));
     for charge in &started {
         assert_eq!(
-            wait_final(&store, &fixture.account_id, &charge.id)
+            wait_final(&store, &fixture.account_id, charge.id.as_str())
                 .await
                 .status,
             ChargeStatus::Approved

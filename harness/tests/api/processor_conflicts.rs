@@ -99,7 +99,7 @@ async fn an_event_that_contradicts_the_recorded_outcome_is_kept_flagged_and_coun
     let reference = shop.posted_references()[0].clone();
     let declined = shop.charge(&reference).await;
     assert_eq!(declined.status, ChargeStatus::Declined);
-    let account = AccountId::from_stored(shop.account_id.clone());
+    let account = AccountId::parse(&shop.account_id).expect("an account's id");
     let events_before = shop
         .store
         .count_processor_events(&account)
@@ -164,7 +164,7 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "USD"), 2).await;
     send_event(&app, &shop, approved("8-8-8", PLAN_MONTHLY, "COP"), 3).await;
     assert_eq!(
-        shop.charge(&charge.id).await.status,
+        shop.charge(charge.id.as_str()).await.status,
         ChargeStatus::Pending,
         "no money moved"
     );
@@ -184,7 +184,10 @@ async fn an_event_whose_amount_currency_or_transaction_differ_moves_no_money(app
 
     // The event that is the charge's settles it, once.
     send_event(&app, &shop, approved("7-7-7", PLAN_MONTHLY, "COP"), 4).await;
-    assert_eq!(shop.charge(&charge.id).await.status, ChargeStatus::Approved);
+    assert_eq!(
+        shop.charge(charge.id.as_str()).await.status,
+        ChargeStatus::Approved
+    );
     assert_eq!(shop.balance(&app).await, (TOP_UP - FEE, 0));
 }
 

@@ -78,14 +78,14 @@ async fn an_event_finds_its_charge_by_its_reference_before_statistics_catch_up()
         "the lookup probes the reference's unique index:\n{plan}"
     );
     // The charge for its account, none for another.
-    let ours = AccountId::from_stored("acct_burst".to_owned());
-    let theirs = AccountId::from_stored("acct_other".to_owned());
+    let ours = AccountId::parse("acct_burst").expect("an account's id");
+    let theirs = AccountId::parse("acct_other").expect("an account's id");
     let (seen, charge) = store
         .event_seen_and_charge("checksum", &ours, "ch_19999")
         .await
         .expect("lookup");
     assert_eq!(
-        (seen, charge.map(|c| c.id)),
+        (seen, charge.map(|c| c.id.into_string())),
         (false, Some("ch_19999".to_owned()))
     );
     let (seen, charge) = store
@@ -103,7 +103,9 @@ async fn renewals_read_their_charges_through_the_subscriptions_index() {
     let Some((_store, mut conn)) = unanalysed_charges("approved").await else {
         return;
     };
-    let ids: Vec<String> = (1..=3).map(|n| format!("sub_{n}")).collect();
+    let ids: Vec<billing::ids::SubscriptionId> = (1..=3)
+        .map(|n| billing::ids::SubscriptionId::parse(&format!("sub_{n}")).expect("an id"))
+        .collect();
     let statement = sea_orm::QueryTrait::build(&period_charge_rows(&ids, 0), DbBackend::Postgres);
     let plan = generic_plan(
         &mut conn,
@@ -129,7 +131,9 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
     let mut charges = Vec::new();
     for n in 1..=40 {
         let mut charge = store
-            .charge_by_id(&format!("ch_{n}"))
+            .charge_by_id(
+                &billing::ids::ChargeAttemptId::parse(&format!("ch_{n}")).expect("a charge's id"),
+            )
             .await
             .expect("read")
             .expect("a charge");
@@ -156,6 +160,9 @@ async fn a_batch_of_outcomes_finds_its_charges_by_their_keys() {
         .await
         .expect("settle");
     assert_eq!(settled.rows_affected(), 39);
-    let declined = store.charge_by_id("ch_40").await.expect("read");
+    let declined = store
+        .charge_by_id(&billing::ids::ChargeAttemptId::parse("ch_40").expect("a charge\'s id"))
+        .await
+        .expect("read");
     assert_eq!(declined.map(|c| c.status), Some(ChargeStatus::Declined));
 }

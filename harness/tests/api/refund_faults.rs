@@ -32,10 +32,13 @@ pub(crate) fn quick_rechecks(config: &mut billing::config::Config) {
 /// Waits until `id` was asked about five times after its post (its sixth wait is scheduled:
 /// 4.6 s after the post at this file's base), or it is no longer pending; the refund then.
 async fn asked_five_times(shop: &Shop, id: &str) -> billing::store::refunds::Refund {
-    let account = billing::ids::AccountId::from_stored(shop.account_id.clone());
+    let account = billing::ids::AccountId::parse(&shop.account_id).expect("an account's id");
     let read = || async {
         shop.store
-            .refund(&account, id)
+            .refund(
+                &account,
+                &billing::ids::RefundId::parse(id).expect("a refund's id"),
+            )
             .await
             .expect("db")
             .expect("refund")
@@ -215,8 +218,8 @@ async fn a_refund_recorded_but_never_posted_is_settled_by_the_reconciler(app: Te
     let (recorded, _) = shop
         .store
         .begin_refund(billing::store::refunds::NewRefund {
-            account: billing::ids::AccountId::from_stored(shop.account_id.clone()),
-            charge_id: charge_id.to_owned(),
+            account: billing::ids::AccountId::parse(&shop.account_id).expect("an account's id"),
+            charge_id: billing::ids::ChargeAttemptId::parse(charge_id).expect("a charge's id"),
             amount_cents: None,
             reason: None,
             now_ms: now,
@@ -224,7 +227,7 @@ async fn a_refund_recorded_but_never_posted_is_settled_by_the_reconciler(app: Te
         })
         .await
         .expect("recorded");
-    let done = settled_as(&app, &shop.key, &recorded.id).await;
+    let done = settled_as(&app, &shop.key, recorded.id.as_str()).await;
     assert_eq!(done["status"], "declined", "{done}");
     assert!(
         shop.proxy.seen("POST", "/refunds").is_empty(),

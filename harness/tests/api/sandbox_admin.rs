@@ -112,7 +112,7 @@ async fn nobody_without_the_token_takes_over_an_accounts_events(app: TestApp) {
     let sub = crate::subscriptions::subscribe(&app, &shop, &method, json!({})).await;
     assert_eq!(sub["status"], "active", "{sub}");
     let store = Store::connect(&app.database_url).await.expect("store");
-    let account = AccountId::from_stored(app.account_id.clone());
+    let account = AccountId::parse(&app.account_id).expect("an account's id");
     eventually(Duration::from_secs(10), || async {
         store.count_processor_events(&account).await.expect("db") >= 1
     })

@@ -126,7 +126,7 @@ async fn a_traced_scenario_logs_no_secret(backend: Backend) {
         .await
         .expect("accounts")
         .into_iter()
-        .find(|a| a.id != app.account_id)
+        .find(|a| a.id.as_str() != app.account_id)
         .expect("the first start's sandbox account");
     let output = server.stop().await;
     assert!(output.contains("TRACE"), "the server logged at trace level");

@@ -919,7 +919,7 @@ async fn two_schedulers_never_load_the_same_due_row(app: TestApp) {
         let sub = subscribe(&app, &shop, &method, json!({"start_date": start})).await;
         ids.insert(sub["id"].as_str().expect("id").to_owned());
     }
-    let account = billing::ids::AccountId::from_stored(app.account_id.clone());
+    let account = billing::ids::AccountId::parse(&app.account_id).expect("an account's id");
     let store = Store::connect(&app.database_url).await.expect("store");
     let horizon = chrono::Utc::now().timestamp_millis() + 11 * DAY * 1000;
     // One node holds the even shards, the other the odd ones.
@@ -932,7 +932,7 @@ async fn two_schedulers_never_load_the_same_due_row(app: TestApp) {
                 .await
                 .expect("page")
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|(id, _)| id.into_string())
                 .collect::<BTreeSet<String>>()
         }
     };

@@ -4,6 +4,7 @@
 use super::decide::reschedule;
 use super::emit;
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::StoreError;
 use crate::store::subscriptions::{Subscription, SubscriptionAddon};
 use crate::store::txn::StoreTxn;
@@ -14,7 +15,7 @@ use crate::store::txn::StoreTxn;
 pub(super) async fn apply_plan_change(
     txn: &StoreTxn,
     sub: &mut Subscription,
-    (plan_id, cycle, quantity): (String, Option<Cycle>, Option<i64>),
+    (plan_id, cycle, quantity): (PlanId, Option<Cycle>, Option<i64>),
     prorated: bool,
     now: i64,
 ) -> Result<(), StoreError> {
@@ -36,7 +37,7 @@ pub(super) async fn apply_plan_change(
 pub(super) async fn apply_addon(
     txn: &StoreTxn,
     sub: &Subscription,
-    addon_id: String,
+    addon_id: AddonId,
     now: i64,
 ) -> Result<(), StoreError> {
     txn.attach_addon(SubscriptionAddon {

@@ -14,6 +14,7 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
+use crate::ids::{ChargeAttemptId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
@@ -309,7 +310,7 @@ impl Context<'_> {
         };
         match self
             .apply_outcome(
-                charge.subscription_id.as_deref(),
+                charge.subscription_id.as_ref(),
                 &charge.id,
                 reported,
                 None,
@@ -372,8 +373,8 @@ impl Context<'_> {
     /// arrive at the same time (`store::batch`), any other alone.
     pub(super) async fn apply_outcome(
         &self,
-        subscription_id: Option<&str>,
-        charge_id: &str,
+        subscription_id: Option<&SubscriptionId>,
+        charge_id: &ChargeAttemptId,
         reported: Reported<'_>,
         event: Option<ProcessorEvent>,
         known: Option<&ChargeAttempt>,
@@ -458,7 +459,7 @@ impl Context<'_> {
                     }
                     return Ok(Applied::Already);
                 }
-                if settled.charge.subscription_id.as_deref() != Some(sub.id.as_str()) {
+                if settled.charge.subscription_id.as_ref() != Some(&sub.id) {
                     // Rolled back: the outcome reached the actor of another subscription.
                     return Err(StoreError::invariant(format!(
                         "charge {} is not of subscription {}",
@@ -513,7 +514,7 @@ fn settle_in_batch(
     let period_start = charge.period_start?;
     if !charge.is(ChargeStatus::Pending)
         || charge.pending_change.is_some()
-        || charge.subscription_id.as_deref() != Some(sub.id.as_str())
+        || charge.subscription_id.as_ref() != Some(&sub.id)
     {
         return None;
     }

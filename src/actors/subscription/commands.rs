@@ -12,10 +12,9 @@ use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
-use crate::ids::AccountId;
+use crate::ids::{AddonId, PaymentMethodId, PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::CatalogKind;
 use crate::store::charges::ChargeAttempt;
 use crate::store::coupons::discount_lines;
 use crate::store::invoices::DraftLine;
@@ -39,7 +38,7 @@ impl Context<'_> {
     /// `MovedMidway` (part of it stays done: its Idempotency-Key keeps the answer).
     pub(super) async fn apply_command(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         command: Command,
     ) -> Result<ActionOutcome, ActionError> {
         let (sub, account, now) = self.load(id).await?;
@@ -56,7 +55,7 @@ impl Context<'_> {
     /// its subscription's row, whose version it bumps, so a row still at the version the
     /// command read shows that none did. Anything else (a newer version, or no answer) may
     /// have come from this command and is `MovedMidway`.
-    async fn fenced_command(&self, id: &str, read_at: i64) -> ActionError {
+    async fn fenced_command(&self, id: &SubscriptionId, read_at: i64) -> ActionError {
         match self.store().subscription_by_id(id).await {
             Ok(Some(row)) if row.version == read_at => ActionError::Moving,
             Ok(_) => ActionError::MovedMidway,
@@ -71,7 +70,7 @@ impl Context<'_> {
     /// answering the charge it made, if any.
     async fn run_command(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         mut sub: Subscription,
         account: Arc<Account>,
         now: i64,
@@ -311,7 +310,7 @@ impl Context<'_> {
     async fn attach_addon(
         &self,
         target: Target<'_>,
-        addon_id: String,
+        addon_id: AddonId,
         with_proration: bool,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target {
@@ -325,10 +324,10 @@ impl Context<'_> {
                 "A canceled subscription accepts no add-ons.".into(),
             ));
         }
-        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account_id = &sub.account_id;
         let addon = self
             .store()
-            .catalog_item(&account_id, CatalogKind::Addon, &addon_id)
+            .addon(account_id, &addon_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No add-on with id `{addon_id}`.")))?;
         if !addon.active {
@@ -386,7 +385,7 @@ impl Context<'_> {
     async fn detach_addon(
         &self,
         target: Target<'_>,
-        addon_id: String,
+        addon_id: AddonId,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target { sub, now, .. } = target;
         let attached = self.store().subscription_addons(&sub.id).await?;
@@ -409,7 +408,7 @@ impl Context<'_> {
     async fn set_payment_method(
         &self,
         target: Target<'_>,
-        payment_method_id: String,
+        payment_method_id: PaymentMethodId,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let Target { sub, now, .. } = target;
         let txn = self.store().begin().await?;
@@ -445,11 +444,11 @@ impl Context<'_> {
         now: i64,
     ) -> Result<DraftLine, ActionError> {
         let status = sub.status;
-        let plan_id = change.plan_id.as_str();
-        let account = AccountId::from_stored(sub.account_id.clone());
+        let plan_id = &change.plan_id;
+        let account = &sub.account_id;
         let plan = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .plan(account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         if !status.can_change_plan() {
@@ -464,7 +463,7 @@ impl Context<'_> {
             )));
         }
         let quantity = change.quantity.unwrap_or(sub.quantity);
-        if plan_id == sub.plan_id
+        if *plan_id == sub.plan_id
             && change.cycle.is_none_or(|c| c == sub.cycle)
             && quantity == sub.quantity
         {
@@ -480,7 +479,7 @@ impl Context<'_> {
         let billed = sub.period_cycle;
         let old = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, &sub.plan_id)
+            .plan(account, &sub.plan_id)
             .await?
             .map_or(0, |p| p.price(billed).saturating_mul(sub.period_quantity));
         let amount = prorate(
@@ -501,7 +500,7 @@ impl Context<'_> {
 /// A change of plan, cycle or quantity (`None`: as it is).
 #[derive(Clone, Debug)]
 pub(super) struct PlanChange {
-    pub(super) plan_id: String,
+    pub(super) plan_id: PlanId,
     pub(super) cycle: Option<Cycle>,
     pub(super) quantity: Option<i64>,
 }

@@ -7,7 +7,7 @@
 use crate::actors::{InFlight, Runtime};
 use crate::charges::Charger;
 use crate::clock::Clock;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, SubscriptionId};
 use crate::store::accounts::Account;
 use crate::store::subscriptions::Subscription;
 use crate::store::{Store, StoreResult};
@@ -51,7 +51,7 @@ impl<'r> Context<'r> {
     }
 
     /// Tells the scheduler, of this node or of the subscription's owner, that `id` is due.
-    pub(super) fn arm_at(&self, id: &str, due_ms: i64, now_ms: i64) {
+    pub(super) fn arm_at(&self, id: &SubscriptionId, due_ms: i64, now_ms: i64) {
         self.runtime.arm_at(id, due_ms, now_ms);
     }
 

@@ -6,6 +6,7 @@
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, retry_at};
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, PlanId};
 use crate::store::subscriptions::Subscription;
 
 /// The subscription's period arithmetic (`domain::schedule`), read from its row.
@@ -65,14 +66,14 @@ pub(super) fn stopped_due(sub: &Subscription) -> Option<i64> {
 pub enum PendingChange {
     /// An upgrade with proration: the new plan (and cycle).
     Plan {
-        plan_id: String,
+        plan_id: PlanId,
         cycle: Option<Cycle>,
         /// The new quantity, billed from now on (the proration paid the rest of the period).
         #[serde(default)]
         quantity: Option<i64>,
     },
     /// An add-on attached with proration.
-    Addon { addon_id: String },
+    Addon { addon_id: AddonId },
 }
 
 /// What settling a period's charge does beyond the row: the events it emits after the charge's
@@ -187,11 +188,11 @@ mod tests {
         let mut sub = crate::subscribe::build(
             crate::subscribe::NewSubscription {
                 id: crate::ids::SubscriptionId::generate(),
-                account_id: "acct_1".into(),
-                customer_id: "cus_1".into(),
-                plan_id: "plan_1".into(),
+                account_id: crate::ids::AccountId::generate(),
+                customer_id: crate::ids::CustomerId::generate(),
+                plan_id: crate::ids::PlanId::generate(),
                 cycle: Cycle::Monthly,
-                payment_method_id: "pm_1".into(),
+                payment_method_id: crate::ids::PaymentMethodId::generate(),
                 metadata: None,
                 start: crate::subscribe::Start::Paid,
                 quantity: 1,

@@ -5,7 +5,7 @@
 use super::ActionError;
 use super::context::Context;
 use crate::domain::subscription::Status;
-use crate::ids::AccountId;
+use crate::ids::AddonId;
 use crate::store::charges::ChargeAttempt;
 use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use crate::store::subscriptions::Subscription;
@@ -25,8 +25,7 @@ impl Context<'_> {
                 "A canceled subscription takes no discount.".into(),
             ));
         }
-        let account = AccountId::from_stored(sub.account_id.clone());
-        let addon_ids: Vec<String> = self
+        let addon_ids: Vec<AddonId> = self
             .store()
             .subscription_addons(&sub.id)
             .await?
@@ -36,8 +35,8 @@ impl Context<'_> {
             .collect();
         let txn = self.store().begin().await?;
         let whom = Redeeming {
-            account: &account,
-            customer_id: &sub.customer_id,
+            account: &sub.account_id,
+            customer_id: Some(&sub.customer_id),
             plan_id: &sub.plan_id,
             addon_ids: &addon_ids,
             now,

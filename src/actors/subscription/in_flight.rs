@@ -3,6 +3,7 @@
 //! about it without reading it, and per subscription the row its charge began on, which the
 //! outcome settles on without reading it again.
 
+use crate::ids::{ChargeAttemptId, SubscriptionId};
 use crate::store::charges::ChargeAttempt;
 use crate::store::ownership::Ownership;
 use crate::store::subscriptions::Subscription;
@@ -28,15 +29,15 @@ pub struct InFlight {
     room: Arc<tokio::sync::Semaphore>,
     /// Each period charge out at the processor, by id (its reference), with its slot: released
     /// when its outcome is applied. The ingress reads an outcome's charge here (`charge_out`).
-    out: dashmap::DashMap<String, OutCharge>,
+    out: dashmap::DashMap<ChargeAttemptId, OutCharge>,
     /// Per subscription, the row its period charge left when it began, with that charge's id:
     /// the charge's outcome settles on it without reading the row again (`apply_outcome`).
     /// Taken by the outcome, dropped by any command; one entry per charge out at the processor.
-    began: dashmap::DashMap<String, (String, Box<Subscription>)>,
+    began: dashmap::DashMap<SubscriptionId, (ChargeAttemptId, Box<Subscription>)>,
     /// What this node holds: a charge's copy is trusted only while its shard stays here.
     ownership: Arc<Ownership>,
     /// Requests waiting for a charge's outcome (`settlement`), woken when it is applied here.
-    waiting: dashmap::DashMap<String, Arc<tokio::sync::Notify>>,
+    waiting: dashmap::DashMap<ChargeAttemptId, Arc<tokio::sync::Notify>>,
 }
 
 /// A period charge out at the processor (`InFlight::out`).
@@ -80,10 +81,10 @@ impl InFlight {
         slot: Option<tokio::sync::OwnedSemaphorePermit>,
     ) {
         if let Some(slot) = slot {
-            let epoch = charge
-                .subscription_id
-                .as_deref()
-                .and_then(|id| self.ownership.epoch(crate::store::ownership::shard_of(id)));
+            let epoch = charge.subscription_id.as_ref().and_then(|id| {
+                self.ownership
+                    .epoch(crate::store::ownership::shard_of(id.as_str()))
+            });
             self.out.insert(
                 charge.id.clone(),
                 OutCharge {
@@ -105,9 +106,10 @@ impl InFlight {
     /// charge another writer settled meanwhile (a race with a recheck) is still applied once,
     /// and a report naming another transaction than the stored one moves no money.
     pub fn charge_out(&self, reference: &str) -> Option<ChargeAttempt> {
-        let out = self.out.get(reference)?;
+        // A charge's reference is its id, as the processor's event carries it.
+        let out = self.out.get(&ChargeAttemptId::given(reference))?;
         let charge = out.charge.as_deref()?;
-        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_deref()?);
+        let shard = crate::store::ownership::shard_of(charge.subscription_id.as_ref()?.as_str());
         (charge.reference == reference
             && out.epoch.is_some()
             && self.ownership.epoch(shard) == out.epoch)
@@ -116,7 +118,7 @@ impl InFlight {
 
     /// A pending answer about `charge_id` is being noted (its transaction id): from now on
     /// the ingress reads the charge.
-    pub fn charge_touched(&self, charge_id: &str) {
+    pub fn charge_touched(&self, charge_id: &ChargeAttemptId) {
         if let Some(mut out) = self.out.get_mut(charge_id) {
             out.charge = None;
         }
@@ -124,7 +126,7 @@ impl InFlight {
 
     /// The charge's outcome was applied here (or it left this node): its slot is free, and
     /// the requests waiting for it read it now.
-    pub fn release(&self, charge_id: &str) {
+    pub fn release(&self, charge_id: &ChargeAttemptId) {
         self.out.remove(charge_id);
         if let Some((_, waiting)) = self.waiting.remove(charge_id) {
             waiting.notify_waiters();
@@ -137,7 +139,7 @@ impl InFlight {
     /// may be applied on another node (the shard moved, or it is another node's).
     pub fn settlement(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
     ) -> std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>> {
         let waiting = self
             .waiting
@@ -150,14 +152,14 @@ impl InFlight {
     }
 
     /// Forgets the wake-up of `charge_id` once no request waits for it.
-    pub fn stop_waiting(&self, charge_id: &str) {
+    pub fn stop_waiting(&self, charge_id: &ChargeAttemptId) {
         self.waiting
             .remove_if(charge_id, |_, waiting| Arc::strong_count(waiting) == 1);
     }
 
     /// Keeps `row`, as the beginning of its period charge `charge_id` saved it, for the
     /// charge's outcome.
-    pub fn keep_began(&self, charge_id: &str, row: &Subscription) {
+    pub fn keep_began(&self, charge_id: &ChargeAttemptId, row: &Subscription) {
         self.began.insert(
             row.id.clone(),
             (charge_id.to_owned(), Box::new(row.clone())),
@@ -166,19 +168,23 @@ impl InFlight {
 
     /// The row kept when `charge_id` began, if it is the subscription's last kept one (taken:
     /// an outcome uses it once).
-    pub fn take_began(&self, subscription_id: &str, charge_id: &str) -> Option<Subscription> {
+    pub fn take_began(
+        &self,
+        subscription_id: &SubscriptionId,
+        charge_id: &ChargeAttemptId,
+    ) -> Option<Subscription> {
         let (_, (charge, row)) = self.began.remove(subscription_id)?;
-        (charge == charge_id).then_some(*row)
+        (charge == *charge_id).then_some(*row)
     }
 
     /// Forgets the row kept for `subscription_id`'s charge (a command may change the row, or
     /// the shard moved away).
-    pub fn forget_began(&self, subscription_id: &str) {
+    pub fn forget_began(&self, subscription_id: &SubscriptionId) {
         self.began.remove(subscription_id);
     }
 
     /// The charge whose row is kept for `subscription_id`, if any.
-    pub fn began_charge(&self, subscription_id: &str) -> Option<String> {
+    pub fn began_charge(&self, subscription_id: &SubscriptionId) -> Option<ChargeAttemptId> {
         self.began.get(subscription_id).map(|kept| kept.0.clone())
     }
 }
@@ -187,13 +193,17 @@ impl InFlight {
 mod tests {
     use super::*;
 
+    fn ch(raw: &str) -> ChargeAttemptId {
+        ChargeAttemptId::parse(raw).expect("a charge's id")
+    }
+
     #[tokio::test]
     async fn a_waiter_registered_before_the_outcome_wakes_when_it_is_applied() {
         let in_flight = InFlight::new(Arc::new(Ownership::single_node()));
-        let settled = in_flight.settlement("ch_1");
-        let other = in_flight.settlement("ch_2");
+        let settled = in_flight.settlement(&ch("ch_1"));
+        let other = in_flight.settlement(&ch("ch_2"));
         // Applied between the registration and the wait: the wake-up is kept.
-        in_flight.release("ch_1");
+        in_flight.release(&ch("ch_1"));
         tokio::time::timeout(Duration::from_secs(5), settled)
             .await
             .expect("woken by the release");
@@ -203,7 +213,7 @@ mod tests {
                 .await
                 .is_err()
         );
-        in_flight.stop_waiting("ch_2");
+        in_flight.stop_waiting(&ch("ch_2"));
         assert!(in_flight.waiting.is_empty(), "no wake-up is left behind");
     }
 }

@@ -3,6 +3,7 @@
 //! outcomes and failures also travel between nodes (`actors::forward`), hence serde.
 
 use crate::domain::time::Cycle;
+use crate::ids::{AddonId, ChargeAttemptId, PaymentMethodId, PlanId};
 use crate::store::StoreError;
 use crate::store::charges::{ChargeAttempt, ProcessorEvent};
 use crate::store::coupons::Redeem;
@@ -20,7 +21,7 @@ pub enum Command {
     Pause,
     Resume,
     ChangePlan {
-        plan_id: String,
+        plan_id: PlanId,
         cycle: Option<Cycle>,
         prorate: bool,
         /// The instant a preview priced the proration at (`proration_date`): the charge is
@@ -33,14 +34,14 @@ pub enum Command {
     },
     ChargeNow,
     AttachAddon {
-        addon_id: String,
+        addon_id: AddonId,
         prorate: bool,
     },
     DetachAddon {
-        addon_id: String,
+        addon_id: AddonId,
     },
     SetPaymentMethod {
-        payment_method_id: String,
+        payment_method_id: PaymentMethodId,
     },
     /// Gives the subscription a coupon's discount (replacing any), redeemed now.
     SetDiscount {
@@ -100,7 +101,7 @@ pub enum SubscriptionMsg {
 pub enum Request {
     Act(Command, RpcReplyPort<Result<ActionOutcome, ActionError>>),
     Preview {
-        plan_id: String,
+        plan_id: PlanId,
         /// The quantity to price; `None`: the subscription's.
         quantity: Option<i64>,
         /// The instant to price at; `None`: now.
@@ -114,7 +115,7 @@ pub enum Request {
         RpcReplyPort<Result<(), ActionError>>,
     ),
     Outcome {
-        charge_id: String,
+        charge_id: ChargeAttemptId,
         raw_status: String,
         message: Option<String>,
         transaction_id: Option<String>,

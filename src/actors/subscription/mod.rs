@@ -23,10 +23,10 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
-use crate::ids::AccountId;
+use crate::ids::{PlanId, SubscriptionId};
 use crate::store::StoreError;
 use crate::store::accounts::Account;
-use crate::store::catalog::{CatalogKind, period_lines};
+use crate::store::catalog::period_lines;
 use crate::store::charges::{ChargeAttempt, NewCharge};
 use crate::store::invoices::DraftLine;
 use crate::store::subscriptions::Subscription;
@@ -43,7 +43,7 @@ pub(super) struct SubscriptionActor {
 }
 
 pub(super) struct ActorState {
-    id: String,
+    id: SubscriptionId,
     last_message: Instant,
     stats: Arc<ActorStats>,
 }
@@ -51,12 +51,12 @@ pub(super) struct ActorState {
 impl Actor for SubscriptionActor {
     type Msg = SubscriptionMsg;
     type State = ActorState;
-    type Arguments = (String, Arc<ActorStats>);
+    type Arguments = (SubscriptionId, Arc<ActorStats>);
 
     async fn pre_start(
         &self,
         myself: ActorRef<SubscriptionMsg>,
-        (id, stats): (String, Arc<ActorStats>),
+        (id, stats): (SubscriptionId, Arc<ActorStats>),
     ) -> Result<ActorState, ActorProcessingErr> {
         // One idle check at a time, re-armed by the check itself (the timer task is detached:
         // dropping its handle does not cancel it).
@@ -81,7 +81,7 @@ impl Actor for SubscriptionActor {
                 return Ok(());
             }
         };
-        if !self.runtime.owns(&state.id) {
+        if !self.runtime.owns(state.id.as_str()) {
             // The shard moved to another node while this message waited: refused, and the
             // actor stops (the sender finds the new owner).
             refuse(request);
@@ -125,7 +125,7 @@ impl SubscriptionActor {
     fn stop_now(&self, myself: &ActorRef<SubscriptionMsg>, state: &ActorState) {
         self.runtime
             .subscriptions()
-            .forget(&state.id, myself.get_id(), false);
+            .forget(state.id.as_str(), myself.get_id(), false);
         myself.stop(None);
     }
 }
@@ -168,10 +168,7 @@ impl SubscriptionActor {
                         .subscription_by_id(&state.id)
                         .await?
                         .ok_or_else(|| ActionError::NotFound("subscription".into()))?;
-                    let now = runtime
-                        .clock()
-                        .now_ms(&crate::ids::AccountId::from_stored(sub.account_id.clone()))
-                        .await?;
+                    let now = runtime.clock().now_ms(&sub.account_id).await?;
                     let change = PlanChange {
                         plan_id,
                         cycle: None,
@@ -241,7 +238,7 @@ pub(super) async fn emit(
 impl Context<'_> {
     pub(super) async fn load(
         &self,
-        id: &str,
+        id: &SubscriptionId,
     ) -> Result<(Subscription, Arc<Account>, i64), ActionError> {
         let sub = self
             .store()
@@ -257,12 +254,12 @@ impl Context<'_> {
         &self,
         sub: &Subscription,
     ) -> Result<(Arc<Account>, i64), ActionError> {
-        let account_id = AccountId::from_stored(sub.account_id.clone());
+        let account_id = &sub.account_id;
         let account = self
-            .account(&account_id)
+            .account(account_id)
             .await?
             .ok_or_else(|| ActionError::NotFound("account".into()))?;
-        let now = self.clock().now_ms(&account_id).await?;
+        let now = self.clock().now_ms(account_id).await?;
         Ok((account, now))
     }
 
@@ -272,15 +269,15 @@ impl Context<'_> {
     pub(super) async fn recurring_lines(
         &self,
         sub: &Subscription,
-        plan_id: &str,
+        plan_id: &PlanId,
         cycle: Cycle,
         quantity: i64,
         period: (i64, i64),
     ) -> Result<Vec<DraftLine>, ActionError> {
-        let account = AccountId::from_stored(sub.account_id.clone());
+        let account = &sub.account_id;
         let plan = self
             .store()
-            .catalog_item(&account, CatalogKind::Plan, plan_id)
+            .plan(account, plan_id)
             .await?
             .ok_or_else(|| ActionError::NotFound(format!("No plan with id `{plan_id}`.")))?;
         let mut addons = Vec::new();
@@ -292,11 +289,7 @@ impl Context<'_> {
             .into_iter()
             .filter(|a| !a.detach_at_period_end)
         {
-            if let Some(addon) = self
-                .store()
-                .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
-                .await?
-            {
+            if let Some(addon) = self.store().addon(account, &attached.addon_id).await? {
                 addons.push(addon);
             }
         }
@@ -353,7 +346,7 @@ pub(super) fn new_charge(
 ) -> NewCharge {
     let amount = lines.iter().map(|line| line.amount_cents).sum();
     NewCharge {
-        account: AccountId::from_stored(sub.account_id.clone()),
+        account: sub.account_id.clone(),
         subscription_id: Some(sub.id.clone()),
         customer_id: sub.customer_id.clone(),
         payment_method_id: sub.default_payment_method_id.clone(),

@@ -5,6 +5,7 @@ use super::*;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::http::extract::METADATA_MAX_BYTES;
+use crate::ids::{AccountId, ChargeAttemptId, SubscriptionId};
 use crate::webhooks::MAX_PAYLOAD_BYTES;
 use serde_json::json;
 
@@ -14,18 +15,22 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
     let filler = "x".repeat(METADATA_MAX_BYTES - r#"{"k":""}"#.len());
     let metadata = json!({"k": filler}).to_string();
     assert_eq!(metadata.len(), METADATA_MAX_BYTES);
-    let id = "sub_01a20748d4787232924bab375e9b2bba".to_owned();
+    let id = SubscriptionId::parse("sub_01a20748d4787232924bab375e9b2bba").expect("an id");
     let sub = Subscription {
         id: id.clone(),
-        account_id: "acct_01a20748d4787232924bab375e9b2bba".into(),
-        customer_id: "cus_01a20748d4787232924bab375e9b2bba".into(),
-        plan_id: "plan_01a20748d4787232924bab375e9b2bba".into(),
+        account_id: AccountId::parse("acct_01a20748d4787232924bab375e9b2bba").expect("an id"),
+        customer_id: crate::ids::CustomerId::parse("cus_01a20748d4787232924bab375e9b2bba")
+            .expect("an id"),
+        plan_id: crate::ids::PlanId::parse("plan_01a20748d4787232924bab375e9b2bba").expect("an id"),
         cycle: Cycle::Monthly,
         status: Status::Active,
         current_period_start: 0,
         current_period_end: 0,
         next_charge_date: 0,
-        default_payment_method_id: "pm_01a20748d4787232924bab375e9b2bba".into(),
+        default_payment_method_id: crate::ids::PaymentMethodId::parse(
+            "pm_01a20748d4787232924bab375e9b2bba",
+        )
+        .expect("an id"),
         trial_end: None,
         cancel_at_period_end: false,
         failed_attempts: 0,
@@ -44,7 +49,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         discount: None,
     };
     let charge = ChargeAttempt {
-        id: "ch_01a20748d4787232924bab375e9b2bba".into(),
+        id: ChargeAttemptId::parse("ch_01a20748d4787232924bab375e9b2bba").expect("an id"),
         account_id: sub.account_id.clone(),
         subscription_id: Some(id),
         customer_id: sub.customer_id.clone(),
@@ -137,7 +142,7 @@ async fn a_stale_snapshot_writes_nothing_and_the_renewal_reads_again() {
         .expect("renewal");
 
     let charges = charge_attempt::Entity::find()
-        .filter(charge_attempt::Column::SubscriptionId.eq(id.as_str()))
+        .filter(charge_attempt::Column::SubscriptionId.eq(&id))
         .all(store.conn())
         .await
         .expect("charges");
@@ -165,7 +170,12 @@ async fn a_stale_snapshot_writes_nothing_and_the_renewal_reads_again() {
 /// unknown, the charge pending), its actor keeping the row it saved: the shop, the runtime
 /// (idle far beyond the test: an actor that stops does so because its work is done), the
 /// instant, the charge's id.
-async fn renewal_out() -> (crate::store::prefetch::fixture::Shop, Runtime, i64, String) {
+async fn renewal_out() -> (
+    crate::store::prefetch::fixture::Shop,
+    Runtime,
+    i64,
+    ChargeAttemptId,
+) {
     let now = chrono::Utc::now().timestamp_millis();
     let shop = crate::store::prefetch::fixture::shop(now).await;
     let (runtime, _arms) = runtime(&shop.store, std::time::Duration::from_secs(600)).await;
@@ -241,7 +251,7 @@ async fn an_outcome_settles_on_the_row_as_it_is_not_as_its_charge_began() {
     // The outcome ended the renewal's work: its actor stops (after answering) without
     // waiting to be idle.
     let bound = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while runtime.inner.subscriptions.get(&id).is_some() {
+    while runtime.inner.subscriptions.get(id.as_str()).is_some() {
         assert!(
             std::time::Instant::now() < bound,
             "the actor is still live 10 s after its charge's outcome"
@@ -279,7 +289,7 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
     assert!(settled.newly);
     let out = runtime
         .in_flight()
-        .charge_out(&charge_id)
+        .charge_out(charge_id.as_str())
         .expect("still out for this node");
     assert_eq!(out.status, ChargeStatus::Pending, "as it began");
 
@@ -330,7 +340,7 @@ async fn an_event_for_a_charge_out_but_settled_elsewhere_moves_no_money_again() 
     assert_eq!(balance.reserved_cents, 0, "the fee captured once");
     assert_eq!(balance.available_cents, 1_000_000 - charge.fee_cents);
     assert!(
-        runtime.in_flight().charge_out(&charge_id).is_none(),
+        runtime.in_flight().charge_out(charge_id.as_str()).is_none(),
         "no longer out once its outcome is known here"
     );
     runtime.stop().await;
@@ -346,7 +356,10 @@ async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
     use crate::processor::outcome::ProcessorOutcome;
 
     let (shop, runtime, _, charge_id) = renewal_out().await;
-    let out = runtime.in_flight().charge_out(&charge_id).expect("out");
+    let out = runtime
+        .in_flight()
+        .charge_out(charge_id.as_str())
+        .expect("out");
     let pending = Transaction {
         id: "tx-noted".into(),
         status: "PENDING".into(),
@@ -368,7 +381,7 @@ async fn a_noted_pending_answer_sends_the_ingress_back_to_the_database() {
     assert_eq!(stored.processor_transaction_id.as_deref(), Some("tx-noted"));
     assert_eq!(stored.status, ChargeStatus::Pending);
     assert!(
-        runtime.in_flight().charge_out(&charge_id).is_none(),
+        runtime.in_flight().charge_out(charge_id.as_str()).is_none(),
         "the charge as it began no longer stands for the stored one"
     );
     runtime.stop().await;

@@ -10,6 +10,7 @@ use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
 use crate::events::subscription_event;
+use crate::ids::SubscriptionId;
 use crate::store::StoreError;
 use crate::store::accounts::Account;
 use crate::store::charges::ChargeAttempt;
@@ -18,7 +19,7 @@ use crate::store::subscriptions::{PeriodCharges, Subscription};
 
 impl Context<'_> {
     /// A timer of the subscription came due.
-    pub(super) async fn apply_due(&self, id: &str) -> Result<(), ActionError> {
+    pub(super) async fn apply_due(&self, id: &SubscriptionId) -> Result<(), ActionError> {
         let (mut sub, account, now) = self.load(id).await?;
         if sub.due_at.is_none_or(|due| due > now) {
             return Ok(());
@@ -35,7 +36,7 @@ impl Context<'_> {
     /// with nothing written; the timer then runs again on fresh reads.
     pub(super) async fn apply_due_prefetched(
         &self,
-        id: &str,
+        id: &SubscriptionId,
         snapshot: &DueSnapshot,
     ) -> Result<(), ActionError> {
         let mut sub = snapshot.sub.clone();

@@ -17,6 +17,7 @@ use crate::http::auth_failures::ClientAddr;
 use crate::http::error::ApiError;
 use crate::http::layers::is_admin_token;
 use crate::http::state::AppState;
+use crate::ids::PlanId;
 use crate::secrets::{constant_time_eq, random_token, sha256_hex};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -255,7 +256,7 @@ async fn delete_plan(
         }
         Err(err) => return err.into_response(),
     }
-    let notice = match plan_deletion(&state, &plan_id).await {
+    let notice = match plan_deletion(&state, &PlanId::given(plan_id.as_str())).await {
         Ok(()) => format!("Plan {plan_id} deleted."),
         Err(ApiError::InvalidRequest { message, .. }) => message,
         Err(err) => return err.into_response(),

@@ -4,6 +4,7 @@
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use askama::Template;
 
 #[derive(Template)]
@@ -154,7 +155,7 @@ pub(super) async fn page(
                 reserved: cop(a.reserved_cents),
                 created: when(a.created_at),
                 sandbox: a.sandbox,
-                id: a.id,
+                id: a.id.into_string(),
                 name: a.name,
             })
             .collect(),
@@ -168,8 +169,8 @@ pub(super) async fn page(
                 annual: cop(p.annual_amount_cents),
                 active: p.active,
                 used,
-                id: p.id,
-                account: p.account_id,
+                id: p.id.to_string(),
+                account: p.account_id.into_string(),
                 name: p.name,
             })
             .collect(),
@@ -185,9 +186,9 @@ pub(super) async fn page(
                     .unwrap_or_default(),
                 last_error: d.last_error.unwrap_or_default(),
                 updated: when(d.updated_at),
-                id: d.id,
-                endpoint: d.endpoint_id,
-                event: d.event_id,
+                id: d.id.into_string(),
+                endpoint: d.endpoint_id.into_string(),
+                event: d.event_id.into_string(),
                 status: d.status,
             })
             .collect(),
@@ -200,10 +201,12 @@ pub(super) async fn page(
             .map(|c| FailureRow {
                 amount: cop(c.amount_cents),
                 at: when(c.updated_at),
-                subscription: c.subscription_id.unwrap_or_else(|| "-".into()),
+                subscription: c
+                    .subscription_id
+                    .map_or_else(|| "-".into(), SubscriptionId::into_string),
                 message: c.processor_message.unwrap_or_default(),
-                id: c.id,
-                account: c.account_id,
+                id: c.id.into_string(),
+                account: c.account_id.into_string(),
                 status: c.status.as_str().to_owned(),
             })
             .collect(),
@@ -233,8 +236,8 @@ async fn range_warnings(state: &AppState) -> Result<Vec<RangeWarning>, ApiError>
                 used: format!("{:.0} %", used.used * 100.0),
                 remaining: (r.range_to - r.next_number + 1).max(0),
                 days_left: used.days_left,
-                id: r.id,
-                account: r.account_id,
+                id: r.id.into_string(),
+                account: r.account_id.into_string(),
                 prefix: r.prefix,
                 valid_to: r.valid_to,
             })

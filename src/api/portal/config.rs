@@ -7,7 +7,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::store::catalog::CatalogKind;
+use crate::ids::PlanId;
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -101,7 +101,12 @@ impl From<PortalConfig> for PortalConfigOut {
             },
             plan_switch: PlanSwitchRuleOut {
                 enabled: config.plan_switch.enabled,
-                plan_ids: config.plan_switch.plan_ids,
+                plan_ids: config
+                    .plan_switch
+                    .plan_ids
+                    .into_iter()
+                    .map(PlanId::into_string)
+                    .collect(),
                 prorate: config.plan_switch.prorate,
             },
             payment_method_update: ToggleOut {
@@ -121,7 +126,7 @@ async fn get_portal_config(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<PortalConfigOut>> {
-    let config = state.store.portal_config(&caller.account_id()).await?;
+    let config = state.store.portal_config(caller.account_id()).await?;
     Ok(Json(config.into()))
 }
 
@@ -144,7 +149,11 @@ async fn update_portal_config(
             .param("cancel.mode")
         })?),
     };
-    let plan_ids = body.plan_switch.as_ref().and_then(|p| p.plan_ids.clone());
+    let plan_ids: Option<Vec<PlanId>> = body
+        .plan_switch
+        .as_ref()
+        .and_then(|p| p.plan_ids.clone())
+        .map(|ids| ids.into_iter().map(PlanId::given).collect());
     if let Some(ids) = &plan_ids {
         if ids.len() > 50 {
             return Err(
@@ -153,12 +162,7 @@ async fn update_portal_config(
             );
         }
         for id in ids {
-            if state
-                .store
-                .catalog_item(&account, CatalogKind::Plan, id)
-                .await?
-                .is_none()
-            {
+            if state.store.plan(account, id).await?.is_none() {
                 return Err(ApiError::bad_request(format!("No plan with id `{id}`."))
                     .param("plan_switch.plan_ids"));
             }
@@ -178,6 +182,6 @@ async fn update_portal_config(
         payment_method_update_enabled: body.payment_method_update.as_ref().and_then(|t| t.enabled),
         invoice_history_enabled: body.invoice_history.as_ref().and_then(|t| t.enabled),
     };
-    let config = state.store.update_portal_config(&account, &patch).await?;
+    let config = state.store.update_portal_config(account, &patch).await?;
     Ok(Json(config.into()))
 }

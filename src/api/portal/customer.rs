@@ -19,6 +19,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
+use crate::ids::{PlanId, SubscriptionId};
 use crate::processor::client::SourceKind;
 use crate::store::PageRequest;
 use crate::store::invoices::InvoiceFilter;
@@ -94,12 +95,12 @@ pub(super) async fn customer_data(
         cursor: None,
     };
     let customer = store
-        .customer(&account, portal.customer_id())
+        .customer(account, portal.customer_id())
         .await?
         .ok_or(ApiError::PortalSession)?;
     let subscriptions = store
         .list_subscriptions(
-            &account,
+            account,
             &SubscriptionFilter {
                 status: None,
                 customer_id: Some(customer.id.clone()),
@@ -110,7 +111,7 @@ pub(super) async fn customer_data(
         .await?
         .items;
     let payment_methods = store
-        .list_payment_methods(&account, &customer.id, &page)
+        .list_payment_methods(account, &customer.id, &page)
         .await?
         .items;
     let public_url = state.config.public_url();
@@ -122,7 +123,7 @@ pub(super) async fn customer_data(
             subscription_id: None,
             charge_id: None,
         };
-        for invoice in store.list_invoices(&account, &filter, &page).await?.items {
+        for invoice in store.list_invoices(account, &filter, &page).await?.items {
             for note in store.credit_notes_of_invoice(&invoice.id).await? {
                 credit_notes.push(CreditNoteOut::of(note, &public_url)?);
             }
@@ -165,12 +166,16 @@ fn disabled(what: &str) -> ApiError {
 }
 
 /// The session's customer's subscription `id`, or 404 (another customer's too).
-async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<Subscription> {
+async fn theirs(
+    state: &AppState,
+    portal: &PortalCaller,
+    id: &SubscriptionId,
+) -> ApiResult<Subscription> {
     state
         .store
-        .subscription(&portal.account_id(), id)
+        .subscription(portal.account_id(), id)
         .await?
-        .filter(|sub| sub.customer_id == portal.customer_id())
+        .filter(|sub| sub.customer_id == *portal.customer_id())
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
 }
 
@@ -179,7 +184,7 @@ async fn theirs(state: &AppState, portal: &PortalCaller, id: &str) -> ApiResult<
 async fn record(
     state: &AppState,
     portal: &PortalCaller,
-    subscription_id: Option<&str>,
+    subscription_id: Option<&SubscriptionId>,
     action: &'static str,
     detail: serde_json::Value,
 ) {
@@ -199,7 +204,7 @@ async fn record(
 }
 
 async fn config(state: &AppState, portal: &PortalCaller) -> ApiResult<PortalConfig> {
-    Ok(state.store.portal_config(&portal.account_id()).await?)
+    Ok(state.store.portal_config(portal.account_id()).await?)
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -218,6 +223,7 @@ async fn cancel(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<CancelIn>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let config = config(&state, &portal).await?;
     if !config.cancel.enabled {
         return Err(disabled("Cancelling"));
@@ -274,6 +280,7 @@ async fn replace_payment_method(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PaymentMethodIn>,
 ) -> ApiResult<Json<PaymentMethodReplaced>> {
+    let id = SubscriptionId::given(id);
     if !config(&state, &portal).await?.payment_method_update.enabled {
         return Err(disabled("Changing the payment method"));
     }
@@ -294,7 +301,7 @@ async fn replace_payment_method(
     .parse()?;
     let customer = state
         .store
-        .customer(&portal.account_id(), portal.customer_id())
+        .customer(portal.account_id(), portal.customer_id())
         .await?
         .ok_or(ApiError::PortalSession)?;
     let method =
@@ -308,12 +315,12 @@ async fn replace_payment_method(
         match state.runtime.act(&id, Command::ChargeNow).await {
             Ok(retried) => {
                 if let Some(started) = retried.charge {
-                    let settled = settled_charge(&state, &portal.account_id(), started).await?;
+                    let settled = settled_charge(&state, portal.account_id(), started).await?;
                     charge = Some(ChargeOut::from(settled));
                 }
                 outcome.subscription = state
                     .store
-                    .subscription(&portal.account_id(), &id)
+                    .subscription(portal.account_id(), &id)
                     .await?
                     .unwrap_or(retried.subscription);
             }
@@ -350,7 +357,7 @@ pub struct PlanIn {
 }
 
 /// The plan switch the configuration offers: the plan must be one of its `plan_ids`.
-async fn offered(state: &AppState, portal: &PortalCaller, plan_id: &str) -> ApiResult<bool> {
+async fn offered(state: &AppState, portal: &PortalCaller, plan_id: &PlanId) -> ApiResult<bool> {
     let config = config(state, portal).await?;
     if !config.plan_switch.enabled {
         return Err(disabled("Switching plan"));
@@ -374,11 +381,13 @@ async fn change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Response> {
-    let prorate = offered(&state, &portal, &body.plan_id).await?;
+    let id = SubscriptionId::given(id);
+    let plan_id = PlanId::given(body.plan_id);
+    let prorate = offered(&state, &portal, &plan_id).await?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     theirs(&state, &portal, &id).await?;
     let command = Command::ChangePlan {
-        plan_id: body.plan_id.clone(),
+        plan_id: plan_id.clone(),
         cycle: None,
         prorate,
         proration_at,
@@ -393,7 +402,7 @@ async fn change_plan(
         &portal,
         Some(&id),
         "plan_switch",
-        serde_json::json!({"plan_id": body.plan_id, "prorate": prorate}),
+        serde_json::json!({"plan_id": plan_id, "prorate": prorate}),
     )
     .await;
     Ok(answer)
@@ -406,13 +415,15 @@ async fn preview_change_plan(
     Path((_, id)): Path<(String, String)>,
     ApiJson(body): ApiJson<PlanIn>,
 ) -> ApiResult<Json<PreviewOut>> {
-    let prorate = offered(&state, &portal, &body.plan_id).await?;
+    let id = SubscriptionId::given(id);
+    let plan_id = PlanId::given(body.plan_id);
+    let prorate = offered(&state, &portal, &plan_id).await?;
     theirs(&state, &portal, &id).await?;
-    let at = state.runtime.clock().now_ms(&portal.account_id()).await?;
+    let at = state.runtime.clock().now_ms(portal.account_id()).await?;
     let amount = if prorate {
         state
             .runtime
-            .preview(&id, &body.plan_id, None, Some(at))
+            .preview(&id, &plan_id, None, Some(at))
             .await
             .map_err(action_error)?
     } else {
@@ -451,7 +462,7 @@ async fn update_customer(
     .collect();
     let customer = state
         .store
-        .update_customer(&portal.account_id(), portal.customer_id(), patch)
+        .update_customer(portal.account_id(), portal.customer_id(), patch)
         .await?
         .ok_or(ApiError::PortalSession)?;
     record(

@@ -20,7 +20,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::ids::PortalSessionId;
+use crate::ids::{CustomerId, PortalSessionId, SubscriptionId};
 use crate::secrets::{random_token, sha256_hex};
 use crate::store::portal::PortalSession;
 use axum::Json;
@@ -130,7 +130,7 @@ async fn create_portal_session(
     };
     let customer = state
         .store
-        .customer(&account, &body.customer_id)
+        .customer(account, &CustomerId::given(body.customer_id.as_str()))
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
@@ -144,7 +144,7 @@ async fn create_portal_session(
             ))
             .param("flow.type")
         })?;
-        let config = state.store.portal_config(&account).await?;
+        let config = state.store.portal_config(account).await?;
         let enabled = match kind {
             FlowKind::PaymentMethodUpdate => config.payment_method_update.enabled,
             FlowKind::SubscriptionCancel => config.cancel.enabled,
@@ -158,7 +158,10 @@ async fn create_portal_session(
         }
         let theirs = state
             .store
-            .subscription(&account, &flow.subscription_id)
+            .subscription(
+                account,
+                &SubscriptionId::given(flow.subscription_id.as_str()),
+            )
             .await?
             .is_some_and(|sub| sub.customer_id == customer.id);
         if !theirs {
@@ -169,17 +172,20 @@ async fn create_portal_session(
             .param("flow.subscription_id"));
         }
     }
-    let now = state.runtime.clock().now_ms(&account).await?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let token = random_token(TOKEN_PREFIX, TOKEN_LEN);
     let session = PortalSession {
-        id: PortalSessionId::generate().into_string(),
-        account_id: account.as_str().to_owned(),
+        id: PortalSessionId::generate(),
+        account_id: account.clone(),
         customer_id: customer.id,
         token_hash: sha256_hex(&token),
         return_url,
         locale,
         flow_type: body.flow.as_ref().map(|flow| flow.kind.clone()),
-        flow_subscription_id: body.flow.as_ref().map(|flow| flow.subscription_id.clone()),
+        flow_subscription_id: body
+            .flow
+            .as_ref()
+            .map(|flow| SubscriptionId::given(flow.subscription_id.as_str())),
         expires_at: now + SESSION_TTL_MS,
         created_at: now,
     };
@@ -189,8 +195,8 @@ async fn create_portal_session(
         StatusCode::CREATED,
         Json(PortalSessionOut {
             url: format!("{}/portal/{token}", state.config.public_url()),
-            id: session.id,
-            customer_id: session.customer_id,
+            id: session.id.into_string(),
+            customer_id: session.customer_id.into_string(),
             return_url: session.return_url,
             locale: session.locale,
             flow: body.flow,
@@ -249,10 +255,11 @@ async fn get_portal_session(
     caller: Caller,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> ApiResult<Json<PortalSessionRead>> {
+    let id = PortalSessionId::given(id);
     let account = caller.account_id();
     let session = state
         .store
-        .portal_session(&account, &id)
+        .portal_session(account, &id)
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No portal session with id `{id}`.")).param("id")
@@ -260,7 +267,7 @@ async fn get_portal_session(
     let at = |ms: i64| rfc3339(from_millis(ms));
     let actions = state
         .store
-        .portal_actions_of_session(&account, &session.id)
+        .portal_actions_of_session(account, &session.id)
         .await?
         .into_iter()
         .map(|action| PortalActionOut {
@@ -270,7 +277,7 @@ async fn get_portal_session(
                 .and_then(|raw| serde_json::from_str(raw).ok())
                 .unwrap_or(serde_json::Value::Null),
             action: action.action,
-            subscription_id: action.subscription_id,
+            subscription_id: action.subscription_id.map(SubscriptionId::into_string),
             created_at: at(action.created_at),
         })
         .collect();
@@ -278,13 +285,18 @@ async fn get_portal_session(
         flow: session
             .flow_type
             .clone()
-            .zip(session.flow_subscription_id.clone())
+            .zip(
+                session
+                    .flow_subscription_id
+                    .clone()
+                    .map(SubscriptionId::into_string),
+            )
             .map(|(kind, subscription_id)| FlowIn {
                 kind,
                 subscription_id,
             }),
-        id: session.id,
-        customer_id: session.customer_id,
+        id: session.id.into_string(),
+        customer_id: session.customer_id.into_string(),
         return_url: session.return_url,
         locale: session.locale,
         expires_at: at(session.expires_at),

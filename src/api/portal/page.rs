@@ -15,7 +15,7 @@ use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::store::catalog::CatalogKind;
+use crate::ids::SubscriptionId;
 use askama::Template;
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -155,19 +155,31 @@ async fn render(
 ) -> Result<(askama::Result<String>, String), ApiError> {
     let t = i18n::of(locale);
     let account = portal.account_id();
-    let config: PortalConfig = state.store.portal_config(&account).await?;
+    let config: PortalConfig = state.store.portal_config(account).await?;
     let data: PortalCustomerOut = customer_data(state, portal, &config).await?;
-    let ids: Vec<String> = data.subscriptions.iter().map(|s| s.id.clone()).collect();
-    let snapshots = state.store.due_snapshots(&ids).await?;
+    // The page is drawn from the API's answers, whose ids are strings.
+    let ids: Vec<SubscriptionId> = data
+        .subscriptions
+        .iter()
+        .filter_map(|s| SubscriptionId::parse(&s.id))
+        .collect();
+    let snapshots: std::collections::HashMap<String, _> = state
+        .store
+        .due_snapshots(&ids)
+        .await?
+        .into_iter()
+        .map(|(id, snapshot)| (id.into_string(), snapshot))
+        .collect();
     let mut subscriptions = Vec::new();
     for sub in &data.subscriptions {
         let snapshot = snapshots.get(&sub.id);
         // The snapshot holds the subscription's plan (read with the batch, not once each).
         let plan_name = snapshot
             .and_then(|s| s.plan())
-            .map_or_else(|| sub.plan_id.clone(), |p| p.name.clone());
+            .map_or_else(|| sub.plan_id.to_string(), |p| p.name.clone());
         let amount = snapshot
-            .and_then(|s| s.recurring_amount(&sub.plan_id, sub.cycle, sub.quantity))
+            .filter(|s| s.sub.plan_id.as_str() == sub.plan_id)
+            .and_then(|s| s.recurring_amount(&s.sub.plan_id, sub.cycle, sub.quantity))
             .map_or_else(|| t.none.to_owned(), |cents| money(cents, locale));
         let method = data
             .payment_methods
@@ -211,19 +223,14 @@ async fn render(
                     .plan_switch
                     .plan_ids
                     .iter()
-                    .any(|p| *p != sub.plan_id),
+                    .any(|p| p.as_str() != sub.plan_id),
             can_cancel: live && !sub.cancel_at_period_end && config.cancel.enabled,
         });
     }
     let mut plans = Vec::new();
     if config.plan_switch.enabled {
         for id in &config.plan_switch.plan_ids {
-            if let Some(plan) = state
-                .store
-                .catalog_item(&account, CatalogKind::Plan, id)
-                .await?
-                .filter(|p| p.active)
-            {
+            if let Some(plan) = state.store.plan(account, id).await?.filter(|p| p.active) {
                 plans.push(PlanOption {
                     label: format!(
                         "{} · {} / {} · {} / {}",
@@ -233,7 +240,7 @@ async fn render(
                         money(plan.price(Cycle::Annual), locale),
                         t.annual
                     ),
-                    id: plan.id,
+                    id: plan.id.to_string(),
                 });
             }
         }
@@ -283,11 +290,13 @@ async fn render(
         show_invoices: config.invoice_history.enabled,
         cancel_immediately: config.cancel.mode == CancelMode::Immediately,
         plans,
-        flow: portal
-            .session
-            .flow_type
-            .clone()
-            .zip(portal.session.flow_subscription_id.clone()),
+        flow: portal.session.flow_type.clone().zip(
+            portal
+                .session
+                .flow_subscription_id
+                .as_ref()
+                .map(SubscriptionId::to_string),
+        ),
         tax_id_type: customer
             .tax_id
             .as_ref()

@@ -9,7 +9,7 @@ use super::well_formed_token;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, CustomerId};
 use crate::secrets::sha256_hex;
 use crate::store::accounts::Account;
 use crate::store::portal::PortalSession;
@@ -29,11 +29,11 @@ pub struct PortalCaller {
 }
 
 impl PortalCaller {
-    pub fn account_id(&self) -> AccountId {
-        AccountId::from_stored(self.account.id.clone())
+    pub fn account_id(&self) -> &AccountId {
+        &self.account.id
     }
 
-    pub fn customer_id(&self) -> &str {
+    pub fn customer_id(&self) -> &CustomerId {
         &self.session.customer_id
     }
 }
@@ -62,14 +62,14 @@ pub async fn resolve(state: &AppState, token: &str) -> ApiResult<PortalCaller> {
     else {
         return Err(ApiError::PortalSession);
     };
-    let account_id = AccountId::from_stored(session.account_id.clone());
-    let now_ms = state.runtime.clock().now_ms(&account_id).await?;
+    let account_id = &session.account_id;
+    let now_ms = state.runtime.clock().now_ms(account_id).await?;
     if session.expires_at <= now_ms {
         return Err(ApiError::PortalSession);
     }
     let account = state
         .store
-        .account(&account_id)
+        .account(account_id)
         .await?
         .ok_or(ApiError::PortalSession)?;
     Ok(PortalCaller {

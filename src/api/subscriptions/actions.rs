@@ -12,8 +12,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::list::ListOut;
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::CatalogKind;
+use crate::ids::{AccountId, AddonId, PlanId, SubscriptionId};
 use crate::store::charges::ChargeAttempt;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -40,6 +39,7 @@ pub(super) async fn cancel_subscription(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<CancelIn>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let command = Command::Cancel {
         at_period_end: body.at_period_end.unwrap_or(true),
     };
@@ -59,6 +59,7 @@ pub(super) async fn pause_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
         act(&state, &caller, &id, Command::Pause)
             .await?
@@ -75,6 +76,7 @@ pub(super) async fn resume_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
         act(&state, &caller, &id, Command::Resume)
             .await?
@@ -131,11 +133,12 @@ pub(super) async fn change_plan(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ChangePlanIn>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let cycle = body.cycle.as_deref().map(parse_cycle).transpose()?;
     let proration_at = parse_proration_date(body.proration_date.as_deref())?;
     let quantity = body.quantity.map(|q| parse_quantity(Some(q))).transpose()?;
     let command = Command::ChangePlan {
-        plan_id: body.plan_id,
+        plan_id: PlanId::given(body.plan_id),
         cycle,
         prorate: body.prorate.unwrap_or(true),
         proration_at,
@@ -176,12 +179,13 @@ pub(super) async fn preview_change_plan(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<PreviewIn>,
 ) -> ApiResult<Json<PreviewOut>> {
+    let id = SubscriptionId::given(id);
     scoped(&state, &caller, &id).await?;
     let quantity = body.quantity.map(|q| parse_quantity(Some(q))).transpose()?;
-    let at = state.runtime.clock().now_ms(&caller.account_id()).await?;
+    let at = state.runtime.clock().now_ms(caller.account_id()).await?;
     let amount = state
         .runtime
-        .preview(&id, &body.plan_id, quantity, Some(at))
+        .preview(&id, &PlanId::given(body.plan_id), quantity, Some(at))
         .await
         .map_err(action_error)?;
     Ok(Json(PreviewOut::at(amount, at)))
@@ -235,13 +239,14 @@ pub(super) async fn charge_now(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let outcome = act(&state, &caller, &id, Command::ChargeNow).await?;
     let Some(charge) = outcome.charge else {
         return Err(ApiError::InsufficientBalance(
             "The prepaid balance does not cover the fee of this charge.".into(),
         ));
     };
-    let charge = settled_charge(&state, &caller.account_id(), charge).await?;
+    let charge = settled_charge(&state, caller.account_id(), charge).await?;
     let status = charge.status;
     let processor_status = charge.processor_status.clone();
     let out = ChargeOut::from(charge);
@@ -259,8 +264,8 @@ impl From<ChargeAttempt> for ChargeOut {
     fn from(charge: ChargeAttempt) -> Self {
         Self {
             created_at: rfc3339(from_millis(charge.created_at)),
-            id: charge.id,
-            subscription_id: charge.subscription_id,
+            id: charge.id.into_string(),
+            subscription_id: charge.subscription_id.map(SubscriptionId::into_string),
             amount_in_cents: charge.amount_cents,
             status: charge.status,
             processor_status: charge.processor_status,
@@ -292,8 +297,9 @@ pub(super) async fn attach_addon(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<AttachAddonIn>,
 ) -> ApiResult<Response> {
+    let id = SubscriptionId::given(id);
     let command = Command::AttachAddon {
-        addon_id: body.addon_id,
+        addon_id: AddonId::given(body.addon_id),
         prorate: body.prorate.unwrap_or(true),
     };
     let outcome = act(&state, &caller, &id, command).await?;
@@ -354,7 +360,7 @@ pub(in crate::api) async fn action_after_charge(
         return Ok(Json(SubscriptionOut::from(outcome.subscription)).into_response());
     };
     let account = caller.account_id();
-    let charge = settled_charge(state, &account, charge).await?;
+    let charge = settled_charge(state, account, charge).await?;
     let subscription = scoped(state, caller, &outcome.subscription.id).await?;
     match charge.status {
         ChargeStatus::Approved => Ok(Json(SubscriptionOut::from(subscription)).into_response()),
@@ -378,11 +384,19 @@ pub(super) async fn detach_addon(
     caller: Caller,
     Path((id, addon_id)): Path<(String, String)>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(
-        act(&state, &caller, &id, Command::DetachAddon { addon_id })
-            .await?
-            .subscription
-            .into(),
+        act(
+            &state,
+            &caller,
+            &id,
+            Command::DetachAddon {
+                addon_id: AddonId::given(addon_id),
+            },
+        )
+        .await?
+        .subscription
+        .into(),
     ))
 }
 
@@ -394,18 +408,15 @@ pub(super) async fn list_addons(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ListOut<crate::api::catalog::CatalogItemOut>>> {
+    let id = SubscriptionId::given(id);
     scoped(&state, &caller, &id).await?;
-    let account: AccountId = caller.account_id();
+    let account = caller.account_id();
     let mut data = Vec::new();
     for attached in state.store.subscription_addons(&id).await? {
         if attached.detach_at_period_end {
             continue;
         }
-        if let Some(addon) = state
-            .store
-            .catalog_item(&account, CatalogKind::Addon, &attached.addon_id)
-            .await?
-        {
+        if let Some(addon) = state.store.addon(account, &attached.addon_id).await? {
             data.push(addon.into());
         }
     }

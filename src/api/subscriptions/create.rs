@@ -10,7 +10,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, metadata_text};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId};
 use crate::store::coupons::{Redeem, Redeeming};
 use crate::store::subscriptions::Subscription;
 use crate::subscribe::{self, NewSubscription, Start};
@@ -39,8 +39,8 @@ pub(super) async fn create_subscription(
         // Counted in the transaction that inserts the subscription: refused or rolled back,
         // nothing is redeemed.
         let whom = Redeeming {
-            account: &caller.account_id(),
-            customer_id: &sub.customer_id,
+            account: caller.account_id(),
+            customer_id: Some(&sub.customer_id),
             plan_id: &sub.plan_id,
             addon_ids: &[],
             now,
@@ -60,7 +60,7 @@ pub(super) async fn create_subscription(
     // From here on the subscription exists: the answer is 201 with it as it stands, never an
     // error that would invite the client to create it again.
     let sub = if start == Start::ChargeNow {
-        charge_first_period(&state, &caller.account_id(), sub).await
+        charge_first_period(&state, caller.account_id(), sub).await
     } else {
         sub
     };
@@ -79,26 +79,26 @@ pub(super) async fn new_subscription(
     let quantity = parse_quantity(body.quantity)?;
     let redeem = redeem_of(body.coupon_id, body.promotion_code)?;
     let metadata = metadata_text(body.metadata)?;
-    state
+    let customer = state
         .store
-        .customer(&account, &body.customer_id)
+        .customer(account, &CustomerId::given(body.customer_id.as_str()))
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("No customer with id `{}`.", body.customer_id))
                 .param("customer_id")
         })?;
-    let plan = active_plan(state, &account, &body.plan_id).await?;
+    let plan_id = PlanId::given(body.plan_id);
+    active_plan(state, account, &plan_id).await?;
     let method = state
         .store
-        .payment_method(&account, &body.payment_method_id)
-        .await?;
-    if method.is_none_or(|m| m.customer_id != body.customer_id) {
-        return Err(
+        .payment_method(account, &PaymentMethodId::given(body.payment_method_id))
+        .await?
+        .filter(|m| m.customer_id == customer.id)
+        .ok_or_else(|| {
             ApiError::not_found("No payment method with that id for this customer.")
-                .param("payment_method_id"),
-        );
-    }
-    let now = state.runtime.clock().now_ms(&account).await?;
+                .param("payment_method_id")
+        })?;
+    let now = state.runtime.clock().now_ms(account).await?;
     let trial_days = body.trial_days.unwrap_or(0);
     if !(0..=730).contains(&trial_days) {
         return Err(
@@ -135,10 +135,10 @@ pub(super) async fn new_subscription(
         NewSubscription {
             id: state.store.ownership().local_subscription_id(),
             account_id: caller.0.id.clone(),
-            customer_id: body.customer_id,
-            plan_id: plan.id,
+            customer_id: customer.id,
+            plan_id,
             cycle,
-            payment_method_id: body.payment_method_id,
+            payment_method_id: method.id,
             metadata,
             start,
             quantity,

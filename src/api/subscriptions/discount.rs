@@ -8,6 +8,7 @@ use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
+use crate::ids::SubscriptionId;
 use axum::Json;
 use axum::extract::{Path, State};
 use serde::Deserialize;
@@ -35,6 +36,7 @@ pub(super) async fn set_discount(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<DiscountIn>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let redeem = redeem_of(body.coupon_id, body.promotion_code)?.ok_or_else(|| {
         ApiError::bad_request("Send coupon_id or promotion_code.").param("coupon_id")
     })?;
@@ -50,6 +52,7 @@ pub(super) async fn delete_discount(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let outcome = act(&state, &caller, &id, Command::RemoveDiscount).await?;
     Ok(Json(outcome.subscription.into()))
 }

@@ -12,8 +12,10 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::{ApiJson, ApiQuery, metadata_value};
 use crate::http::list::{ListOut, page_request};
 use crate::http::state::AppState;
-use crate::ids::AccountId;
-use crate::store::catalog::{CatalogItem, CatalogKind};
+use crate::ids::{
+    AccountId, CouponId, CustomerId, PaymentMethodId, PlanId, PromotionCodeId, SubscriptionId,
+};
+use crate::store::catalog::CatalogItem;
 use crate::store::coupons::Redeem;
 use crate::store::subscriptions::{Subscription, SubscriptionFilter};
 use axum::Json;
@@ -114,8 +116,8 @@ impl From<Discount> for DiscountOut {
     fn from(discount: Discount) -> Self {
         Self {
             start: rfc3339(from_millis(discount.start)),
-            coupon_id: discount.coupon_id,
-            promotion_code_id: discount.promotion_code_id,
+            coupon_id: discount.coupon_id.into_string(),
+            promotion_code_id: discount.promotion_code_id.map(PromotionCodeId::into_string),
             periods_left: discount.periods_left,
         }
     }
@@ -134,12 +136,12 @@ impl From<Subscription> for SubscriptionOut {
             discount: sub.discount().map(DiscountOut::from),
             quantity: sub.quantity,
             current_period_quantity: sub.period_quantity,
-            id: sub.id,
-            customer_id: sub.customer_id,
-            plan_id: sub.plan_id,
+            id: sub.id.into_string(),
+            customer_id: sub.customer_id.into_string(),
+            plan_id: sub.plan_id.into_string(),
             status: sub.status,
             cycle: sub.cycle,
-            default_payment_method_id: sub.default_payment_method_id,
+            default_payment_method_id: sub.default_payment_method_id.into_string(),
             cancel_at_period_end: sub.cancel_at_period_end,
             failed_attempts: sub.failed_attempts,
         }
@@ -209,7 +211,7 @@ pub fn redeem_of(
             "Send coupon_id or promotion_code, not both.",
         )
         .param("promotion_code")),
-        (Some(id), None) => Ok(Some(Redeem::Coupon(id))),
+        (Some(id), None) => Ok(Some(Redeem::Coupon(CouponId::given(id)))),
         (None, Some(code)) => Ok(Some(Redeem::Code(code))),
         (None, None) => Ok(None),
     }
@@ -232,15 +234,11 @@ pub struct SubscriptionListQuery {
 pub async fn active_plan(
     state: &AppState,
     account: &AccountId,
-    plan_id: &str,
+    plan_id: &PlanId,
 ) -> ApiResult<CatalogItem> {
-    let plan = state
-        .store
-        .catalog_item(account, CatalogKind::Plan, plan_id)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
-        })?;
+    let plan = state.store.plan(account, plan_id).await?.ok_or_else(|| {
+        ApiError::not_found(format!("No plan with id `{plan_id}`.")).param("plan_id")
+    })?;
     if !plan.active {
         return Err(
             ApiError::bad_request(format!("Plan `{}` is inactive.", plan.id)).param("plan_id"),
@@ -275,10 +273,14 @@ pub(super) fn action_error(err: ActionError) -> ApiError {
     }
 }
 
-pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Subscription> {
+pub(super) async fn scoped(
+    state: &AppState,
+    caller: &Caller,
+    id: &SubscriptionId,
+) -> ApiResult<Subscription> {
     state
         .store
-        .subscription(&caller.account_id(), id)
+        .subscription(caller.account_id(), id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("No subscription with id `{id}`.")).param("id"))
 }
@@ -286,7 +288,7 @@ pub(super) async fn scoped(state: &AppState, caller: &Caller, id: &str) -> ApiRe
 pub(super) async fn act(
     state: &AppState,
     caller: &Caller,
-    id: &str,
+    id: &SubscriptionId,
     command: Command,
 ) -> ApiResult<ActionOutcome> {
     scoped(state, caller, id).await?;
@@ -310,16 +312,16 @@ async fn list_subscriptions(
     let page = page_request(query.limit, query.cursor.clone())?;
     let filter = SubscriptionFilter {
         status,
-        customer_id: query.customer_id,
-        plan_id: query.plan_id,
+        customer_id: query.customer_id.map(CustomerId::given),
+        plan_id: query.plan_id.map(PlanId::given),
     };
     let page = state
         .store
-        .list_subscriptions(&caller.account_id(), &filter, &page)
+        .list_subscriptions(caller.account_id(), &filter, &page)
         .await?;
     Ok(Json(ListOut::from_page(
         page,
-        |s| s.id.clone(),
+        |s| s.id.to_string(),
         SubscriptionOut::from,
     )))
 }
@@ -332,6 +334,7 @@ async fn get_subscription(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     Ok(Json(scoped(&state, &caller, &id).await?.into()))
 }
 
@@ -352,23 +355,26 @@ async fn update_subscription(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<SubscriptionPatch>,
 ) -> ApiResult<Json<SubscriptionOut>> {
+    let id = SubscriptionId::given(id);
     let sub = scoped(&state, &caller, &id).await?;
     let method = state
         .store
-        .payment_method(&caller.account_id(), &body.default_payment_method_id)
-        .await?;
-    if method.is_none_or(|m| m.customer_id != sub.customer_id) {
-        return Err(
+        .payment_method(
+            caller.account_id(),
+            &PaymentMethodId::given(body.default_payment_method_id),
+        )
+        .await?
+        .filter(|m| m.customer_id == sub.customer_id)
+        .ok_or_else(|| {
             ApiError::not_found("No payment method with that id for this customer.")
-                .param("default_payment_method_id"),
-        );
-    }
+                .param("default_payment_method_id")
+        })?;
     let outcome = act(
         &state,
         &caller,
         &id,
         Command::SetPaymentMethod {
-            payment_method_id: body.default_payment_method_id,
+            payment_method_id: method.id,
         },
     )
     .await?;

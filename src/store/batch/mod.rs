@@ -31,6 +31,7 @@ use super::entities::{account, subscription_addon};
 use super::subscriptions::{Event, Subscription};
 use super::{Store, StoreError, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
+use crate::ids::{ChargeAttemptId, SubscriptionId};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
 use std::collections::{BTreeMap, HashMap};
@@ -73,7 +74,7 @@ type NoteWaiter = (TransactionNote, oneshot::Sender<StoreResult<()>>);
 /// kept on the charge's row (`Store::note_processor_transaction`).
 #[derive(Clone, Debug)]
 pub struct TransactionNote {
-    pub charge_id: String,
+    pub charge_id: ChargeAttemptId,
     pub transaction_id: String,
     pub raw_status: String,
     /// Real time.
@@ -377,9 +378,9 @@ impl Store {
             .filter(|c| c.is(ChargeStatus::Approved))
             .filter(|_| self.issuing == super::Issuing::Issued)
             .collect();
-        let metadata: HashMap<&str, Option<&str>> = chosen
+        let metadata: HashMap<&SubscriptionId, Option<&str>> = chosen
             .iter()
-            .map(|s| (s.row.id.as_str(), s.row.metadata.as_deref()))
+            .map(|s| (&s.row.id, s.row.metadata.as_deref()))
             .collect();
         let invoices = super::invoices::draft_in(conn, &approved, Some(&metadata)).await?;
 

@@ -70,7 +70,7 @@ impl Store {
                 charge_attempt::Column::UpdatedAt,
                 by_id(|n| n.now_ms.into()),
             )
-            .and_where(charge_attempt::Column::Id.is_in(notes.iter().map(|n| n.charge_id.as_str())))
+            .and_where(charge_attempt::Column::Id.is_in(notes.iter().map(|n| &n.charge_id)))
             .and_where(still_pending());
         conn.execute_raw(backend.build(&update)).await?;
         txn.commit().await

@@ -8,6 +8,7 @@ use super::super::entities::{charge_attempt, subscription};
 use super::super::subscriptions::{Event, Subscription};
 use super::super::txn::StoreTxn;
 use super::super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
+use crate::ids::AccountId;
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable,
@@ -24,14 +25,14 @@ pub(super) async fn event_statements(
 ) -> StoreResult<Vec<sea_orm::Statement>> {
     let conn = txn.conn();
     let backend = conn.get_database_backend();
-    let mut endpoints: BTreeMap<&str, Vec<WebhookEndpoint>> = BTreeMap::new();
+    let mut endpoints: BTreeMap<&AccountId, Vec<WebhookEndpoint>> = BTreeMap::new();
     let mut deliveries = Vec::new();
     for row in &rows {
-        if !endpoints.contains_key(row.account_id.as_str()) {
+        if !endpoints.contains_key(&row.account_id) {
             let active = active_endpoints(conn, &row.account_id).await?;
-            endpoints.insert(row.account_id.as_str(), active);
+            endpoints.insert(&row.account_id, active);
         }
-        for endpoint in &endpoints[row.account_id.as_str()] {
+        for endpoint in &endpoints[&row.account_id] {
             if subscribes(endpoint, &row.event_type) {
                 deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
             }
@@ -89,7 +90,7 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
             charge_attempt::Column::FinalizedAt,
             by_id(|c| c.finalized_at.into()),
         )
-        .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| c.id.as_str())))
+        .and_where(charge_attempt::Column::Id.is_in(charges.iter().map(|c| &c.id)))
         .and_where(still_pending())
         .and_where(same_transaction(charges));
     update
@@ -115,7 +116,7 @@ pub(super) fn reported_transaction(charges: &[&ChargeAttempt]) -> Expr {
     for charge in charges {
         if let Some(transaction_id) = &charge.processor_transaction_id {
             reported = reported.case(
-                Expr::col(charge_attempt::Column::Id).eq(charge.id.as_str()),
+                Expr::col(charge_attempt::Column::Id).eq(&charge.id),
                 Expr::val(transaction_id.as_str()),
             );
             any = true;

@@ -18,7 +18,7 @@ async fn subscriptions(shop: &Shop, n: usize) -> Vec<Subscription> {
     let mut rows = Vec::new();
     for _ in 0..n {
         let mut row = shop.sub.clone();
-        row.id = SubscriptionId::generate().into_string();
+        row.id = SubscriptionId::generate();
         txn.insert_subscription(row.clone()).await.expect("insert");
         rows.push(row);
     }
@@ -32,7 +32,7 @@ fn begin(sub: &Subscription, fee: i64) -> PeriodChargeBegin {
     row.due_at = None;
     PeriodChargeBegin {
         charge: NewCharge {
-            account: crate::ids::AccountId::from_stored(sub.account_id.clone()),
+            account: sub.account_id.clone(),
             subscription_id: Some(sub.id.clone()),
             customer_id: sub.customer_id.clone(),
             payment_method_id: sub.default_payment_method_id.clone(),
@@ -121,7 +121,7 @@ async fn a_batch_writes_every_row_in_one_unit_or_nothing_at_all() {
     for ((charge, row), sub) in began.iter().zip(&subs) {
         let stored = shop.store.charge_by_id(&charge.id).await.expect("read");
         assert_eq!(stored.as_ref(), Some(charge));
-        assert_eq!(charge.subscription_id.as_deref(), Some(sub.id.as_str()));
+        assert_eq!(charge.subscription_id.as_ref(), Some(&sub.id));
         assert_eq!(charge.status, ChargeStatus::Pending);
         assert_eq!(row.version, sub.version + 1);
         assert_eq!(row.due_at, None);
@@ -172,8 +172,8 @@ async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
     let shop = shop(NOW).await;
     let subs = subscriptions(&shop, 3).await;
     let endpoint = WebhookEndpoint {
-        id: "we_resumed".into(),
-        account_id: shop.account.as_str().to_owned(),
+        id: crate::ids::WebhookEndpointId::parse("we_resumed").expect("an endpoint's id"),
+        account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),
         events: r#"["subscription.resumed"]"#.into(),
@@ -275,8 +275,8 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
     let shop = shop(NOW).await;
     let subs = subscriptions(&shop, 4).await;
     let endpoint = WebhookEndpoint {
-        id: "we_batch".into(),
-        account_id: shop.account.as_str().to_owned(),
+        id: crate::ids::WebhookEndpointId::parse("we_batch").expect("an endpoint's id"),
+        account_id: shop.account.clone(),
         url: "https://example.com/hook".into(),
         secret: crate::store::Secret::from("whsec_x".to_owned()),
         events: r#"["charge.approved"]"#.into(),

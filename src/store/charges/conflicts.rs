@@ -111,7 +111,7 @@ pub(crate) async fn insert_conflict_in<C: ConnectionTrait>(
     );
     metrics::counter!("charge_outcome_conflicts_total", "kind" => report.kind).increment(1);
     charge_conflict::ActiveModel {
-        id: sea_orm::Set(ChargeConflictId::generate().into_string()),
+        id: sea_orm::Set(ChargeConflictId::generate()),
         account_id: sea_orm::Set(charge.account_id.clone()),
         charge_id: sea_orm::Set(charge.id.clone()),
         kind: sea_orm::Set(report.kind.to_owned()),

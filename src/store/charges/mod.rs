@@ -19,7 +19,10 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::{AccountId, ChargeAttemptId};
+use crate::ids::{
+    AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId, WebhookEndpointId,
+};
+use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -34,9 +37,9 @@ pub use processor_event::Model as ProcessorEvent;
 #[derive(Clone, Debug)]
 pub struct NewCharge {
     pub account: AccountId,
-    pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub subscription_id: Option<SubscriptionId>,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     pub fee_cents: i64,
     pub purpose: ChargePurpose,
@@ -84,7 +87,7 @@ pub struct Settled {
     pub conflict: bool,
     /// The endpoints given deliveries of the invoice's event, for the caller's transaction to
     /// wake once it commits.
-    pub touched: Vec<String>,
+    pub touched: Vec<WebhookEndpointId>,
 }
 
 impl Store {
@@ -96,10 +99,9 @@ impl Store {
     pub async fn payment_method(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &PaymentMethodId,
     ) -> StoreResult<Option<PaymentMethod>> {
-        Ok(payment_method::Entity::find_by_id(id)
-            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+        Ok(payment_method::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -107,11 +109,10 @@ impl Store {
     pub async fn list_payment_methods(
         &self,
         account: &AccountId,
-        customer_id: &str,
+        customer_id: &CustomerId,
         page: &PageRequest,
     ) -> StoreResult<Page<PaymentMethod>> {
-        let select = payment_method::Entity::find()
-            .filter(payment_method::Column::AccountId.eq(account.as_str()))
+        let select = payment_method::Entity::scoped(account)
             .filter(payment_method::Column::CustomerId.eq(customer_id));
         fetch_page(self.conn(), select, payment_method::Column::Id, page).await
     }
@@ -127,10 +128,9 @@ impl Store {
     pub async fn charge(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &ChargeAttemptId,
     ) -> StoreResult<Option<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find_by_id(id)
-            .filter(charge_attempt::Column::AccountId.eq(account.as_str()))
+        Ok(charge_attempt::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?)
     }
@@ -138,7 +138,7 @@ impl Store {
     /// Notes the processor's transaction id and raw status of a still-pending attempt.
     pub async fn record_processor_transaction(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         transaction_id: &str,
         raw_status: &str,
         now_ms: i64,
@@ -163,7 +163,7 @@ impl Store {
     /// under the charge's reference (`Charger::recheck`).
     pub async fn forget_processor_transaction(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         transaction_id: &str,
     ) -> StoreResult<()> {
         let txn = self.begin().await?;
@@ -183,7 +183,7 @@ impl Store {
     /// Applies a final outcome exactly once (see the module doc).
     pub async fn settle_charge(
         &self,
-        charge_id: &str,
+        charge_id: &ChargeAttemptId,
         raw_status: &str,
         message: Option<&str>,
         transaction_id: Option<&str>,
@@ -232,7 +232,7 @@ impl Store {
             .ok_or_else(|| StoreError::Db(sea_orm::DbErr::RecordNotFound("one row".into())))?;
         let seen: bool = row.try_get("", "seen")?;
         let charge = charge_attempt::Model::from_query_result_optional(&row, "")?
-            .filter(|charge| charge.account_id == account.as_str());
+            .filter(|charge| charge.account_id == *account);
         Ok((seen, charge))
     }
 
@@ -247,8 +247,7 @@ impl Store {
 
     pub async fn count_processor_events(&self, account: &AccountId) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(processor_event::Entity::find()
-            .filter(processor_event::Column::AccountId.eq(account.as_str()))
+        Ok(processor_event::Entity::scoped(account)
             .count(self.conn())
             .await?)
     }
@@ -305,7 +304,7 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
             account::Column::ReservedCents,
             Expr::col(account::Column::ReservedCents).add(new.fee_cents),
         )
-        .filter(account::Column::Id.eq(new.account.as_str()))
+        .filter(account::Column::Id.eq(&new.account))
         .filter(account::Column::AvailableCents.gte(new.fee_cents))
         .exec(conn)
         .await
@@ -323,13 +322,13 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
 
 /// The pending attempt `new` begins, as it is inserted.
 pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
-    let id = ChargeAttemptId::generate().into_string();
+    let id = ChargeAttemptId::generate();
     ChargeAttempt {
         // The reference is the attempt's own id: unique, and stable across retries of the
         // processor call, which is what lets a retry find instead of re-create.
-        reference: id.clone(),
+        reference: id.to_string(),
         id,
-        account_id: new.account.into_string(),
+        account_id: new.account,
         subscription_id: new.subscription_id,
         customer_id: new.customer_id,
         payment_method_id: new.payment_method_id,
@@ -360,7 +359,7 @@ pub(super) fn fee_ledger_row(
     now_ms: i64,
 ) -> super::balance::BalanceTransaction {
     super::balance::ledger_row(
-        &AccountId::from_stored(charge.account_id.clone()),
+        &charge.account_id,
         "fee",
         -charge.fee_cents,
         Some(charge.id.clone()),
@@ -375,7 +374,7 @@ pub(super) fn fee_ledger_row(
 pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     conn: &C,
     issuing: super::Issuing,
-    charge_id: &str,
+    charge_id: &ChargeAttemptId,
     raw_status: &str,
     message: Option<&str>,
     transaction_id: Option<&str>,
@@ -417,7 +416,7 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         .exec_with_returning(conn)
         .await?;
     let Some(charge) = applied.into_iter().next() else {
-        let Some(stored) = charge_attempt::Entity::find_by_id(charge_id)
+        let Some(stored) = charge_attempt::Entity::find_by_id(charge_id.clone())
             .one(conn)
             .await?
         else {
@@ -475,14 +474,14 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
     // Counted when applied; a transaction that then rolls back (a database error) would be
     // counted once too often, which an operator's dashboard can live with.
     metrics::counter!("charge_outcomes_total", "outcome" => status.as_str()).increment(1);
-    let account = AccountId::from_stored(charge.account_id.clone());
+    let account = &charge.account_id;
     let fee = charge.fee_cents;
     let counters = account::Entity::update_many()
         .col_expr(
             account::Column::ReservedCents,
             Expr::col(account::Column::ReservedCents).sub(fee),
         )
-        .filter(account::Column::Id.eq(account.as_str()));
+        .filter(account::Column::Id.eq(account));
     let mut touched = Vec::new();
     if status == ChargeStatus::Approved {
         counters.exec(conn).await?;

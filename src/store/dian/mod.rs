@@ -13,7 +13,8 @@ use super::entities::{account, dian_document, dian_range};
 use super::{Store, StoreError, StoreResult};
 use crate::dian::document::NumberingRange;
 use crate::domain::dian::{DianStatus, Environment};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, DocumentId};
+use crate::store::Scoped;
 use chrono::NaiveDate;
 use sea_orm::sea_query::LockType;
 use sea_orm::{
@@ -178,7 +179,7 @@ impl Store {
     ) -> StoreResult<Result<DianRange, String>> {
         let txn = self.begin().await?;
         if txn.conn().get_database_backend() == DbBackend::Postgres {
-            account::Entity::find_by_id(account.as_str())
+            account::Entity::find_by_id(account.clone())
                 .select_only()
                 .column(account::Column::Id)
                 .lock(LockType::NoKeyUpdate)
@@ -186,8 +187,7 @@ impl Store {
                 .one(txn.conn())
                 .await?;
         }
-        let overlapping = dian_range::Entity::find()
-            .filter(dian_range::Column::AccountId.eq(account.as_str()))
+        let overlapping = dian_range::Entity::scoped(account)
             .filter(dian_range::Column::Prefix.eq(new.prefix.as_str()))
             .filter(dian_range::Column::RangeFrom.lte(new.to))
             .filter(dian_range::Column::RangeTo.gte(new.from))
@@ -200,8 +200,8 @@ impl Store {
             )));
         }
         let range = DianRange {
-            id: crate::ids::NumberingRangeId::generate().into_string(),
-            account_id: account.as_str().to_owned(),
+            id: crate::ids::NumberingRangeId::generate(),
+            account_id: account.clone(),
             resolution_number: new.resolution_number,
             prefix: new.prefix,
             range_from: new.from,
@@ -218,8 +218,8 @@ impl Store {
             .reset_all()
             .insert(txn.conn())
             .await?;
-        numbering::number_waiting_in(txn.conn(), account.as_str()).await?;
-        let range = dian_range::Entity::find_by_id(range.id.as_str())
+        numbering::number_waiting_in(txn.conn(), account).await?;
+        let range = dian_range::Entity::find_by_id(range.id.clone())
             .one(txn.conn())
             .await?
             .unwrap_or(range);
@@ -229,8 +229,7 @@ impl Store {
 
     /// `account`'s ranges, oldest first.
     pub async fn dian_ranges(&self, account: &AccountId) -> StoreResult<Vec<DianRange>> {
-        Ok(dian_range::Entity::find()
-            .filter(dian_range::Column::AccountId.eq(account.as_str()))
+        Ok(dian_range::Entity::scoped(account)
             .order_by_asc(dian_range::Column::Id)
             .all(self.conn())
             .await?)
@@ -248,14 +247,13 @@ impl Store {
     pub async fn dian_documents(
         &self,
         account: &AccountId,
-        ids: &[&str],
-    ) -> StoreResult<HashMap<String, DianDocument>> {
+        ids: &[DocumentId],
+    ) -> StoreResult<HashMap<DocumentId, DianDocument>> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        Ok(dian_document::Entity::find()
-            .filter(dian_document::Column::AccountId.eq(account.as_str()))
-            .filter(dian_document::Column::Id.is_in(ids.iter().copied()))
+        Ok(dian_document::Entity::scoped(account)
+            .filter(dian_document::Column::Id.is_in(ids))
             .all(self.conn())
             .await?
             .into_iter()
@@ -271,7 +269,7 @@ impl Store {
         let rows: Vec<DianStatus> = dian_document::Entity::find()
             .select_only()
             .column(dian_document::Column::Status)
-            .filter(dian_document::Column::AccountId.eq(account.as_str()))
+            .filter(dian_document::Entity::of(account))
             .into_tuple()
             .all(self.conn())
             .await?;

@@ -18,6 +18,8 @@ use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{CREDIT_NOTE_PREFIX, CREDIT_NOTE_SERIES, DianDocument, DianRange, Issuer};
 use crate::domain::dian::{DianDocumentKind, DianStatus, Environment, colombian_date};
 use crate::domain::time::from_millis;
+use crate::ids::{AccountId, DocumentId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
@@ -39,11 +41,11 @@ fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|err| StoreError::invariant(format!("DIAN JSON: {err}")))
 }
 
-/// Takes up to `need` numbers of `account_id`'s ranges valid on `date`, in order: the range
+/// Takes up to `need` numbers of `account`'s ranges valid on `date`, in order: the range
 /// that ends first, then the next. Fewer (or none) when the ranges run out.
 async fn take_range_numbers<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
     date: &str,
     mut need: i64,
 ) -> StoreResult<Vec<(DianRange, i64)>> {
@@ -53,8 +55,7 @@ async fn take_range_numbers<C: ConnectionTrait>(
         if need <= 0 {
             break;
         }
-        let candidate = dian_range::Entity::find()
-            .filter(dian_range::Column::AccountId.eq(account_id))
+        let candidate = dian_range::Entity::scoped(account)
             .filter(dian_range::Column::ValidFrom.lte(date))
             .filter(dian_range::Column::ValidTo.gte(date))
             .filter(
@@ -104,7 +105,7 @@ fn invoice_row(
     now: i64,
 ) -> StoreResult<DianDocument> {
     let mut row = DianDocument {
-        id: invoice.id.clone(),
+        id: invoice.id.clone().into(),
         account_id: invoice.account_id.clone(),
         kind: DianDocumentKind::Invoice,
         invoice_id: None,
@@ -159,11 +160,11 @@ fn number_row(
 }
 
 /// The accounts among `ids` with DIAN on, with their issuer and environment.
-pub(crate) async fn dian_accounts<C: ConnectionTrait>(
+pub(crate) async fn dian_accounts<'a, C: ConnectionTrait>(
     conn: &C,
-    ids: impl Iterator<Item = &str>,
-) -> StoreResult<HashMap<String, (Issuer, Environment)>> {
-    let mut ids: Vec<&str> = ids.collect();
+    ids: impl Iterator<Item = &'a AccountId>,
+) -> StoreResult<HashMap<AccountId, (Issuer, Environment)>> {
+    let mut ids: Vec<&AccountId> = ids.collect();
     ids.sort_unstable();
     ids.dedup();
     let accounts = account::Entity::find()
@@ -190,7 +191,7 @@ pub(crate) async fn dian_accounts<C: ConnectionTrait>(
 pub(crate) async fn number_invoices_in<C: ConnectionTrait>(
     conn: &C,
     invoices: &[&Invoice],
-    accounts: &HashMap<String, (Issuer, Environment)>,
+    accounts: &HashMap<AccountId, (Issuer, Environment)>,
 ) -> StoreResult<()> {
     let now = now_ms();
     let mut ordered: Vec<&Invoice> = invoices
@@ -199,11 +200,7 @@ pub(crate) async fn number_invoices_in<C: ConnectionTrait>(
         .filter(|invoice| accounts.contains_key(&invoice.account_id))
         .collect();
     ordered.sort_by(|a, b| {
-        (a.account_id.as_str(), a.issued_at, a.id.as_str()).cmp(&(
-            b.account_id.as_str(),
-            b.issued_at,
-            b.id.as_str(),
-        ))
+        (&a.account_id, a.issued_at, &a.id).cmp(&(&b.account_id, b.issued_at, &b.id))
     });
     let mut rows = Vec::with_capacity(ordered.len());
     // Runs of one account and one date take their numbers together.
@@ -238,14 +235,13 @@ pub(crate) async fn number_invoices_in<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Numbers `account_id`'s invoices awaiting a range, in issue order, from the ranges valid on
+/// Numbers `account`'s invoices awaiting a range, in issue order, from the ranges valid on
 /// each one's issue date; those no range covers keep waiting.
 pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
     conn: &C,
-    account_id: &str,
+    account: &AccountId,
 ) -> StoreResult<u64> {
-    let waiting = dian_document::Entity::find()
-        .filter(dian_document::Column::AccountId.eq(account_id))
+    let waiting = dian_document::Entity::scoped(account)
         .filter(dian_document::Column::Status.eq(DianStatus::AwaitingRange))
         .order_by_asc(dian_document::Column::IssuedAt)
         .order_by_asc(dian_document::Column::Id)
@@ -254,12 +250,12 @@ pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
     if waiting.is_empty() {
         return Ok(0);
     }
-    let invoices: HashMap<String, Invoice> = invoice::Entity::find()
-        .filter(invoice::Column::Id.is_in(waiting.iter().map(|doc| doc.id.as_str())))
+    let invoices: HashMap<DocumentId, Invoice> = invoice::Entity::find()
+        .filter(invoice::Column::Id.is_in(waiting.iter().map(|doc| &doc.id)))
         .all(conn)
         .await?
         .into_iter()
-        .map(|invoice| (invoice.id.clone(), invoice))
+        .map(|invoice| (invoice.id.clone().into(), invoice))
         .collect();
     let now = now_ms();
     let mut numbered = 0;
@@ -269,7 +265,7 @@ pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
         };
         let issuer: Issuer = serde_json::from_str(&row.issuer)
             .map_err(|err| StoreError::invariant(format!("DIAN issuer: {err}")))?;
-        let taken = take_range_numbers(conn, account_id, &date_of(row.issued_at), 1).await?;
+        let taken = take_range_numbers(conn, account, &date_of(row.issued_at), 1).await?;
         let Some((range, consecutive)) = taken.into_iter().next() else {
             continue;
         };
@@ -299,13 +295,13 @@ pub(crate) async fn number_credit_note_in<C: ConnectionTrait>(
     note: &CreditNote,
     invoice: &Invoice,
 ) -> StoreResult<()> {
-    let Some(invoice_doc) = dian_document::Entity::find_by_id(invoice.id.as_str())
+    let Some(invoice_doc) = dian_document::Entity::find_by_id(invoice.id.clone())
         .one(conn)
         .await?
     else {
         return Ok(());
     };
-    let Some(account) = account::Entity::find_by_id(note.account_id.as_str())
+    let Some(account) = account::Entity::find_by_id(note.account_id.clone())
         .one(conn)
         .await?
     else {
@@ -343,7 +339,7 @@ pub(crate) async fn number_credit_note_in<C: ConnectionTrait>(
     )?;
     let now = now_ms();
     let row = DianDocument {
-        id: note.id.clone(),
+        id: note.id.clone().into(),
         account_id: note.account_id.clone(),
         kind: DianDocumentKind::CreditNote,
         invoice_id: Some(invoice.id.clone()),
@@ -388,7 +384,7 @@ async fn end_savepoint<C: ConnectionTrait>(conn: &C, keep: bool) -> StoreResult<
 pub(crate) async fn number_invoices_guarded<C: ConnectionTrait>(
     conn: &C,
     invoices: &[&Invoice],
-    accounts: &HashMap<String, (Issuer, Environment)>,
+    accounts: &HashMap<AccountId, (Issuer, Environment)>,
 ) -> StoreResult<()> {
     conn.execute_unprepared(SAVEPOINT).await?;
     let numbered = number_invoices_in(conn, invoices, accounts).await;

@@ -15,7 +15,8 @@ use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{DianDocument, DianSecrets, Issuer};
 use crate::dian::document::Document;
 use crate::domain::dian::{DianDocumentKind, DianStatus};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, DocumentId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QuerySelect};
 
@@ -66,7 +67,7 @@ impl Store {
             .order_by(dian_document::Column::NextAt, sea_orm::Order::Asc)
             .limit(limit);
         if let Some(account) = account {
-            due.and_where(dian_document::Column::AccountId.eq(account.as_str()));
+            due.and_where(dian_document::Entity::of(account).into());
         }
         if conn.get_database_backend() == DbBackend::Postgres {
             due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
@@ -82,7 +83,7 @@ impl Store {
             .await?;
         let mut claimed = Vec::with_capacity(rows.len());
         for row in rows {
-            let sandbox = account::Entity::find_by_id(row.account_id.as_str())
+            let sandbox = account::Entity::find_by_id(row.account_id.clone())
                 .select_only()
                 .column(account::Column::Sandbox)
                 .into_tuple::<bool>()
@@ -104,7 +105,7 @@ impl Store {
 
     async fn prepare(&self, row: &DianDocument) -> StoreResult<Prepared> {
         let conn = self.conn();
-        let Some(account) = account::Entity::find_by_id(row.account_id.as_str())
+        let Some(account) = account::Entity::find_by_id(row.account_id.clone())
             .one(conn)
             .await?
         else {
@@ -118,18 +119,17 @@ impl Store {
         let number = row.number.clone().unwrap_or_default();
         let document = match row.kind {
             DianDocumentKind::Invoice => {
-                let Some(invoice) = invoice::Entity::find_by_id(row.id.as_str())
+                let DocumentId::Invoice(invoice_id) = &row.id else {
+                    return Ok(Prepared::Broken("no invoice".into()));
+                };
+                let Some(invoice) = invoice::Entity::find_by_id(invoice_id.clone())
                     .one(conn)
                     .await?
                 else {
                     return Ok(Prepared::Broken("no invoice".into()));
                 };
                 let range = match &row.range_id {
-                    Some(id) => {
-                        dian_range::Entity::find_by_id(id.as_str())
-                            .one(conn)
-                            .await?
-                    }
+                    Some(id) => dian_range::Entity::find_by_id(id.clone()).one(conn).await?,
                     None => None,
                 };
                 let (Some(range), Some(sequence)) = (range, row.sequence) else {
@@ -145,19 +145,25 @@ impl Store {
                 )?
             }
             DianDocumentKind::CreditNote => {
-                let Some(note) = credit_note::Entity::find_by_id(row.id.as_str())
+                let DocumentId::CreditNote(note_id) = &row.id else {
+                    return Ok(Prepared::Broken("no credit note".into()));
+                };
+                let Some(note) = credit_note::Entity::find_by_id(note_id.clone())
                     .one(conn)
                     .await?
                 else {
                     return Ok(Prepared::Broken("no credit note".into()));
                 };
-                let invoice_id = row.invoice_id.clone().unwrap_or_default();
-                let invoice: Option<Invoice> = invoice::Entity::find_by_id(invoice_id.as_str())
+                let Some(invoice_id) = row.invoice_id.clone() else {
+                    return Ok(Prepared::Broken("no invoice".into()));
+                };
+                let invoice: Option<Invoice> = invoice::Entity::find_by_id(invoice_id.clone())
                     .one(conn)
                     .await?;
-                let invoice_doc = dian_document::Entity::find_by_id(invoice_id.as_str())
-                    .one(conn)
-                    .await?;
+                let invoice_doc =
+                    dian_document::Entity::find_by_id(DocumentId::Invoice(invoice_id))
+                        .one(conn)
+                        .await?;
                 let (Some(invoice), Some(invoice_doc)) = (invoice, invoice_doc) else {
                     return Ok(Prepared::Broken("no invoice".into()));
                 };
@@ -202,8 +208,7 @@ impl Store {
         now: i64,
     ) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(dian_document::Entity::find()
-            .filter(dian_document::Column::AccountId.eq(account.as_str()))
+        Ok(dian_document::Entity::scoped(account)
             .filter(dian_document::Column::Status.eq(DianStatus::Pending))
             .filter(dian_document::Column::NextAt.lte(due_by))
             .filter(dian_document::Column::ClaimedUntil.gte(now))
@@ -214,7 +219,7 @@ impl Store {
     /// Keeps the signed XML of `id` (once: the first signature is the document).
     pub async fn record_dian_signature(
         &self,
-        id: &str,
+        id: &DocumentId,
         claim: &str,
         xml: &str,
     ) -> StoreResult<bool> {
@@ -229,7 +234,12 @@ impl Store {
     }
 
     /// Notes that `id` is being sent now, before it goes out; false when the claim lapsed.
-    pub async fn record_dian_send(&self, id: &str, claim: &str, now: i64) -> StoreResult<bool> {
+    pub async fn record_dian_send(
+        &self,
+        id: &DocumentId,
+        claim: &str,
+        now: i64,
+    ) -> StoreResult<bool> {
         let updated = dian_document::Entity::update_many()
             .col_expr(dian_document::Column::SentAt, Expr::value(now))
             .col_expr(
@@ -248,7 +258,7 @@ impl Store {
     /// it has no such document (it may then be sent again).
     pub async fn retry_dian_later(
         &self,
-        id: &str,
+        id: &DocumentId,
         claim: &str,
         next_at: i64,
         forget_send: bool,
@@ -281,7 +291,7 @@ impl Store {
     /// invoice its event, in one transaction; false when the claim lapsed or it was recorded.
     pub async fn record_dian_outcome(
         &self,
-        id: &str,
+        id: &DocumentId,
         claim: &str,
         status: DianStatus,
         messages: &[String],
@@ -321,12 +331,19 @@ impl Store {
                 DianStatus::Rejected => Some("invoice.dian_rejected"),
                 DianStatus::Pending | DianStatus::AwaitingRange => None,
             };
-            let invoice = invoice::Entity::find_by_id(id).one(txn.conn()).await?;
+            let invoice = match id {
+                DocumentId::Invoice(id) => {
+                    invoice::Entity::find_by_id(id.clone())
+                        .one(txn.conn())
+                        .await?
+                }
+                DocumentId::CreditNote(_) => None,
+            };
             if let (Some(event_type), Some(invoice)) = (event_type, invoice) {
                 let data = invoice_event_data(txn.conn(), &invoice).await?;
                 txn.insert_event(event_row(
                     &invoice.account_id,
-                    invoice.subscription_id.as_deref(),
+                    invoice.subscription_id.as_ref(),
                     event_type,
                     data,
                     event_at,
@@ -343,10 +360,9 @@ impl Store {
     pub async fn dian_xml(
         &self,
         account: &AccountId,
-        id: &str,
+        id: &DocumentId,
     ) -> StoreResult<Option<Option<String>>> {
-        Ok(dian_document::Entity::find_by_id(id)
-            .filter(dian_document::Column::AccountId.eq(account.as_str()))
+        Ok(dian_document::Entity::find_scoped(account, id.clone())
             .one(self.conn())
             .await?
             .map(|doc| doc.xml))
@@ -360,7 +376,7 @@ async fn invoice_event_data<C: ConnectionTrait>(
     invoice: &Invoice,
 ) -> StoreResult<serde_json::Value> {
     let metadata = match &invoice.subscription_id {
-        Some(id) => subscription::Entity::find_by_id(id.as_str())
+        Some(id) => subscription::Entity::find_by_id(id.clone())
             .select_only()
             .column(subscription::Column::Metadata)
             .into_tuple::<Option<String>>()

@@ -2,6 +2,7 @@
 //! prepaid balance (available and reserved cents).
 
 use crate::domain::tax::TaxCode;
+use crate::ids::AccountId;
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -9,7 +10,7 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "accounts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: AccountId,
     pub name: String,
     pub sandbox: bool,
     pub api_key_hash: String,

@@ -1,14 +1,15 @@
 //! A plan or an add-on (`kind`), with its monthly and annual amounts in cents.
 
 use crate::domain::tax::TaxCode;
+use crate::ids::{AccountId, CatalogItemId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "catalog_items")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: CatalogItemId,
+    pub account_id: AccountId,
     /// `plan` or `addon`.
     pub kind: String,
     pub name: String,

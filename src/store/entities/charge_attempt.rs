@@ -3,21 +3,23 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
 #[sea_orm(table_name = "charge_attempts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub subscription_id: Option<String>,
-    pub customer_id: String,
-    pub payment_method_id: String,
+    pub id: ChargeAttemptId,
+    pub account_id: AccountId,
+    pub subscription_id: Option<SubscriptionId>,
+    pub customer_id: CustomerId,
+    pub payment_method_id: PaymentMethodId,
     pub amount_cents: i64,
     /// The fee reserved for this charge, deducted on approval, released otherwise.
     pub fee_cents: i64,
     pub reference: String,
+    // raw id: the processor's transaction id, in its own format (no prefix of ours).
     pub processor_transaction_id: Option<String>,
     pub status: ChargeStatus,
     /// The processor's raw status (APPROVED, DECLINED, …).

@@ -1,6 +1,7 @@
 //! A processor report about a charge that moved no money (another transaction, another amount),
 //! kept for the operator.
 
+use crate::ids::{AccountId, ChargeAttemptId, ChargeConflictId};
 use sea_orm::entity::prelude::*;
 
 /// A processor report that moved no money because it contradicted the charge (see migration
@@ -9,9 +10,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "charge_conflicts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub charge_id: String,
+    pub id: ChargeConflictId,
+    pub account_id: AccountId,
+    pub charge_id: ChargeAttemptId,
     /// `outcome` (contradicts the recorded final outcome) or `mismatch` (amount, currency or
     /// transaction id not the charge's).
     pub kind: String,
@@ -19,6 +20,7 @@ pub struct Model {
     pub recorded_status: String,
     /// The processor's raw status in the report.
     pub reported_status: Option<String>,
+    // raw id: the processor's transaction id the report named, whatever it was.
     pub transaction_id: Option<String>,
     pub amount_cents: Option<i64>,
     pub currency: Option<String>,

@@ -1,6 +1,7 @@
 //! When to ask the processor next about a charge whose outcome is unknown, and how many times
 //! it was asked.
 
+use crate::ids::{AccountId, ChargeAttemptId};
 use sea_orm::entity::prelude::*;
 
 /// A pending charge whose outcome is unknown: when to ask the processor about it next.
@@ -8,8 +9,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "charge_rechecks")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub charge_id: String,
-    pub account_id: String,
+    pub charge_id: ChargeAttemptId,
+    pub account_id: AccountId,
     /// How many times the outcome was found unknown (or still pending) so far.
     pub attempts: i32,
     /// Real time (not the account's test clock), milliseconds.

@@ -1,17 +1,21 @@
 //! A hosted checkout session: what it sells, its state, and the payment it took.
 
+use crate::ids::{
+    AccountId, ChargeAttemptId, CheckoutSessionId, CustomerId, PaymentMethodId, PlanId,
+    SubscriptionId,
+};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "checkout_sessions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub plan_id: String,
+    pub id: CheckoutSessionId,
+    pub account_id: AccountId,
+    pub plan_id: PlanId,
     pub cycle: String,
     pub amount_cents: i64,
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub customer_email: Option<String>,
     pub customer_name: Option<String>,
     pub success_url: Option<String>,
@@ -19,10 +23,10 @@ pub struct Model {
     pub metadata: Option<String>,
     pub status: String,
     pub expires_at: i64,
-    pub subscription_id: Option<String>,
-    pub attempt_charge_id: Option<String>,
-    pub attempt_customer_id: Option<String>,
-    pub attempt_payment_method_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
+    pub attempt_charge_id: Option<ChargeAttemptId>,
+    pub attempt_customer_id: Option<CustomerId>,
+    pub attempt_payment_method_id: Option<PaymentMethodId>,
     pub attempt_payment_source_id: Option<i64>,
     /// `card` or `nequi`: what the attempt's payment source is.
     pub attempt_source_kind: Option<String>,

@@ -2,14 +2,15 @@
 //! and add-ons, and how often it may still be redeemed. Its money terms never change.
 
 use crate::domain::discount::Duration;
+use crate::ids::{AccountId, CouponId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "coupons")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: CouponId,
+    pub account_id: AccountId,
     pub name: String,
     /// Exactly one of the two is set.
     pub percent_off_bps: Option<i64>,

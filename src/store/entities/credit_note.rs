@@ -1,21 +1,22 @@
 //! A credit note: one per approved refund, against its charge's invoice, numbered in its own
 //! series, with the part of each invoice line it gives back (JSON) and its sums.
 
+use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, RefundId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "credit_notes")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: CreditNoteId,
+    pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,
     /// The series' prefix and the sequence (`NC-1`).
     pub number: String,
-    pub invoice_id: String,
-    pub refund_id: String,
-    pub charge_id: String,
+    pub invoice_id: InvoiceId,
+    pub refund_id: RefundId,
+    pub charge_id: ChargeAttemptId,
     /// JSON of `store::credit_notes::CreditLine`s.
     pub lines: String,
     pub subtotal_cents: i64,

@@ -1,13 +1,14 @@
 //! An integrator's customer (a name and an e-mail).
 
+use crate::ids::{AccountId, CustomerId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "customers")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: CustomerId,
+    pub account_id: AccountId,
     pub email: String,
     pub name: String,
     pub metadata: Option<String>,

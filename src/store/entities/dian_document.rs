@@ -3,6 +3,7 @@
 //! DIAN's messages, and the submission's bookkeeping.
 
 use crate::domain::dian::{DianDocumentKind, DianStatus, Environment};
+use crate::ids::{AccountId, DocumentId, InvoiceId, NumberingRangeId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
@@ -10,11 +11,11 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     /// The invoice's or the credit note's id.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: DocumentId,
+    pub account_id: AccountId,
     pub kind: DianDocumentKind,
     /// A credit note's invoice.
-    pub invoice_id: Option<String>,
+    pub invoice_id: Option<InvoiceId>,
     pub status: DianStatus,
     pub environment: Environment,
     /// JSON of `store::dian::Issuer`: the seller and software as they were at numbering.
@@ -24,7 +25,7 @@ pub struct Model {
     pub sequence: Option<i64>,
     /// Prefix and sequence (`SETP990000001`); NULL while awaiting a range.
     pub number: Option<String>,
-    pub range_id: Option<String>,
+    pub range_id: Option<NumberingRangeId>,
     /// The CUFE (invoice) or CUDE (credit note).
     pub unique_code: Option<String>,
     /// The signed document, exactly as sent.

@@ -1,6 +1,7 @@
 //! A numbering range DIAN authorised an account (CONTRACT §12): its resolution, prefix, numbers
 //! and dates, the technical key its invoices' CUFEs are computed with, and the next number.
 
+use crate::ids::{AccountId, NumberingRangeId};
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -8,8 +9,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "dian_ranges")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: NumberingRangeId,
+    pub account_id: AccountId,
     pub resolution_number: String,
     pub prefix: String,
     pub range_from: i64,

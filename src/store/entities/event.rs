@@ -1,16 +1,17 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
+use crate::ids::{AccountId, EventId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: EventId,
+    pub account_id: AccountId,
     #[sea_orm(column_name = "type")]
     pub event_type: String,
-    pub subscription_id: Option<String>,
+    pub subscription_id: Option<SubscriptionId>,
     /// The event's JSON payload exactly as delivered.
     pub body: String,
     pub created_at: i64,

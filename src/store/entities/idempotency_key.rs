@@ -1,13 +1,14 @@
 //! A claimed Idempotency-Key: the request's fingerprint and, once it finished, the response kept
 //! for replay.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "idempotency_keys")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub account_id: String,
+    pub account_id: AccountId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
     /// sha256 of method, path and body: a different request under the same key is refused.

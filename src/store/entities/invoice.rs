@@ -1,22 +1,23 @@
 //! An invoice: one per approved charge (or per period whose total was 0), numbered in its account's series, with the customer and
 //! the lines as they were at issue (JSON) and its sums.
 
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "invoices")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: InvoiceId,
+    pub account_id: AccountId,
     pub series: String,
     pub sequence: i64,
     /// The series' prefix and the sequence (`FV-1`).
     pub number: String,
     /// NULL for a period whose total was 0 (no charge: CONTRACT §14).
-    pub charge_id: Option<String>,
-    pub subscription_id: Option<String>,
-    pub customer_id: String,
+    pub charge_id: Option<ChargeAttemptId>,
+    pub subscription_id: Option<SubscriptionId>,
+    pub customer_id: CustomerId,
     /// JSON of `store::invoices::Party`, as the customer was at issue.
     pub customer: String,
     /// JSON of `store::invoices::InvoiceLine`s.

@@ -15,6 +15,7 @@ pub mod dian_document;
 pub mod dian_range;
 pub mod event;
 pub mod idempotency_key;
+mod ids;
 pub mod invoice;
 pub mod invoice_series;
 pub mod payment_method;

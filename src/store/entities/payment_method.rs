@@ -1,14 +1,15 @@
 //! A customer's card or Nequi account, as the processor's payment source.
 
+use crate::ids::{AccountId, CustomerId, PaymentMethodId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "payment_methods")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub customer_id: String,
+    pub id: PaymentMethodId,
+    pub account_id: AccountId,
+    pub customer_id: CustomerId,
     pub processor_payment_source_id: i64,
     pub brand: Option<String>,
     pub last4: Option<String>,

@@ -1,6 +1,7 @@
 //! A customer portal session (CONTRACT §13): one customer of one account, an hour long, its
 //! URL's token stored only as its SHA-256.
 
+use crate::ids::{AccountId, CustomerId, PortalSessionId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -8,9 +9,9 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     /// `bps_…`.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub customer_id: String,
+    pub id: PortalSessionId,
+    pub account_id: AccountId,
+    pub customer_id: CustomerId,
     /// SHA-256 (hex) of the token in the session's URL.
     pub token_hash: String,
     pub return_url: Option<String>,
@@ -18,7 +19,7 @@ pub struct Model {
     pub locale: Option<String>,
     /// `payment_method_update` or `subscription_cancel`: the action the page opens with.
     pub flow_type: Option<String>,
-    pub flow_subscription_id: Option<String>,
+    pub flow_subscription_id: Option<SubscriptionId>,
     pub expires_at: i64,
     pub created_at: i64,
 }

@@ -1,5 +1,6 @@
 //! A processor event received at the ingress, kept so that a repeated delivery is applied once.
 
+use crate::ids::AccountId;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
@@ -7,8 +8,9 @@ use sea_orm::entity::prelude::*;
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub checksum: String,
-    pub account_id: String,
+    pub account_id: AccountId,
     pub event_type: String,
+    // raw id: the processor's transaction id, as its event carried it.
     pub transaction_id: Option<String>,
     pub reference: Option<String>,
     pub status: Option<String>,

@@ -1,15 +1,16 @@
 //! A promotion code: the text a customer types for a coupon, with its own limits (redemptions,
 //! expiry, one customer, first-time customers only).
 
+use crate::ids::{AccountId, CouponId, CustomerId, PromotionCodeId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "promotion_codes")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub coupon_id: String,
+    pub id: PromotionCodeId,
+    pub account_id: AccountId,
+    pub coupon_id: CouponId,
     /// As the merchant wrote it.
     pub code: String,
     /// Lowercase: what a typed code is matched by, unique among the account's active codes.
@@ -19,7 +20,7 @@ pub struct Model {
     pub times_redeemed: i64,
     pub expires_at: Option<i64>,
     /// Only this customer may redeem it.
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     /// Only a customer with no approved charge yet may redeem it.
     pub first_time_only: bool,
     pub metadata: Option<String>,

@@ -2,18 +2,20 @@
 //! pending when to ask about it next.
 
 use crate::domain::charge_status::RefundStatus;
+use crate::ids::{AccountId, ChargeAttemptId, RefundId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "refunds")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub charge_id: String,
+    pub id: RefundId,
+    pub account_id: AccountId,
+    pub charge_id: ChargeAttemptId,
     pub amount_cents: i64,
     pub reason: Option<String>,
     pub status: RefundStatus,
+    // raw id: the processor's refund id, in its own format.
     pub processor_refund_id: Option<String>,
     pub processor_status: Option<String>,
     pub processor_message: Option<String>,

@@ -3,22 +3,23 @@
 
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, PlanId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize, serde::Deserialize)]
 #[sea_orm(table_name = "subscriptions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub customer_id: String,
-    pub plan_id: String,
+    pub id: SubscriptionId,
+    pub account_id: AccountId,
+    pub customer_id: CustomerId,
+    pub plan_id: PlanId,
     pub cycle: Cycle,
     pub status: Status,
     pub current_period_start: i64,
     pub current_period_end: i64,
     pub next_charge_date: i64,
-    pub default_payment_method_id: String,
+    pub default_payment_method_id: PaymentMethodId,
     pub trial_end: Option<i64>,
     pub cancel_at_period_end: bool,
     pub failed_attempts: i32,

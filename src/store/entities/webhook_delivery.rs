@@ -1,15 +1,16 @@
 //! An event to deliver to one endpoint, with when to try next and how it ended.
 
+use crate::ids::{AccountId, DeliveryId, EventId, WebhookEndpointId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_deliveries")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
-    pub endpoint_id: String,
-    pub event_id: String,
+    pub id: DeliveryId,
+    pub account_id: AccountId,
+    pub endpoint_id: WebhookEndpointId,
+    pub event_id: EventId,
     /// pending, delivered, failed.
     pub status: String,
     pub attempts: i32,

@@ -1,6 +1,7 @@
 //! An integrator's webhook endpoint: its URL, the events it wants, its signing secret and whether
 //! it is enabled.
 
+use crate::ids::{AccountId, WebhookEndpointId};
 use crate::store::Secret;
 use sea_orm::entity::prelude::*;
 
@@ -8,8 +9,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub account_id: String,
+    pub id: WebhookEndpointId,
+    pub account_id: AccountId,
     pub url: String,
     pub secret: Secret,
     /// JSON array of subscribed event types.

@@ -324,9 +324,7 @@ pub async fn sandbox_processor(
         .await
         .expect("store");
     let row = store
-        .account(&billing::ids::AccountId::from_stored(
-            app.account_id.clone(),
-        ))
+        .account(&billing::ids::AccountId::parse(&app.account_id).expect("an account's id"))
         .await
         .expect("db")
         .expect("account");

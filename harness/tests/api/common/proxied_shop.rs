@@ -238,7 +238,7 @@ impl Shop {
 
     pub async fn charge(&self, id: &str) -> ChargeAttempt {
         self.store
-            .charge_by_id(id)
+            .charge_by_id(&billing::ids::ChargeAttemptId::parse(id).expect("a charge\'s id"))
             .await
             .expect("db")
             .expect("charge")
@@ -259,10 +259,12 @@ impl Shop {
     pub async fn unposted_charge(&self, subscription_id: Option<&str>) -> ChargeAttempt {
         self.store
             .begin_charge(NewCharge {
-                account: AccountId::from_stored(self.account_id.clone()),
-                subscription_id: subscription_id.map(str::to_owned),
-                customer_id: self.customer.clone(),
-                payment_method_id: self.method.clone(),
+                account: AccountId::parse(&self.account_id).expect("an account's id"),
+                subscription_id: subscription_id
+                    .map(|id| billing::ids::SubscriptionId::parse(id).expect("an id")),
+                customer_id: billing::ids::CustomerId::parse(&self.customer).expect("an id"),
+                payment_method_id: billing::ids::PaymentMethodId::parse(&self.method)
+                    .expect("an id"),
                 amount_cents: PLAN_MONTHLY,
                 fee_cents: FEE,
                 purpose: ChargePurpose::Manual,
