@@ -43,9 +43,10 @@ pub struct RangeIn {
     /// 1 to 4 letters or digits (`NC` is the credit notes').
     #[schema(pattern = "^[A-Za-z0-9]{1,4}$")]
     pub prefix: String,
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 999_999_999_999_i64)]
     pub from: i64,
-    #[schema(minimum = 1)]
+    /// At least `from`.
+    #[schema(minimum = 1, maximum = 999_999_999_999_i64)]
     pub to: i64,
     #[schema(format = Date)]
     pub valid_from: String,
