@@ -156,6 +156,13 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
             }
         })
         .collect();
+    let clock_offset = super::entities::account::Entity::find_by_id(invoice.account_id.clone())
+        .select_only()
+        .column(super::entities::account::Column::ClockOffsetMs)
+        .into_tuple::<i64>()
+        .one(conn)
+        .await?
+        .unwrap_or(0);
     let sequence = take_numbers(
         conn,
         &invoice.account_id,
@@ -178,7 +185,8 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         total_cents: refund.amount_cents,
         lines: serde_json::to_string(&credited)
             .map_err(|err| StoreError::invariant(format!("a credit note's lines: {err}")))?,
-        issued_at: refund.finalized_at.unwrap_or(refund.updated_at),
+        // Dated by the account's clock (`crate::clock`), as its invoice and events are.
+        issued_at: refund.finalized_at.unwrap_or(refund.updated_at) + clock_offset,
     };
     note.clone()
         .into_active_model()

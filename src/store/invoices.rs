@@ -187,26 +187,28 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
             None => read.get(id).cloned().flatten(),
         }
     };
-    // Read only for a charge begun without lines (a renewal's always has them).
-    let mut default_codes: HashMap<&AccountId, TaxCode> = HashMap::new();
-    for charge in charges.iter().filter(|c| c.invoice_lines.is_none()) {
-        let account_id = &charge.account_id;
-        if default_codes.contains_key(account_id) {
-            continue;
-        }
-        let code = account::Entity::find_by_id(account_id.clone())
-            .select_only()
-            .column(account::Column::DefaultTaxCode)
-            .into_tuple::<TaxCode>()
-            .one(conn)
-            .await?
-            .unwrap_or_default();
-        default_codes.insert(account_id, code);
-    }
+    // The accounts' default tax codes (for a charge begun without lines) and test-clock
+    // offsets: an invoice is dated by its account's clock (`crate::clock`), as the account's
+    // events are, while a charge's `finalized_at` is the machine's time.
+    let mut account_ids: Vec<&AccountId> = charges.iter().map(|c| &c.account_id).collect();
+    account_ids.sort();
+    account_ids.dedup();
+    let accounts: HashMap<AccountId, (TaxCode, i64)> = account::Entity::find()
+        .select_only()
+        .column(account::Column::Id)
+        .column(account::Column::DefaultTaxCode)
+        .column(account::Column::ClockOffsetMs)
+        .filter(account::Column::Id.is_in(account_ids))
+        .into_tuple::<(AccountId, TaxCode, i64)>()
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|(id, code, offset)| (id, (code, offset)))
+        .collect();
     let mut rows = Vec::with_capacity(charges.len());
     let mut events = Vec::with_capacity(charges.len());
     for charge in charges {
-        let default_code = default_codes
+        let (default_code, clock_offset) = accounts
             .get(&charge.account_id)
             .copied()
             .unwrap_or_default();
@@ -217,7 +219,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
                 subscription_id: charge.subscription_id.as_ref(),
                 customer_id: &charge.customer_id,
                 lines: lines_of(charge, default_code),
-                issued_at: charge.finalized_at.unwrap_or(charge.updated_at),
+                issued_at: charge.finalized_at.unwrap_or(charge.updated_at) + clock_offset,
                 period_start: None,
             },
             &customers,

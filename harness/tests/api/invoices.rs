@@ -17,6 +17,7 @@ crate::db_tests!(
     refunds_in_parts_are_credit_notes_that_add_up_to_the_invoice,
     a_customers_tax_identity_is_checked_and_invoices_keep_it_as_it_was,
     the_sellers_settings_are_checked_and_set_the_default_tax_code,
+    documents_are_dated_by_the_accounts_clock,
 );
 
 async fn customer_count(app: &TestApp) -> usize {
@@ -474,4 +475,59 @@ async fn the_sellers_settings_are_checked_and_set_the_default_tax_code(app: Test
     assert_eq!(again, set);
     let plan = app.create_plan("Cinco", 105, 1_050).await;
     assert_eq!(plan["tax_code"], "iva_5");
+}
+
+fn instant(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("an instant, not {value}"));
+    chrono::DateTime::parse_from_rfc3339(text).expect("RFC 3339")
+}
+
+/// With the test clock a month ahead, the renewal's invoice, its `invoice.created` and a
+/// refund's credit note are dated by the account's clock (the renewal's period, what the
+/// customer and DIAN see), never by the machine's time a month before.
+async fn documents_are_dated_by_the_accounts_clock(app: TestApp) {
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let id = sub["id"].as_str().expect("id");
+    advance(&app, 31 * 86_400).await;
+    let (_, renewed) = read(app.get(&format!("/v1/subscriptions/{id}")).await).await;
+    let period_start = instant(&renewed["current_period_start"]);
+    let all = invoices(&app, &format!("subscription_id={id}")).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let renewal = all
+        .iter()
+        .max_by_key(|i| instant(&i["issued_at"]))
+        .expect("the renewal's invoice")
+        .clone();
+    assert!(
+        instant(&renewal["issued_at"]) >= period_start,
+        "issued {} before its period began {period_start}",
+        renewal["issued_at"]
+    );
+    let created = events(&app, id)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "invoice.created")
+        .find(|e| e["data"]["invoice_id"] == renewal["id"])
+        .expect("its invoice.created");
+    assert!(instant(&created["created"]) >= period_start, "{created}");
+
+    let charge = renewal["charge_id"].as_str().expect("charge");
+    let (status, refund) = crate::refunds::refund(&app, charge, json!({})).await;
+    assert_eq!(status, 201, "{refund}");
+    let refund = crate::refunds::settled(&app, refund["id"].as_str().expect("id")).await;
+    assert_eq!(refund["status"], "approved", "{refund}");
+    let (_, notes) = read(
+        app.get(&format!(
+            "/v1/credit-notes?invoice_id={}",
+            renewal["id"].as_str().expect("id")
+        ))
+        .await,
+    )
+    .await;
+    let note = &notes["data"][0];
+    assert!(instant(&note["issued_at"]) >= period_start, "{note}");
+    assert_invariants(&app).await;
 }
