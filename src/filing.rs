@@ -9,7 +9,8 @@
 //!
 //! Sandbox accounts file with the in-process sandbox DIAN (told of their software and ranges
 //! before each send, since it remembers nothing across restarts), reached over HTTP at this
-//! node's own address; live accounts with DIAN's service for their environment, or the address
+//! node's own address, or with the standalone one an operator named (`dian_sandbox_url`);
+//! live accounts with DIAN's service for their environment, or the address
 //! an operator set. The test clock's advance calls `flush`.
 
 use crate::clock::Clock;
@@ -24,7 +25,7 @@ use crate::domain::recheck::recheck_delay;
 use crate::domain::time::from_millis;
 use crate::ids::{AccountId, DocumentId};
 use crate::store::dian::DianSecrets;
-use crate::store::dian::submission::{Claimed, Prepared};
+use crate::store::dian::submission::{Claimed, Prepared, Redated};
 use crate::store::{Store, StoreResult};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,13 +48,17 @@ struct Inner {
     store: Store,
     clock: Clock,
     sandbox: Arc<SandboxDian>,
-    /// The in-process sandbox's service, at this node's own address.
+    /// The sandbox's service: the in-process one at this node's own address, or another.
     sandbox_address: String,
+    /// Whether that is the in-process sandbox, which is told of software and ranges here.
+    sandbox_in_process: bool,
     test_address: String,
     production_address: String,
     timeout: Duration,
     retry_base: Duration,
-    /// Longer than a call's timeout: a claim outlives the attempt it was made for.
+    /// A claim outlives the attempt it was made for: three calls at most (a status, a send, a
+    /// status after "already received"), each within `timeout`, and the rows' writes. A
+    /// claim that lapses anyway loses its writes (each is conditional on the claim).
     lease: Duration,
     /// Each account's emitter, with the fingerprint of the secrets and address it was made of.
     emitters: Mutex<HashMap<AccountId, (String, Arc<DianService>)>>,
@@ -66,7 +71,11 @@ impl Filing {
             store,
             clock,
             sandbox,
-            sandbox_address: format!("{}{SANDBOX_MOUNT}{SERVICE_PATH}", config.node_url()),
+            sandbox_address: config
+                .dian_sandbox_url
+                .clone()
+                .unwrap_or_else(|| format!("{}{SANDBOX_MOUNT}{SERVICE_PATH}", config.node_url())),
+            sandbox_in_process: config.dian_sandbox_url.is_none(),
             test_address: config
                 .dian_test_url
                 .clone()
@@ -77,7 +86,7 @@ impl Filing {
                 .unwrap_or_else(|| default_address(Environment::Production).to_owned()),
             timeout,
             retry_base: Duration::from_millis(config.dian_retry_base_ms.max(1)),
-            lease: timeout * 2 + Duration::from_secs(30),
+            lease: timeout * 3 + Duration::from_secs(5),
             emitters: Mutex::new(HashMap::new()),
         }))
     }
@@ -194,7 +203,7 @@ impl Filing {
                     .await;
             }
         };
-        if sandbox {
+        if sandbox && self.0.sandbox_in_process {
             self.0
                 .sandbox
                 .register_software(&document.software.id, &secrets.software_pin);
@@ -205,12 +214,23 @@ impl Filing {
             }
         }
         let account = row.account_id.clone();
+        let mut document = document;
+        let mut key = row.unique_code.clone().unwrap_or_default();
         let xml = match row.xml {
             Some(xml) => xml,
             None => {
                 // Signed at the account's instant: a sandbox account's test clock may be ahead,
-                // and DIAN compares the signing time with the issue instant.
+                // and DIAN compares the signing time with the issue instant. DIAN accepts a
+                // document only on the Colombian date it was issued (FAD09e): one numbered on
+                // an earlier day and never signed, so never sent, is re-dated to now, with the
+                // code that date gives it (an invoice that waited for a range, a node down
+                // across midnight, a test clock moved between numbering and signing).
                 let signing_time = from_millis(self.0.clock.now_ms(&account).await?);
+                let redated = colombian_date(signing_time) != colombian_date(document.issued_at);
+                if redated {
+                    document.issued_at = signing_time;
+                    key = document.unique_code();
+                }
                 let signed = match emitter.sign(&document, signing_time) {
                     Ok(signed) => String::from_utf8_lossy(&signed).into_owned(),
                     Err(err) => {
@@ -220,13 +240,22 @@ impl Filing {
                             .await;
                     }
                 };
-                if !store.record_dian_signature(&row.id, claim, &signed).await? {
+                let redated = redated.then(|| Redated {
+                    issued_at: signing_time.timestamp_millis(),
+                    unique_code: &key,
+                });
+                if !store
+                    .record_dian_signature(&row.id, claim, &signed, redated)
+                    .await?
+                {
                     return Ok(());
+                }
+                if redated.is_some() {
+                    tracing::info!(document = %row.id, "a DIAN document numbered on an earlier day was re-dated to its signing");
                 }
                 signed
             }
         };
-        let key = row.unique_code.clone().unwrap_or_default();
         let outcome = if row.sent_at.is_some() {
             match emitter.status(&key).await {
                 Outcome::Unknown(Unknown::NotFound) => {

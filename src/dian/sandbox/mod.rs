@@ -28,8 +28,6 @@ pub const SERVICE_PATH: &str = "/WcfDianCustomerServices.svc";
 
 #[derive(Clone, Debug)]
 pub struct SandboxDianConfig {
-    /// How long after the issue instant a document may be signed (DIAN compares them).
-    pub signing_tolerance: chrono::Duration,
     /// How long a "late" fault holds the answer back.
     pub late_by: Duration,
     /// Whether a request's WS-Security signature is checked (DIAN does).
@@ -39,7 +37,6 @@ pub struct SandboxDianConfig {
 impl Default for SandboxDianConfig {
     fn default() -> Self {
         Self {
-            signing_tolerance: chrono::Duration::hours(24),
             late_by: Duration::from_secs(30),
             check_ws_security: true,
         }
@@ -53,6 +50,17 @@ pub enum Fault {
     Late,
     /// Answer 503 without a body.
     Unavailable,
+}
+
+/// A document the sandbox accepted.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AcceptedDocument {
+    pub seller_nit: String,
+    pub number: String,
+    /// Its CUFE or CUDE.
+    pub key: String,
+    /// How many times it was sent (`SendBillSync`), the accepted time included.
+    pub sends: u32,
 }
 
 /// What the sandbox was told: ranges by seller NIT, software PINs by software id.
@@ -93,6 +101,8 @@ struct State {
     answers: HashMap<String, DianResponse>,
     /// Accepted numbers: (seller NIT, number) → key.
     numbers: HashMap<(String, String), String>,
+    /// How many times each document (by key) was sent.
+    sends: HashMap<String, u32>,
     fault: Option<(Fault, u32)>,
 }
 
@@ -163,6 +173,24 @@ impl SandboxDian {
     /// The next `times` calls fail with `fault`.
     pub fn fail_next(&self, fault: Fault, times: u32) {
         self.state().fault = (times > 0).then_some((fault, times));
+    }
+
+    /// Every document it accepted, with how many times it was sent (`GET _sandbox/documents`):
+    /// what a fault run compares with the documents the service believes accepted.
+    pub fn accepted(&self) -> Vec<AcceptedDocument> {
+        let state = self.state();
+        let mut accepted: Vec<AcceptedDocument> = state
+            .numbers
+            .iter()
+            .map(|((seller_nit, number), key)| AcceptedDocument {
+                seller_nit: seller_nit.clone(),
+                number: number.clone(),
+                key: key.clone(),
+                sends: state.sends.get(key).copied().unwrap_or(0),
+            })
+            .collect();
+        accepted.sort_by(|a, b| (&a.seller_nit, &a.number).cmp(&(&b.seller_nit, &b.number)));
+        accepted
     }
 
     /// Takes one call's fault, if one is pending.

@@ -76,8 +76,15 @@ impl SandboxDian {
             }
         };
         let registry = self.state().registry.clone();
-        let outcome = check(&xml, &registry, self.config.signing_tolerance);
+        let outcome = check(&xml, &registry);
         let mut state = self.state();
+        let sent_key = match &outcome {
+            Ok(passed) => Some(passed.key.clone()),
+            Err(refused) => refused.key.clone(),
+        };
+        if let Some(key) = sent_key {
+            *state.sends.entry(key).or_insert(0) += 1;
+        }
         match outcome {
             Ok(Passed {
                 key,

@@ -39,9 +39,8 @@ fn refuse(key: Option<&str>, rule: impl Into<String>) -> Refused {
 
 const SCHEMA: &str = "Regla: ZB01, Rechazo: Fallo en el esquema XML del archivo";
 
-/// Checks `xml` against what DIAN refuses, with the ranges and software `registry` knows and
-/// the allowed gap between signing and issue.
-pub fn check(xml: &str, registry: &Registry, tolerance: Duration) -> Result<Passed, Refused> {
+/// Checks `xml` against what DIAN refuses, with the ranges and software `registry` knows.
+pub fn check(xml: &str, registry: &Registry) -> Result<Passed, Refused> {
     let tree = Tree::parse(xml).map_err(|err| refuse(None, format!("{SCHEMA}: {err}.")))?;
     let root = tree.root();
     let invoice = match tree.expanded(root) {
@@ -174,8 +173,13 @@ pub fn check(xml: &str, registry: &Registry, tolerance: Duration) -> Result<Pass
             format!("Regla: {group}D09, Rechazo: IssueDate o IssueTime inválidos."),
         )
     })?;
+    // As DIAN (FAD09e): signed on the Colombian date of issue, and not before it (a clock
+    // five minutes behind is let through).
     let gap = signed_at.signed_duration_since(issued_at);
-    if gap < -Duration::minutes(5) || gap > tolerance {
+    let signing_date = signed_at
+        .with_timezone(&crate::domain::dian::COLOMBIA)
+        .date_naive();
+    if gap < -Duration::minutes(5) || signing_date != issued_at.date_naive() {
         return Err(refuse(
             Some(&key),
             format!(

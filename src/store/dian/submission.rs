@@ -20,6 +20,15 @@ use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QuerySelect};
 
+/// A document's new issue instant (milliseconds) and CUFE or CUDE, when it is signed on a later
+/// Colombian date than it was numbered: DIAN accepts a document only on the day it was issued
+/// (rule FAD09e), and one not yet signed has never been sent.
+#[derive(Clone, Copy, Debug)]
+pub struct Redated<'a> {
+    pub issued_at: i64,
+    pub unique_code: &'a str,
+}
+
 /// A document claimed for one attempt.
 pub struct Claimed {
     pub row: DianDocument,
@@ -179,7 +188,7 @@ impl Store {
                     &Corrected {
                         number: invoice_doc.number.as_deref().unwrap_or_default(),
                         cufe: invoice_doc.unique_code.as_deref().unwrap_or_default(),
-                        issued_at: invoice.issued_at,
+                        issued_at: invoice_doc.issued_at,
                         whole: note.total_cents == invoice.total_cents,
                     },
                     &issuer,
@@ -189,6 +198,10 @@ impl Store {
                 )?
             }
         };
+        // The document's own issue instant: its invoice's or credit note's, unless it was
+        // re-dated when signed (`Redated`).
+        let mut document = document;
+        document.issued_at = crate::domain::time::from_millis(row.issued_at);
         if document.unique_code() != row.unique_code.clone().unwrap_or_default() {
             return Ok(Prepared::Broken(
                 "the document no longer gives the code fixed at numbering".into(),
@@ -216,15 +229,30 @@ impl Store {
             .await?)
     }
 
-    /// Keeps the signed XML of `id` (once: the first signature is the document).
+    /// Keeps the signed XML of `id` (once: the first signature is the document), with the
+    /// issue instant and code it was re-dated to when it is signed on a later day than it was
+    /// numbered (`Redated`); in one statement, so a document is never stored half re-dated.
     pub async fn record_dian_signature(
         &self,
         id: &DocumentId,
         claim: &str,
         xml: &str,
+        redated: Option<Redated<'_>>,
     ) -> StoreResult<bool> {
-        let updated = dian_document::Entity::update_many()
-            .col_expr(dian_document::Column::Xml, Expr::value(xml))
+        let mut update = dian_document::Entity::update_many()
+            .col_expr(dian_document::Column::Xml, Expr::value(xml));
+        if let Some(redated) = redated {
+            update = update
+                .col_expr(
+                    dian_document::Column::IssuedAt,
+                    Expr::value(redated.issued_at),
+                )
+                .col_expr(
+                    dian_document::Column::UniqueCode,
+                    Expr::value(redated.unique_code),
+                );
+        }
+        let updated = update
             .filter(dian_document::Column::Id.eq(id))
             .filter(dian_document::Column::Claim.eq(claim))
             .filter(dian_document::Column::Xml.is_null())
