@@ -173,6 +173,11 @@ pub struct Config {
     /// DIAN's web service for live accounts in `production`; unset, DIAN's own.
     #[arg(long, env = "BILLING_DIAN_PRODUCTION_URL", global = true)]
     pub dian_production_url: Option<String>,
+    /// The sandbox DIAN that sandbox accounts file with; unset, the in-process one at this
+    /// node's `/sandbox/dian`. A standalone `billing sandbox-dian` here must be told of the
+    /// accounts' software and ranges through its `_sandbox` administration (the fault runs do).
+    #[arg(long, env = "BILLING_DIAN_SANDBOX_URL", global = true, hide = true)]
+    pub dian_sandbox_url: Option<String>,
     /// Milliseconds one call to DIAN may take before its answer counts as unknown.
     #[arg(
         long,
@@ -233,6 +238,7 @@ impl Config {
             sandbox: crate::processor::sandbox::SandboxConfig::default(),
             dian_test_url: None,
             dian_production_url: None,
+            dian_sandbox_url: None,
             dian_timeout_ms: 30_000,
             dian_interval_ms: 1_000,
             dian_retry_base_ms: 5_000,

@@ -86,6 +86,10 @@ enum Command {
         /// The server's shard leases (PostgreSQL, `BILLING_LEASE_TTL_MS`).
         #[arg(long, default_value_t = 5_000)]
         timer_lease_ms: u64,
+        /// DIAN on: every invoice and credit note is filed with a standalone sandbox DIAN
+        /// behind its own fault proxy, and judged accepted once each.
+        #[arg(long)]
+        dian: bool,
     },
     /// Benchmarks (see README: Current figures).
     Bench {
@@ -327,6 +331,7 @@ async fn main() -> anyhow::Result<()> {
             hang_ups,
             dir,
             timer_lease_ms,
+            dian,
         } => {
             let database_url = &cli.config.database_url;
             let options = harness::chaos::Options {
@@ -341,6 +346,7 @@ async fn main() -> anyhow::Result<()> {
                 hang_ups,
                 settle_bound: std::time::Duration::from_secs(120),
                 timer_lease: std::time::Duration::from_millis(timer_lease_ms),
+                dian,
             };
             let summary = harness::chaos::run(&options, runs, |index, report| match report {
                 Ok(report) => println!("run {}/{runs} {report}", index + 1),

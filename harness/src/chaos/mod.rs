@@ -20,10 +20,14 @@
 //!    undone, and checks (`checks`): the invariant checker, the processor's transactions one
 //!    to one with our charges, each charge ended as its card decides, one subscription per key.
 //!
+//! With `dian`, the account files its invoices with a standalone sandbox DIAN behind a third
+//! fault proxy, and the checks add DIAN's side (`dian`).
+//!
 //! A run whose checks fail keeps its database and the server's log and names them.
 
 pub mod checks;
 pub mod cluster;
+pub mod dian;
 pub mod fixtures;
 pub mod processes;
 pub mod proxy;
@@ -58,6 +62,8 @@ pub struct Options {
     /// renewals the killed server had claimed wait this long for the restarted one, so it
     /// must be well under `settle_bound` (the production lease is 5 minutes).
     pub timer_lease: Duration,
+    /// DIAN on (`dian`): documents filed with a standalone sandbox DIAN behind a fault proxy.
+    pub dian: bool,
 }
 
 impl Options {
@@ -87,6 +93,8 @@ pub struct RunReport {
     pub pending_at_kill: u64,
     /// Clients that hung up before their answer came.
     pub hang_ups: usize,
+    /// With DIAN on: what was filed and what the kill interrupted.
+    pub dian: Option<dian::DianTally>,
     pub breaches: Vec<Breach>,
     pub elapsed: Duration,
     /// Where the database and log of a broken run are kept.
@@ -119,6 +127,9 @@ impl std::fmt::Display for RunReport {
             self.breaches.len(),
             self.elapsed.as_secs_f64()
         )?;
+        if let Some(dian) = &self.dian {
+            write!(f, "\n  DIAN: {dian}")?;
+        }
         for breach in &self.breaches {
             write!(f, "\n  VIOLATION {}: {}", breach.invariant, breach.detail)?;
         }

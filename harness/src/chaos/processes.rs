@@ -28,30 +28,15 @@ impl Sandbox {
         settle_delay: Duration,
         admin_token: &str,
     ) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary)
-            .args(["sandbox-processor", "--bind", "127.0.0.1:0"])
-            .args(["--settle-delay-ms", &settle_delay.as_millis().to_string()])
-            // In the environment, not the arguments, where `ps` would show it.
-            .env("BILLING_SANDBOX_ADMIN_TOKEN", admin_token)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", binary.display()))?;
-        let stdout = child.stdout.take().context("sandbox stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let line = tokio::time::timeout(START_BOUND, lines.next_line())
-            .await
-            .context("the sandbox processor did not say where it listens")??
-            .context("the sandbox processor exited before listening")?;
-        let base = line
-            .strip_prefix("sandbox processor at ")
-            .context("unexpected first line from the sandbox processor")?
-            .trim()
-            .to_owned();
-        // Its log lines go to the same pipe: read them, or a full pipe would stall it.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let settle = settle_delay.as_millis().to_string();
+        let args = [
+            "sandbox-processor",
+            "--bind",
+            "127.0.0.1:0",
+            "--settle-delay-ms",
+            &settle,
+        ];
+        let (child, base) = start_peer(binary, &args, admin_token, "sandbox processor at ").await?;
         Ok(Self { child, base })
     }
 
@@ -63,6 +48,40 @@ impl Sandbox {
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// Starts a sandbox (`args` name its command) administered with `admin_token`, and reads the
+/// address it prints on its first line after `announce`.
+pub(crate) async fn start_peer(
+    binary: &Path,
+    args: &[&str],
+    admin_token: &str,
+    announce: &str,
+) -> anyhow::Result<(Child, String)> {
+    let mut child = Command::new(binary)
+        .args(args)
+        // In the environment, not the arguments, where `ps` would show it.
+        .env("BILLING_SANDBOX_ADMIN_TOKEN", admin_token)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", binary.display()))?;
+    let stdout = child.stdout.take().context("the sandbox's stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(START_BOUND, lines.next_line())
+        .await
+        .with_context(|| format!("`{}` did not say where it listens", args[0]))??
+        .with_context(|| format!("`{}` exited before listening", args[0]))?;
+    let base = line
+        .strip_prefix(announce)
+        .with_context(|| format!("unexpected first line from `{}`: {line}", args[0]))?
+        .trim()
+        .to_owned();
+    // Its log lines go to the same pipe: read them, or a full pipe would stall it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, base))
 }
 
 /// What the server is started with, the same at every start of one run.
@@ -80,6 +99,8 @@ pub struct ServerSpec {
     pub recheck_base: Duration,
     /// How long the server's shard leases last (PostgreSQL).
     pub timer_lease: Duration,
+    /// The sandbox DIAN the account files with (its service URL), when the run has DIAN on.
+    pub dian: Option<String>,
 }
 
 /// A running `billing serve`.
@@ -96,7 +117,22 @@ impl Server {
             .append(true)
             .open(&spec.log)
             .with_context(|| format!("opening {}", spec.log.display()))?;
-        let mut child = Command::new(&spec.binary)
+        let mut command = Command::new(&spec.binary);
+        if let Some(dian) = &spec.dian {
+            // DIAN's calls as short as the processor's, and their retries as quick.
+            command
+                .env("BILLING_DIAN_SANDBOX_URL", dian)
+                .env(
+                    "BILLING_DIAN_TIMEOUT_MS",
+                    spec.processor_timeout.as_millis().to_string(),
+                )
+                .env("BILLING_DIAN_INTERVAL_MS", "100")
+                .env(
+                    "BILLING_DIAN_RETRY_BASE_MS",
+                    spec.recheck_base.as_millis().to_string(),
+                );
+        }
+        let mut child = command
             .arg("serve")
             .env("DATABASE_URL", &spec.database_url)
             .env("BILLING_BIND", format!("127.0.0.1:{}", spec.port))

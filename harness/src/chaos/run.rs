@@ -4,6 +4,7 @@
 //! request arrives first at the proxy, so which one draws which fault.
 
 use super::checks::{Expected, check};
+use super::dian::{self, DianPeer, DianTally};
 use super::processes::{FreshDatabase, Sandbox, Server, ServerSpec, free_port};
 use super::proxy::{Fault, Proxy};
 use super::shop::{APPROVING_CARD, DECLINING_CARD, Holder, Retried, Shop};
@@ -75,8 +76,15 @@ pub(super) async fn run_once(options: &Options, index: usize) -> anyhow::Result<
     let log = options.dir.join(format!("chaos-{seed:016x}.log"));
     // The shop registers its merchant with the server's admin token (`Shop::open`).
     let sandbox = Sandbox::start(&options.binary, SETTLE_DELAY, ADMIN_TOKEN).await?;
-    let outcome = with_processes(options, seed, &database, &sandbox, &log).await;
+    let dian = match options.dian {
+        true => Some(DianPeer::start(&options.binary, ADMIN_TOKEN).await?),
+        false => None,
+    };
+    let outcome = with_processes(options, seed, &database, &sandbox, dian.as_ref(), &log).await;
     sandbox.stop().await;
+    if let Some(dian) = dian {
+        dian.stop().await;
+    }
     let mut report = outcome.with_context(|| {
         format!(
             "seed {seed:#018x}; kept {}; server log {}",
@@ -105,6 +113,7 @@ async fn with_processes(
     seed: u64,
     database: &FreshDatabase,
     sandbox: &Sandbox,
+    dian: Option<&DianPeer>,
     log: &std::path::Path,
 ) -> anyhow::Result<RunReport> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -112,6 +121,10 @@ async fn with_processes(
         .timeout(Duration::from_secs(60))
         .build()?;
     let processor_proxy = Proxy::start(&sandbox.base).await?;
+    let dian_proxy = match dian {
+        Some(peer) => Some(Proxy::start(&peer.root).await?),
+        None => None,
+    };
     let spec = ServerSpec {
         binary: options.binary.clone(),
         database_url: database.url.clone(),
@@ -122,6 +135,9 @@ async fn with_processes(
         reconcile_interval: RECONCILE_INTERVAL,
         recheck_base: RECHECK_BASE,
         timer_lease: options.timer_lease,
+        dian: dian_proxy
+            .as_ref()
+            .map(|proxy| format!("{}{}", proxy.base, billing::dian::sandbox::SERVICE_PATH)),
     };
     let events_proxy = Proxy::start(&format!("http://127.0.0.1:{}", spec.port)).await?;
     let server = Server::start(&spec, &http).await?;
@@ -137,9 +153,12 @@ async fn with_processes(
         .await?,
     );
     let store = Store::connect(&database.url).await?;
+    if let Some(peer) = dian {
+        dian::turn_on(&shop, peer, &http, &options.dir).await?;
+    }
 
     let (mut expected, hang_up_holders) = setup(&shop, options, &mut rng).await?;
-    wait_settled(&store, &shop, SETUP_BOUND).await?;
+    wait_settled(&store, &shop, options.dian, SETUP_BOUND).await?;
 
     // The burst: a month passes with faults on. The server is killed at a seeded point of the
     // burst's progress, where each renewal counts once when its charge is recorded and once
@@ -148,6 +167,12 @@ async fn with_processes(
     let baseline = crate::Raw(&store).count_charges(&shop.account).await?;
     processor_proxy.randomly(rng.random(), processor_faults(options.fault_rate));
     events_proxy.randomly(rng.random(), event_faults(options.fault_rate));
+    if let Some(proxy) = &dian_proxy {
+        proxy.randomly(
+            rng.random(),
+            dian::faults(options.fault_rate, PROCESSOR_TIMEOUT),
+        );
+    }
     let kill_at = rng.random_range(1..=2 * options.subscriptions.max(1)) as u64;
     let advance = {
         let shop = Arc::clone(&shop);
@@ -163,6 +188,10 @@ async fn with_processes(
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut dian_tally = DianTally::default();
+    if options.dian {
+        dian_tally.in_flight_at_kill = crate::Raw(&store).dian_in_flight(&shop.account).await?;
     }
     server.kill().await?;
     advance.abort();
@@ -184,9 +213,20 @@ async fn with_processes(
     // Faults off; everything must settle on its own within the bound.
     processor_proxy.clear();
     events_proxy.clear();
-    let settled = wait_settled(&store, &shop, options.settle_bound).await;
+    if let Some(proxy) = &dian_proxy {
+        proxy.clear();
+    }
+    let settled = wait_settled(&store, &shop, options.dian, options.settle_bound).await;
     let (mut breaches, tally) = check(&store, &shop, &processor_proxy, &expected).await?;
     breaches.extend(locked);
+    if let (Some(peer), Some(proxy)) = (dian, &dian_proxy) {
+        breaches.extend(dian::judge(&store, &shop.account, peer, &http, &mut dian_tally).await?);
+        dian_tally.faults = proxy
+            .all_seen()
+            .iter()
+            .filter(|s| s.fault.is_some())
+            .count();
+    }
     if let Err(err) = settled {
         breaches.push(Breach {
             invariant: "work left undone after the faults stopped",
@@ -214,6 +254,7 @@ async fn with_processes(
         killed_after: renewals,
         pending_at_kill,
         hang_ups: hung_up,
+        dian: options.dian.then_some(dian_tally),
         breaches,
         elapsed: Duration::ZERO,
         kept: None,
@@ -305,23 +346,34 @@ async fn hang_ups(
     Ok((hung_up, breaches))
 }
 
-/// Waits until no charge of the shop is pending and no due renewal is left undone.
-async fn wait_settled(store: &Store, shop: &Shop, bound: Duration) -> anyhow::Result<()> {
+/// Waits until no charge of the shop is pending, no due renewal is left undone and, with
+/// `dian`, no electronic document is unfinished.
+async fn wait_settled(
+    store: &Store,
+    shop: &Shop,
+    dian: bool,
+    bound: Duration,
+) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + bound;
     loop {
         let pending = store.count_pending_charges(&shop.account).await?;
+        let filing = match dian {
+            true => crate::Raw(store).dian_unfinished(&shop.account).await?,
+            false => 0,
+        };
         let undone = crate::Raw(store)
             .audit(chrono::Utc::now().timestamp_millis())
             .await?
             .into_iter()
             .filter(|b| b.invariant == DUE_RENEWAL_NOT_DONE)
             .count();
-        if pending == 0 && undone == 0 {
+        if pending == 0 && undone == 0 && filing == 0 {
             return Ok(());
         }
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
-            "{pending} charges still pending and {undone} due renewals undone after {bound:?}"
+            "{pending} charges still pending, {undone} due renewals undone and {filing} \
+             electronic documents unfinished after {bound:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

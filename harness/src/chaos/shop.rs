@@ -220,9 +220,19 @@ impl Shop {
     }
 
     async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.call(reqwest::Method::POST, path, body).await
+    }
+
+    /// `method path` with `body` under the account's key; the answer, which must be 2xx.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<Value> {
         let request = self
             .http
-            .post(format!("{}{path}", self.base))
+            .request(method, format!("{}{path}", self.base))
             .bearer_auth(&self.key)
             .json(&body);
         send(request).await

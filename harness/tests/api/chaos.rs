@@ -1,7 +1,9 @@
 //! Issue 13's fault-injection harness, bounded for CI: two short `billing chaos` runs per
 //! database through the same code as the command (`harness::chaos::run`): the real server
 //! killed mid-burst with processor and event faults on, clients that hang up, and not one
-//! violation of the money invariants afterwards. Longer runs: `billing chaos --runs 100`.
+//! violation of the money invariants afterwards; and one run per database with DIAN on (its
+//! calls faulted too, the kill landing while documents are filed): every invoice accepted by
+//! the standalone sandbox DIAN, once. Longer runs: `billing chaos --runs 100 [--dian]`.
 //!
 //! The seed comes from the time unless `BILLING_CHAOS_SEED` is set; a failure prints each run's
 //! seed, and `billing chaos --runs 1 --seed <it> --subscriptions 12` runs it again.
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 const RUNS: usize = 2;
 
-fn options(postgres: Option<String>) -> Options {
+fn options(postgres: Option<String>, dian: bool) -> Options {
     let seed = std::env::var("BILLING_CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -28,15 +30,20 @@ fn options(postgres: Option<String>) -> Options {
         hang_ups: 2,
         settle_bound: Duration::from_secs(90),
         timer_lease: Duration::from_secs(5),
+        dian,
     }
 }
 
-async fn runs_break_no_invariant(postgres: Option<String>) {
-    let options = options(postgres);
-    let mut lines = Vec::new();
-    let summary = harness::chaos::run(&options, RUNS, |index, report| {
+async fn runs_break_no_invariant(postgres: Option<String>, dian: bool) {
+    let options = options(postgres, dian);
+    let runs = if dian { 1 } else { RUNS };
+    let (mut lines, mut filed) = (Vec::new(), 0);
+    let summary = harness::chaos::run(&options, runs, |index, report| {
         let line = match report {
-            Ok(report) => format!("run {} {report}", index + 1),
+            Ok(report) => {
+                filed += report.dian.map_or(0, |tally| tally.documents);
+                format!("run {} {report}", index + 1)
+            }
             Err(err) => format!("run {} could not run: {err:#}", index + 1),
         };
         eprintln!("{line}");
@@ -45,11 +52,32 @@ async fn runs_break_no_invariant(postgres: Option<String>) {
     .await;
     assert!(summary.is_clean(), "{summary}\n{}", lines.join("\n"));
     assert!(summary.charges > 0, "nothing was charged: {summary}");
+    if dian {
+        // Every approved charge of the run is an invoice, so at least one per subscription.
+        assert!(
+            filed >= options.subscriptions,
+            "{filed} electronic documents: {}",
+            lines.join("\n")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_chaos_runs_break_no_invariant() {
-    runs_break_no_invariant(None).await;
+    runs_break_no_invariant(None, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_chaos_run_with_dian_files_every_invoice_once() {
+    runs_break_no_invariant(None, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_chaos_run_with_dian_files_every_invoice_once() {
+    let Some(database) = postgres_database().await else {
+        return;
+    };
+    runs_break_no_invariant(Some(database), true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,5 +85,5 @@ async fn postgres_chaos_runs_break_no_invariant() {
     let Some(database) = postgres_database().await else {
         return;
     };
-    runs_break_no_invariant(Some(database)).await;
+    runs_break_no_invariant(Some(database), false).await;
 }

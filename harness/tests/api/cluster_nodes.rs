@@ -45,7 +45,7 @@ pub(crate) async fn owned(app: &TestApp) -> BTreeSet<u16> {
 /// A sandbox processor of its own (so that every node charges through the same one), a
 /// sandbox account using it whose events go to `events_to`'s ingress, a plan, a customer with
 /// a 4242 card and a balance; returns the account as seen through `app`.
-async fn shop(app: &TestApp, events_to: &TestApp) -> (TestApp, String, String, String) {
+pub(crate) async fn shop(app: &TestApp, events_to: &TestApp) -> (TestApp, String, String, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -122,7 +122,7 @@ async fn shop(app: &TestApp, events_to: &TestApp) -> (TestApp, String, String, S
 }
 
 /// The same account through another node.
-fn through(shop: &TestApp, node: &TestApp) -> TestApp {
+pub(crate) fn through(shop: &TestApp, node: &TestApp) -> TestApp {
     let mut other = TestApp::attached(node.base.clone(), node.database_url.clone());
     other.api_key = shop.api_key.clone();
     other.account_id = shop.account_id.clone();

@@ -1,14 +1,15 @@
 //! The sandbox DIAN's administration, under `_sandbox` and behind the admin token (as the
 //! sandbox processor's): telling it of a numbering range (`POST ranges`), of a software and
-//! its PIN (`POST software`), and of failures to produce (`POST faults`).
+//! its PIN (`POST software`), and of failures to produce (`POST faults`); and what it accepted
+//! (`GET documents`).
 
-use super::{Fault, SandboxDian};
+use super::{AcceptedDocument, Fault, SandboxDian};
 use crate::dian::document::NumberingRange;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::NaiveDate;
 use serde::Deserialize;
@@ -19,6 +20,7 @@ pub(super) fn router(sandbox: Arc<SandboxDian>) -> Router {
         .route("/ranges", post(register_range))
         .route("/software", post(register_software))
         .route("/faults", post(set_fault))
+        .route("/documents", get(accepted))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&sandbox),
             require_admin,
@@ -113,4 +115,8 @@ async fn set_fault(
         _ => return StatusCode::UNPROCESSABLE_ENTITY,
     }
     StatusCode::NO_CONTENT
+}
+
+async fn accepted(State(sandbox): State<Arc<SandboxDian>>) -> Json<Vec<AcceptedDocument>> {
+    Json(sandbox.accepted())
 }
