@@ -2,7 +2,7 @@
 //! invoice, issued in the transaction that settled it (`store::invoices`), and every approved
 //! refund one credit note, issued in the transaction that approved it (`store::credit_notes`).
 
-use crate::documents::sheet::Sheet;
+use crate::documents::electronic;
 use crate::documents::text::Locale;
 use crate::domain::money::CURRENCY;
 use crate::domain::time::{from_millis, rfc3339};
@@ -305,7 +305,8 @@ pub struct PdfQuery {
 pub struct PdfFile(pub Vec<u8>);
 
 /// An invoice's PDF: seller, customer, number, date, lines, the IVA breakdown and the totals in
-/// pesos (with DIAN on, also its CUFE and QR code).
+/// pesos; with DIAN on, the electronic invoice's representation (its DIAN number, CUFE, QR code
+/// and numbering authorisation).
 #[utoipa::path(get, path = "/v1/invoices/{id}/pdf", tag = "invoices", params(PdfQuery),
     responses((status = 200, content_type = "application/pdf", body = PdfFile,
         description = "The invoice's PDF."), (status = 404, body = ErrorBody)))]
@@ -322,7 +323,8 @@ async fn get_invoice_pdf(
             ApiError::not_found(format!("No invoice with id `{id}`.")).param("id")
         })?;
     let seller = seller(&state, account).await?;
-    let sheet = Sheet::of_invoice(&invoice, &seller, locale(&query)?)
+    let sheet = electronic::invoice_sheet(&state.store, &invoice, &seller, locale(&query)?)
+        .await
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
 }
@@ -354,8 +356,10 @@ async fn get_credit_note_pdf(
             ApiError::Internal(format!("credit note {id} without its invoice").into())
         })?;
     let seller = seller(&state, account).await?;
-    let sheet = Sheet::of_credit_note(&note, &invoice, &seller, locale(&query)?)
-        .map_err(|err| ApiError::Internal(Box::new(err)))?;
+    let sheet =
+        electronic::credit_note_sheet(&state.store, &note, &invoice, &seller, locale(&query)?)
+            .await
+            .map_err(|err| ApiError::Internal(Box::new(err)))?;
     Ok(crate::documents::pdf_response(&sheet))
 }
 

@@ -1,12 +1,16 @@
 //! What a customer is handed about money (CONTRACT §11): an invoice's or a credit note's PDF
 //! (`pdf`) and the invoice's hosted page (`page`), both drawn from one `Sheet` (`sheet`): the
-//! document as a person reads it, in Spanish or English (`text`).
+//! document as a person reads it, in Spanish or English (`text`). With DIAN on, the sheet is
+//! the electronic document's printed representation (`electronic`), its QR code drawn as
+//! vector shapes (`qr`).
 //!
 //! The API serves the PDFs behind the API key (`api::invoices`); the hosted page and its
 //! downloads need only the invoice's unguessable token.
 
+pub mod electronic;
 mod page;
 pub mod pdf;
+pub mod qr;
 pub mod sheet;
 pub mod text;
 
@@ -16,12 +20,12 @@ use sheet::Sheet;
 
 pub use page::router;
 
-/// `sheet` as a PDF download named by its number (`FV-12.pdf`).
+/// `sheet` as a PDF download named by its number (`FV-12.pdf`, `SETP990000001.pdf`).
 pub fn pdf_response(sheet: &Sheet) -> Response {
     let bytes = match pdf::render(sheet) {
         Ok(bytes) => bytes,
         Err(err) => {
-            tracing::error!(error = %err, number = %sheet.number, "a PDF could not be drawn");
+            tracing::error!(error = %err, number = %sheet.file_stem, "a PDF could not be drawn");
             return (StatusCode::INTERNAL_SERVER_ERROR, "Internal error").into_response();
         }
     };
@@ -31,8 +35,10 @@ pub fn pdf_response(sheet: &Sheet) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/pdf"),
     );
-    // The number is the series' prefix and digits (`FV-12`): safe in a header as it is.
-    if let Ok(value) = HeaderValue::from_str(&format!("inline; filename=\"{}.pdf\"", sheet.number))
+    // The number is the series' prefix and digits (`FV-12`, `SETP990000001`): safe in a
+    // header as it is.
+    if let Ok(value) =
+        HeaderValue::from_str(&format!("inline; filename=\"{}.pdf\"", sheet.file_stem))
     {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }

@@ -3,12 +3,16 @@
 //! notes' at `/invoices/{token}/credit-notes/{id}/pdf`. No API key: the token (random, 32
 //! characters, unique) is the customer's only credential, as a checkout session's id is on the
 //! hosted checkout; it opens this one invoice and its credit notes, nothing else. The page loads
-//! nothing from elsewhere, runs no script, and may not be framed.
+//! nothing from elsewhere, runs no script, and may not be framed. With DIAN, it is the
+//! electronic invoice's representation (`electronic`): its QR code an inline `<svg>` drawn
+//! with presentation attributes only, which the page's `style-src 'self'` lets through.
 
+use super::electronic;
+use super::qr::Qr;
 use super::sheet::Sheet;
 use super::text::Locale;
 use crate::http::state::AppState;
-use crate::ids::CreditNoteId;
+use crate::ids::{CreditNoteId, DocumentId};
 use crate::store::accounts::Account;
 use crate::store::invoices::Invoice;
 use askama::Template;
@@ -57,12 +61,21 @@ struct NoteLink {
     href: String,
 }
 
+/// An electronic document's QR code, inline: its side in modules (quiet zone included), the
+/// path of its dark modules, and the URL it encodes.
+struct QrView {
+    side: usize,
+    path: String,
+    url: String,
+}
+
 #[derive(Template)]
 #[template(path = "documents/templates/invoice.html")]
 struct InvoicePage<'a> {
     sheet: &'a Sheet,
     pdf_href: String,
     credit_notes: Vec<NoteLink>,
+    qr: Option<QrView>,
 }
 
 fn locale(query: &PageQuery, headers: &HeaderMap) -> Locale {
@@ -106,7 +119,7 @@ async fn show_page(
         Ok(None) => return not_found(),
         Err(response) => return response,
     };
-    let sheet = match Sheet::of_invoice(&invoice, &account, locale) {
+    let sheet = match electronic::invoice_sheet(&state.store, &invoice, &account, locale).await {
         Ok(sheet) => sheet,
         Err(err) => return internal(err),
     };
@@ -114,20 +127,53 @@ async fn show_page(
         Ok(notes) => notes,
         Err(err) => return internal(err),
     };
+    let ids: Vec<DocumentId> = notes.iter().map(|note| note.id.clone().into()).collect();
+    let docs = match state.store.dian_documents(&invoice.account_id, &ids).await {
+        Ok(docs) => docs,
+        Err(err) => return internal(err),
+    };
     let lang = locale.code();
+    let t = super::text::of(locale);
     let credit_notes = notes
         .iter()
-        .map(|note| NoteLink {
-            title: format!("{} {}", super::text::of(locale).credit_note, note.number),
+        .map(|note| {
+            let doc = docs.get(&DocumentId::from(note.id.clone()));
+            let kind = match doc {
+                Some(_) => t.electronic_credit_note,
+                None => t.credit_note,
+            };
+            (
+                note,
+                format!(
+                    "{kind} {}",
+                    electronic::listed_number(&note.number, doc, locale)
+                ),
+            )
+        })
+        .map(|(note, title)| NoteLink {
+            title,
             issued_on: super::sheet::date(note.issued_at, locale),
             total: super::sheet::money(note.total_cents, locale),
             href: format!("/invoices/{token}/credit-notes/{}/pdf?lang={lang}", note.id),
         })
         .collect();
+    let qr = sheet
+        .dian
+        .as_ref()
+        .and_then(|dian| dian.qr_url.as_deref())
+        .and_then(|url| {
+            let qr = Qr::encode(url)?;
+            Some(QrView {
+                side: qr.side(),
+                path: qr.svg_path(),
+                url: url.to_owned(),
+            })
+        });
     let page = InvoicePage {
         sheet: &sheet,
         pdf_href: format!("/invoices/{token}/pdf?lang={lang}"),
         credit_notes,
+        qr,
     };
     match page.render() {
         Ok(html) => secured((StatusCode::OK, Html(html)).into_response()),
@@ -143,10 +189,12 @@ async fn invoice_pdf(
 ) -> Response {
     let locale = locale(&query, &headers);
     match found(&state, &token).await {
-        Ok(Some((invoice, account))) => match Sheet::of_invoice(&invoice, &account, locale) {
-            Ok(sheet) => secured(super::pdf_response(&sheet)),
-            Err(err) => internal(err),
-        },
+        Ok(Some((invoice, account))) => {
+            match electronic::invoice_sheet(&state.store, &invoice, &account, locale).await {
+                Ok(sheet) => secured(super::pdf_response(&sheet)),
+                Err(err) => internal(err),
+            }
+        }
         Ok(None) => not_found(),
         Err(response) => response,
     }
@@ -172,7 +220,7 @@ async fn credit_note_pdf(
         Ok(_) => return not_found(),
         Err(err) => return internal(err),
     };
-    match Sheet::of_credit_note(&note, &invoice, &account, locale) {
+    match electronic::credit_note_sheet(&state.store, &note, &invoice, &account, locale).await {
         Ok(sheet) => secured(super::pdf_response(&sheet)),
         Err(err) => internal(err),
     }

@@ -49,11 +49,15 @@ pub struct SheetTax {
 pub struct Sheet {
     pub locale: Locale,
     pub t: &'static DocText,
-    /// "Factura de venta", "Nota crédito".
+    /// "Factura de venta", "Nota crédito"; electronic: "Factura electrónica de venta".
     pub heading: String,
     /// "Factura de venta FV-12", "Nota crédito NC-3".
     pub title: String,
+    /// The number printed: its own (`FV-12`), or with DIAN its DIAN number (`SETP990000001`)
+    /// or that it awaits one.
     pub number: String,
+    /// The PDF's file name, without `.pdf`: a number, never the words of one awaited.
+    pub file_stem: String,
     /// "26 de noviembre de 2026".
     pub issued_on: String,
     /// A credit note's invoice: "Sobre la factura FV-12".
@@ -65,9 +69,25 @@ pub struct Sheet {
     pub subtotal: String,
     pub tax: String,
     pub total: String,
-    /// With DIAN (CONTRACT §12): the CUFE and the URL its QR code carries.
-    pub cufe: Option<String>,
+    /// With DIAN (CONTRACT §12): the electronic document (`electronic`).
+    pub dian: Option<Electronic>,
+}
+
+/// What DIAN makes of a document, ready to print (filled in by `electronic`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Electronic {
+    /// "CUFE" (an invoice) or "CUDE" (a credit note).
+    pub code_label: &'static str,
+    /// The CUFE or CUDE in full (96 hex digits); `None` while the invoice awaits a range.
+    pub code: Option<String>,
+    /// DIAN's page of the document: what the QR code encodes, exactly as the API answers it.
     pub qr_url: Option<String>,
+    /// An invoice's numbering authorisation: "Autorización de numeración de facturación DIAN
+    /// No. 18760000001 del 2019-01-19, prefijo SETP del 990000000 al 995000000, vigencia
+    /// hasta 2030-01-19".
+    pub authorization: Option<String>,
+    /// Numbered yet? `false` while the invoice awaits a range.
+    pub numbered: bool,
 }
 
 /// A stored document that does not read back (its JSON broken): never shown half.
@@ -100,6 +120,7 @@ impl Sheet {
             heading: t.invoice.to_owned(),
             title: format!("{} {}", t.invoice, invoice.number),
             number: invoice.number.clone(),
+            file_stem: invoice.number.clone(),
             issued_on: date(invoice.issued_at, locale),
             reference: None,
             seller: seller(account),
@@ -127,8 +148,7 @@ impl Sheet {
             subtotal: money(invoice.subtotal_cents, locale),
             tax: money(invoice.tax_cents, locale),
             total: money(invoice.total_cents, locale),
-            cufe: None,
-            qr_url: None,
+            dian: None,
         })
     }
 
@@ -167,6 +187,7 @@ impl Sheet {
             heading: t.credit_note.to_owned(),
             title: format!("{} {}", t.credit_note, note.number),
             number: note.number.clone(),
+            file_stem: note.number.clone(),
             issued_on: date(note.issued_at, locale),
             reference: Some(format!("{} {}", t.against_invoice, invoice.number)),
             seller: seller(account),
@@ -194,8 +215,7 @@ impl Sheet {
             subtotal: money(note.subtotal_cents, locale),
             tax: money(note.tax_cents, locale),
             total: money(note.total_cents, locale),
-            cufe: None,
-            qr_url: None,
+            dian: None,
         })
     }
 }

@@ -18,7 +18,7 @@ crate::db_tests!(
 
 /// A seller with its identity, a customer with a NIT and an address, a plan at 49.900,00 with
 /// IVA 19 % and a subscription to it: its first invoice.
-async fn invoiced(app: &TestApp) -> Value {
+pub(crate) async fn invoiced(app: &TestApp) -> Value {
     let (status, seller) = read(
         app.request(Method::PATCH, "/v1/account/invoicing")
             .json(&json!({"legal_name": "Café Montaña S.A.S.", "nit": "900123456",
@@ -59,12 +59,17 @@ async fn invoiced(app: &TestApp) -> Value {
     page["data"][0].clone()
 }
 
+/// Whether the tools that read documents back (poppler, zbar) are required (`.ci/run`).
+fn pdf_tools_required() -> bool {
+    std::env::var("BILLING_REQUIRE_PDF_TOOLS").is_ok_and(|v| v == "1")
+}
+
 /// `pdftotext -layout` of `pdf`, or `None` without poppler (required by `.ci/run`).
-fn pdf_text(pdf: &[u8], name: &str) -> Option<String> {
+pub(crate) fn pdf_text(pdf: &[u8], name: &str) -> Option<String> {
     let tool = Path::new("/usr/bin/pdftotext");
     if !tool.exists() {
         assert!(
-            !std::env::var("BILLING_REQUIRE_PDF_TOOLS").is_ok_and(|v| v == "1"),
+            !pdf_tools_required(),
             "poppler-utils required but missing: apt-get install poppler-utils"
         );
         eprintln!("pdftotext is not installed; the PDF's text is not checked");
@@ -91,13 +96,68 @@ fn pdf_text(pdf: &[u8], name: &str) -> Option<String> {
     Some(String::from_utf8(out.stdout).expect("utf-8"))
 }
 
-fn artifacts() -> PathBuf {
+/// The QR codes zbar (`zbarimg`, a reader we did not write) finds on the first page of `pdf`
+/// rendered at 200 dpi into `test-artifacts/<name>-qr.png`; `None` without poppler or zbar.
+pub(crate) fn qr_codes_in_pdf(pdf: &[u8], name: &str) -> Option<Vec<String>> {
+    if !Path::new("/usr/bin/pdftoppm").exists() {
+        assert!(!pdf_tools_required(), "poppler-utils required but missing");
+        return None;
+    }
+    let dir = artifacts();
+    let path = dir.join(format!("{name}.pdf"));
+    std::fs::write(&path, pdf).expect("write pdf");
+    let rendered = std::process::Command::new("pdftoppm")
+        .args(["-png", "-r", "200", "-singlefile"])
+        .arg(&path)
+        .arg(dir.join(format!("{name}-qr")))
+        .status()
+        .expect("pdftoppm");
+    assert!(rendered.success(), "pdftoppm could not render {name}");
+    qr_codes_in_png(&dir.join(format!("{name}-qr.png")))
+}
+
+/// What every QR code in the image at `png` says, as `zbarimg --raw` reads them (none: an
+/// empty list); `None` without zbar (`apt-get install zbar-tools`, required by `.ci/run`).
+pub(crate) fn qr_codes_in_png(png: &Path) -> Option<Vec<String>> {
+    let tool = Path::new("/usr/bin/zbarimg");
+    if !tool.exists() {
+        assert!(
+            !pdf_tools_required(),
+            "zbar-tools required but missing: apt-get install zbar-tools"
+        );
+        eprintln!("zbarimg is not installed; the QR code is not read back");
+        return None;
+    }
+    let out = std::process::Command::new(tool)
+        .args(["--raw", "-q", "-Sdisable", "-Sqrcode.enable"])
+        .arg(png)
+        .output()
+        .expect("zbarimg");
+    // 0: found some; 4: found none. Anything else is zbar failing to read the file.
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0 | 4)),
+        "zbarimg failed on {}: {}",
+        png.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .lines()
+            .filter(|line| !line.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+pub(crate) fn artifacts() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../test-artifacts");
     std::fs::create_dir_all(&dir).expect("artifacts dir");
     dir
 }
 
-fn backend_of(app: &TestApp) -> &'static str {
+pub(crate) fn backend_of(app: &TestApp) -> &'static str {
     if app.database_url.starts_with("postgres") {
         "postgres"
     } else {
@@ -105,7 +165,7 @@ fn backend_of(app: &TestApp) -> &'static str {
     }
 }
 
-async fn bytes_of(response: reqwest::Response) -> (u16, String, Vec<u8>) {
+pub(crate) async fn bytes_of(response: reqwest::Response) -> (u16, String, Vec<u8>) {
     let status = response.status().as_u16();
     let kind = response
         .headers()

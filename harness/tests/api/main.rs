@@ -21,6 +21,7 @@ mod conventions;
 mod coupons;
 mod crash;
 mod dian;
+mod dian_documents;
 mod dian_filing;
 mod generated_client;
 

@@ -19,7 +19,7 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::ApiJson;
 use crate::http::payment_source::SourceFields;
 use crate::http::state::AppState;
-use crate::ids::{PlanId, SubscriptionId};
+use crate::ids::{DocumentId, PlanId, SubscriptionId};
 use crate::processor::client::SourceKind;
 use crate::store::PageRequest;
 use crate::store::invoices::InvoiceFilter;
@@ -123,11 +123,25 @@ pub(super) async fn customer_data(
             subscription_id: None,
             charge_id: None,
         };
-        for invoice in store.list_invoices(account, &filter, &page).await?.items {
-            for note in store.credit_notes_of_invoice(&invoice.id).await? {
-                credit_notes.push(CreditNoteOut::of(note, &public_url)?);
-            }
-            invoices.push(InvoiceOut::of(invoice, &public_url)?);
+        let invoice_rows = store.list_invoices(account, &filter, &page).await?.items;
+        let mut note_rows = Vec::new();
+        for invoice in &invoice_rows {
+            note_rows.extend(store.credit_notes_of_invoice(&invoice.id).await?);
+        }
+        // With DIAN, the API's shapes carry the DIAN number and the `dian` object.
+        let ids: Vec<DocumentId> = invoice_rows
+            .iter()
+            .map(|invoice| invoice.id.clone().into())
+            .chain(note_rows.iter().map(|note| note.id.clone().into()))
+            .collect();
+        let docs = store.dian_documents(account, &ids).await?;
+        for note in note_rows {
+            let doc = docs.get(&DocumentId::from(note.id.clone()));
+            credit_notes.push(CreditNoteOut::of(note, &public_url)?.with_dian(doc));
+        }
+        for invoice in invoice_rows {
+            let doc = docs.get(&DocumentId::from(invoice.id.clone()));
+            invoices.push(InvoiceOut::of(invoice, &public_url)?.with_dian(doc));
         }
     }
     // The merchant's metadata is theirs, not the customer's: the shapes stay the API's, the

@@ -10,6 +10,7 @@ use super::session::{PortalCaller, resolve};
 use crate::accounts::processor_base_url;
 use crate::checkout::i18n::Locale;
 use crate::documents::sheet::{date, money};
+use crate::documents::text::of as documents_text;
 use crate::domain::portal::{CancelMode, PortalConfig};
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
@@ -65,9 +66,11 @@ struct SubView {
     can_cancel: bool,
 }
 
-/// A document with its download.
+/// A document with its download (and an invoice, its hosted page).
 struct DocView {
+    /// Its DIAN number with DIAN on (or that it awaits one), else its own.
     number: String,
+    href: Option<String>,
     date: String,
     total: String,
     pdf_url: String,
@@ -248,7 +251,11 @@ async fn render(
     let mut documents = Vec::new();
     for invoice in &data.invoices {
         documents.push(DocView {
-            number: invoice.number.clone().unwrap_or_default(),
+            number: invoice
+                .number
+                .clone()
+                .unwrap_or_else(|| documents_text(locale).awaiting_number.to_owned()),
+            href: Some(format!("{}?lang={}", invoice.hosted_url, locale.code())),
             date: date(ms_of(&invoice.issued_at), locale),
             total: money(invoice.total_cents, locale),
             pdf_url: format!("{}/pdf?lang={}", invoice.hosted_url, locale.code()),
@@ -261,6 +268,7 @@ async fn render(
         {
             documents.push(DocView {
                 number: note.number.clone(),
+                href: None,
                 date: date(ms_of(&note.issued_at), locale),
                 total: money(-note.total_cents, locale),
                 pdf_url: format!(

@@ -5,7 +5,9 @@
 
 use super::RenderError;
 use super::fonts::Fonts;
-use crate::documents::sheet::{PartyLines, Sheet};
+use crate::documents::qr::{QUIET, Qr};
+use crate::documents::sheet::{Electronic, PartyLines, Sheet};
+use crate::documents::text::DocText;
 
 pub(super) const PAGE_W: f32 = 595.28; // A4
 pub(super) const PAGE_H: f32 = 841.89;
@@ -13,7 +15,9 @@ pub(super) const MARGIN: f32 = 42.5; // 15 mm
 pub(super) const CONTENT_W: f32 = PAGE_W - 2.0 * MARGIN;
 /// Lowest y content may reach; below it sit the page footer lines.
 pub(super) const BOTTOM: f32 = PAGE_H - MARGIN - 22.0;
-pub(super) const QR_SIZE: f32 = 85.0; // 3 cm
+/// The QR code's square, quiet zone included: 100 pt (3.5 cm), the symbol itself about 3 cm
+/// (a DIAN URL with its CUFE is 53 modules, 61 with the quiet zone), scannable from paper.
+pub(super) const QR_BOX: f32 = 100.0;
 
 pub(super) type Color = (u8, u8, u8);
 pub(super) const BLACK: Color = (0, 0, 0);
@@ -189,8 +193,15 @@ pub(super) fn layout(doc: &Sheet, fonts: &Fonts) -> Result<Vec<Vec<Item>>, Rende
     l.new_page();
     let right = MARGIN + CONTENT_W;
 
-    // Heading: title on the left, number and date right-aligned.
-    let title_lines = fonts.wrap(&doc.heading, 16.0, true, CONTENT_W - 190.0, 2);
+    // Heading: title on the left, number and date right-aligned; the title wraps before the
+    // number (an electronic one's may be long, or say that it awaits DIAN's numbering).
+    let number = match &doc.dian {
+        Some(dian) if !dian.numbered => doc.number.clone(),
+        _ => format!("{} {}", lb.number_label, doc.number),
+    };
+    let number_size = fonts.fit(&number, 12.0, true, 220.0);
+    let number_w = fonts.width(&number, number_size, true).max(170.0);
+    let title_lines = fonts.wrap(&doc.heading, 16.0, true, CONTENT_W - number_w - 20.0, 2);
     let mut y = l.y + 16.0;
     for line in &title_lines {
         l.text(MARGIN, y, 16.0, true, BLACK, line);
@@ -201,8 +212,7 @@ pub(super) fn layout(doc: &Sheet, fonts: &Fonts) -> Result<Vec<Vec<Item>>, Rende
         l.text(MARGIN, y - 4.0, 9.0, false, GREY, reference);
         y += 12.0;
     }
-    let number = format!("{} {}", lb.number_label, doc.number);
-    l.text_right(right, l.y + 14.0, 12.0, true, BLACK, &number);
+    l.text_right(right, l.y + 14.0, number_size, true, BLACK, &number);
     l.text_right(
         right,
         l.y + 28.0,
@@ -327,47 +337,8 @@ pub(super) fn layout(doc: &Sheet, fonts: &Fonts) -> Result<Vec<Vec<Item>>, Rende
     }
     l.y = after_breakdown.max(ty) + 14.0;
 
-    // CUFE + QR block, pinned to the bottom of the last page.
-    let qr = match &doc.qr_url {
-        Some(url) => Some(
-            qrcode::QrCode::with_error_correction_level(url.as_bytes(), qrcode::EcLevel::M)
-                .map_err(|e| RenderError::Qr(e.to_string()))?,
-        ),
-        None => None,
-    };
-    if doc.cufe.is_some() || qr.is_some() {
-        let text_w = if qr.is_some() {
-            CONTENT_W - QR_SIZE - 16.0
-        } else {
-            CONTENT_W
-        };
-        let cufe_lines = doc
-            .cufe
-            .as_deref()
-            .map(|c| fonts.wrap(c, 7.0, false, text_w, 6))
-            .unwrap_or_default();
-        let text_h = 12.0 + cufe_lines.len() as f32 * 9.0;
-        let block_h = if qr.is_some() {
-            QR_SIZE.max(text_h)
-        } else {
-            text_h
-        };
-        l.ensure(block_h + 8.0);
-        let top = BOTTOM - block_h;
-        l.hrule(top - 8.0);
-        if !cufe_lines.is_empty() {
-            l.text(MARGIN, top + 8.0, 8.0, true, BLACK, lb.cufe);
-            for (i, line) in cufe_lines.iter().enumerate() {
-                l.text(MARGIN, top + 19.0 + i as f32 * 9.0, 7.0, false, GREY, line);
-            }
-        }
-        if let Some(code) = &qr {
-            let rects = qr_rects(code, right - QR_SIZE, top, QR_SIZE);
-            l.page().push(Item::Rects {
-                color: BLACK,
-                rects,
-            });
-        }
+    if let Some(dian) = &doc.dian {
+        electronic(&mut l, dian, lb)?;
     }
 
     // Page footer on every page, now that the page count is known.
@@ -425,32 +396,88 @@ fn party(l: &mut Layout, x: f32, top: f32, width: f32, label: &str, p: &PartyLin
     y
 }
 
-/// QR modules as rectangles, one per horizontal run of dark modules: fewer
-/// path segments than one square per module, and no hairline seams between
-/// neighbours when a viewer anti-aliases. The quiet zone is left to the page.
-fn qr_rects(code: &qrcode::QrCode, x: f32, y: f32, size: f32) -> Vec<[f32; 4]> {
-    let n = code.width();
-    let m = size / n as f32;
-    let colors = code.to_colors();
-    let mut rects = Vec::new();
-    for row in 0..n {
-        let mut col = 0;
-        while col < n {
-            if colors[row * n + col] == qrcode::Color::Dark {
-                let start = col;
-                while col < n && colors[row * n + col] == qrcode::Color::Dark {
-                    col += 1;
-                }
-                rects.push([
-                    x + start as f32 * m,
-                    y + row as f32 * m,
-                    (col - start) as f32 * m,
-                    m,
-                ]);
-            } else {
-                col += 1;
-            }
+/// The electronic document, pinned to the foot of the last page: the CUFE or CUDE in full
+/// (wrapped), the range's authorisation and a note, beside the QR code of its `qr_url` (its
+/// quiet zone inside `QR_BOX`, kept clear). Awaiting a range, only the note saying so.
+fn electronic(l: &mut Layout, dian: &Electronic, lb: &DocText) -> Result<(), RenderError> {
+    let fonts = l.fonts;
+    let qr = match &dian.qr_url {
+        Some(url) => Some(Qr::encode(url).ok_or_else(|| {
+            RenderError::Qr(format!("{} bytes do not fit in a QR code", url.len()))
+        })?),
+        None => None,
+    };
+    let text_w = if qr.is_some() {
+        CONTENT_W - QR_BOX - 12.0
+    } else {
+        CONTENT_W
+    };
+    // (size, bold, colour, text, the space it takes below the previous line's baseline)
+    let mut lines: Vec<(f32, bool, Color, String, f32)> = Vec::new();
+    if let Some(code) = &dian.code {
+        lines.push((8.0, true, BLACK, dian.code_label.to_owned(), 0.0));
+        // As many lines as it takes, of equal length (48 and 48 digits, not 82 and 14).
+        let count = fonts.wrap(code, 8.0, false, text_w, 4).len().max(1);
+        let digits: Vec<char> = code.chars().collect();
+        for chunk in digits.chunks(digits.len().div_ceil(count).max(1)) {
+            lines.push((8.0, false, BLACK, chunk.iter().collect(), 10.5));
         }
     }
-    rects
+    let mut gap: f32 = if lines.is_empty() { 0.0 } else { 14.0 };
+    if let Some(authorization) = &dian.authorization {
+        for line in fonts.wrap(authorization, 7.5, false, text_w, 4) {
+            lines.push((7.5, false, BLACK, line, gap.max(10.0)));
+            gap = 0.0;
+        }
+        gap = 13.0;
+    }
+    let note = if dian.numbered {
+        lb.representation
+    } else {
+        lb.awaiting_note
+    };
+    for line in fonts.wrap(note, 7.0, false, text_w, 3) {
+        lines.push((7.0, false, GREY, line, gap.max(9.5)));
+        gap = 0.0;
+    }
+    if let Some(first) = lines.first_mut() {
+        first.4 = 0.0;
+    }
+    let text_h = 8.0 + lines.iter().map(|line| line.4).sum::<f32>() + 3.0;
+    let block_h = if qr.is_some() {
+        QR_BOX.max(text_h)
+    } else {
+        text_h
+    };
+    l.ensure(block_h + 10.0);
+    let top = BOTTOM - block_h;
+    l.hrule(top - 8.0);
+    // Vertically centred beside the QR code.
+    let mut y = top + (block_h - text_h) / 2.0 + 8.0;
+    for (size, bold, color, text, advance) in lines {
+        y += advance;
+        l.text(MARGIN, y, size, bold, color, &text);
+    }
+    if let Some(qr) = &qr {
+        let module = QR_BOX / qr.side() as f32;
+        let x0 = MARGIN + CONTENT_W - QR_BOX + QUIET as f32 * module;
+        let y0 = top + QUIET as f32 * module;
+        let rects = qr
+            .runs()
+            .iter()
+            .map(|run| {
+                [
+                    x0 + run.col as f32 * module,
+                    y0 + run.row as f32 * module,
+                    run.len as f32 * module,
+                    module,
+                ]
+            })
+            .collect();
+        l.page().push(Item::Rects {
+            color: BLACK,
+            rects,
+        });
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! A `Sheet` as a PDF (A4): the heading, seller and customer, the lines, the IVA breakdown
-//! beside the totals, and with DIAN the CUFE and its QR code at the foot of the last page;
+//! beside the totals, and with DIAN the CUFE or CUDE, the range's authorisation and the QR
+//! code (vector squares, quiet zone kept) at the foot of the last page;
 //! "Página n de N" on every page. `layout` decides where everything goes, `emit` draws it with
 //! krilla. Nothing here computes money: every amount arrives written out by `sheet`.
 //!
@@ -107,7 +108,7 @@ fn emit(doc: &Sheet, fonts: &Fonts, pages: &[Vec<Item>]) -> Result<Vec<u8>, Rend
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::documents::sheet::{PartyLines, SheetLine};
+    use crate::documents::sheet::{Electronic, PartyLines, SheetLine};
 
     fn sheet(lines: usize) -> Sheet {
         let line = SheetLine {
@@ -125,6 +126,7 @@ mod tests {
             heading: "Factura de venta".into(),
             title: "Factura de venta FV-1".into(),
             number: "FV-1".into(),
+            file_stem: "FV-1".into(),
             issued_on: "1 de enero de 2026".into(),
             reference: None,
             seller: PartyLines::default(),
@@ -134,9 +136,157 @@ mod tests {
             subtotal: "$ 0,00".into(),
             tax: "$ 0,00".into(),
             total: "$ 0,00".into(),
-            cufe: Some("f".repeat(96)),
-            qr_url: Some("https://example.invalid/".into()),
+            dian: None,
         }
+    }
+
+    /// `sheet(lines)` as an electronic invoice numbered `SETP990000001`, or awaiting a number.
+    fn electronic(lines: usize, numbered: bool) -> Sheet {
+        let code = "0123456789abcdef".repeat(6);
+        let mut sheet = sheet(lines);
+        sheet.heading = "Factura electrónica de venta".into();
+        sheet.number = if numbered {
+            "SETP990000001".into()
+        } else {
+            "En espera de numeración DIAN".into()
+        };
+        sheet.dian = Some(Electronic {
+            code_label: "CUFE",
+            qr_url: numbered.then(|| {
+                format!(
+                    "https://catalogo-vpfe-hab.dian.gov.co/document/searchqr?documentkey={code}"
+                )
+            }),
+            code: numbered.then_some(code),
+            authorization: numbered.then(|| {
+                "Autorización de numeración de facturación DIAN No. 18760000001 del 2019-01-19, \
+                 prefijo SETP del 990000000 al 995000000, vigencia hasta 2030-01-19"
+                    .into()
+            }),
+            numbered,
+        });
+        sheet
+    }
+
+    /// A text run's box: from its baseline up by the font's ascent, down by its descent.
+    fn text_box(item: &Item) -> Option<[f32; 4]> {
+        let Item::Text {
+            x,
+            y,
+            size,
+            bold,
+            text,
+            ..
+        } = item
+        else {
+            return None;
+        };
+        let w = FONTS.width(text, *size, *bold);
+        Some([*x, y - size * 0.76, x + w, y + size * 0.24])
+    }
+
+    fn overlap(a: [f32; 4], b: [f32; 4]) -> bool {
+        a[0] < b[2] - 0.01 && b[0] < a[2] - 0.01 && a[1] < b[3] - 0.01 && b[1] < a[3] - 0.01
+    }
+
+    /// The bounding box of every QR module on a page (the black rectangles smaller than 3 pt).
+    fn qr_box(items: &[Item]) -> Option<[f32; 4]> {
+        let mut bounds: Option<[f32; 4]> = None;
+        for item in items {
+            let Item::Rects { color, rects } = item else {
+                continue;
+            };
+            if *color != layout::BLACK {
+                continue;
+            }
+            for [x, y, w, h] in rects {
+                let b = bounds.get_or_insert([*x, *y, x + w, y + h]);
+                *b = [b[0].min(*x), b[1].min(*y), b[2].max(x + w), b[3].max(y + h)];
+            }
+        }
+        bounds
+    }
+
+    #[test]
+    fn no_text_overlaps_text_or_the_qr_code_and_nothing_leaves_the_page() {
+        for (what, doc) in [
+            ("plain", sheet(3)),
+            ("electronic", electronic(3, true)),
+            ("awaiting", electronic(3, false)),
+            ("electronic, full page", electronic(24, true)),
+        ] {
+            let pages = layout(&doc, &FONTS).expect("layout");
+            for items in &pages {
+                let boxes: Vec<[f32; 4]> = items.iter().filter_map(text_box).collect();
+                for (i, a) in boxes.iter().enumerate() {
+                    assert!(
+                        a[0] >= layout::MARGIN - 0.01 && a[2] <= PAGE_W - layout::MARGIN + 0.01,
+                        "{what}: text outside the margins at {a:?}"
+                    );
+                    for b in &boxes[i + 1..] {
+                        assert!(!overlap(*a, *b), "{what}: text over text: {a:?} {b:?}");
+                    }
+                }
+                if let Some(qr) = qr_box(items) {
+                    // Four modules of quiet zone around the symbol, clear of text.
+                    let quiet = (qr[2] - qr[0]) / 53.0 * 4.0;
+                    let zone = [qr[0] - quiet, qr[1] - quiet, qr[2] + quiet, qr[3] + quiet];
+                    for a in &boxes {
+                        assert!(
+                            !overlap(*a, zone),
+                            "{what}: text in the QR code's zone {a:?}"
+                        );
+                    }
+                    assert!(
+                        zone[2] <= PAGE_W - layout::MARGIN + 0.01,
+                        "{what}: {zone:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_electronic_invoice_carries_its_code_whole_and_a_qr_code_of_3_cm() {
+        let doc = electronic(3, true);
+        let pages = layout(&doc, &FONTS).expect("layout");
+        let last = pages.last().expect("a page");
+        let texts: Vec<&str> = last
+            .iter()
+            .filter_map(|item| match item {
+                Item::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let code = doc
+            .dian
+            .as_ref()
+            .and_then(|d| d.code.clone())
+            .expect("code");
+        let joined: String = texts.concat();
+        assert!(joined.contains(&code), "the CUFE whole, wrapped: {texts:?}");
+        // Wrapped into halves of 48 digits, not a long line and a stub.
+        assert!(
+            texts.contains(&&code[..48]) && texts.contains(&&code[48..]),
+            "{texts:?}"
+        );
+        assert!(texts.iter().any(|t| t.starts_with("No. SETP990000001")));
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.contains("Autorización de numeración"))
+        );
+        let qr = qr_box(last).expect("a QR code");
+        let side = qr[2] - qr[0];
+        // At least 2.5 cm (70.9 pt) to scan from paper; square.
+        assert!(side >= 80.0, "the symbol is {side} pt");
+        assert!((side - (qr[3] - qr[1])).abs() < 0.01);
+        // Awaiting a range: its words in place of the number, and no code at all.
+        let awaiting = layout(&electronic(3, false), &FONTS).expect("layout");
+        assert!(qr_box(awaiting.last().expect("page")).is_none());
+        assert!(awaiting[0].iter().any(
+            |item| matches!(item, Item::Text { text, .. } if text == "En espera de numeración DIAN")
+        ));
     }
 
     #[test]

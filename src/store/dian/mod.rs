@@ -13,7 +13,7 @@ use super::entities::{account, dian_document, dian_range};
 use super::{Store, StoreError, StoreResult};
 use crate::dian::document::NumberingRange;
 use crate::domain::dian::{DianStatus, Environment};
-use crate::ids::{AccountId, DocumentId};
+use crate::ids::{AccountId, DocumentId, NumberingRangeId};
 use crate::store::Scoped;
 use chrono::NaiveDate;
 use sea_orm::sea_query::LockType;
@@ -200,7 +200,7 @@ impl Store {
             )));
         }
         let range = DianRange {
-            id: crate::ids::NumberingRangeId::generate(),
+            id: NumberingRangeId::generate(),
             account_id: account.clone(),
             resolution_number: new.resolution_number,
             prefix: new.prefix,
@@ -232,6 +232,17 @@ impl Store {
         Ok(dian_range::Entity::scoped(account)
             .order_by_asc(dian_range::Column::Id)
             .all(self.conn())
+            .await?)
+    }
+
+    /// `account`'s range `id` (a document's, for its printed authorisation).
+    pub async fn dian_range(
+        &self,
+        account: &AccountId,
+        id: &NumberingRangeId,
+    ) -> StoreResult<Option<DianRange>> {
+        Ok(dian_range::Entity::find_scoped(account, id.clone())
+            .one(self.conn())
             .await?)
     }
 
