@@ -218,7 +218,7 @@ impl Store {
             .reset_all()
             .insert(txn.conn())
             .await?;
-        numbering::number_waiting_in(txn.conn(), account).await?;
+        numbering::number_waiting_in(txn.conn(), account, now_ms).await?;
         let range = dian_range::Entity::find_by_id(range.id.clone())
             .one(txn.conn())
             .await?

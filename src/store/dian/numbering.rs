@@ -141,7 +141,7 @@ fn number_row(
     range: &DianRange,
     consecutive: i64,
 ) -> StoreResult<()> {
-    let document = invoice_document(
+    let mut document = invoice_document(
         invoice,
         issuer,
         row.environment,
@@ -149,6 +149,8 @@ fn number_row(
         consecutive,
         "",
     )?;
+    // The document's issue instant: its invoice's, or when it was numbered after waiting.
+    document.issued_at = from_millis(row.issued_at);
     row.status = DianStatus::Pending;
     row.prefix = Some(range.prefix.clone());
     row.sequence = Some(consecutive);
@@ -235,11 +237,14 @@ pub(crate) async fn number_invoices_in<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Numbers `account`'s invoices awaiting a range, in issue order, from the ranges valid on
-/// each one's issue date; those no range covers keep waiting.
+/// Numbers `account`'s invoices awaiting a range, in issue order, as electronic documents
+/// issued `issued_at` (the account's instant now: DIAN accepts a document only on its issue
+/// date, and these are signed from now), from the ranges valid on that date; none valid, they
+/// keep waiting.
 pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
+    issued_at: i64,
 ) -> StoreResult<u64> {
     let waiting = dian_document::Entity::scoped(account)
         .filter(dian_document::Column::Status.eq(DianStatus::AwaitingRange))
@@ -265,10 +270,11 @@ pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
         };
         let issuer: Issuer = serde_json::from_str(&row.issuer)
             .map_err(|err| StoreError::invariant(format!("DIAN issuer: {err}")))?;
-        let taken = take_range_numbers(conn, account, &date_of(row.issued_at), 1).await?;
+        let taken = take_range_numbers(conn, account, &date_of(issued_at), 1).await?;
         let Some((range, consecutive)) = taken.into_iter().next() else {
             continue;
         };
+        row.issued_at = issued_at;
         row.updated_at = now;
         number_row(&mut row, invoice, &issuer, &range, consecutive)?;
         let id = row.id.clone();
