@@ -58,6 +58,9 @@ impl Sheet {
         let t = self.t;
         match &doc.number {
             Some(number) => {
+                // The electronic document's issue date (a document numbered after waiting for
+                // a range, or re-dated when signed, is issued later than its invoice).
+                self.issued_on = super::sheet::date(doc.issued_at, self.locale);
                 self.number = number.clone();
                 self.file_stem = number.clone();
                 self.title = format!("{} {number}", self.heading);

@@ -186,5 +186,39 @@ async fn an_invoice_numbered_on_an_earlier_day_is_redated_when_signed(app: TestA
         done["number"], "SETP990000000",
         "the number is kept: {done}"
     );
+    // Its printed representation carries the electronic document's date, not the invoice's.
+    let (status, _, pdf) = crate::invoice_documents::bytes_of(
+        app.get(&format!("/v1/invoices/{id}/pdf?lang=es")).await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let name = format!(
+        "dian-redated-{}",
+        crate::invoice_documents::backend_of(&app)
+    );
+    if let Some(text) = crate::invoice_documents::pdf_text(&pdf, &name) {
+        let months = [
+            "enero",
+            "febrero",
+            "marzo",
+            "abril",
+            "mayo",
+            "junio",
+            "julio",
+            "agosto",
+            "septiembre",
+            "octubre",
+            "noviembre",
+            "diciembre",
+        ];
+        use chrono::Datelike;
+        let printed = format!(
+            "{} de {} de {}",
+            signed_day.day(),
+            months[signed_day.month0() as usize],
+            signed_day.year()
+        );
+        assert!(text.contains(&printed), "{printed} in: {text}");
+    }
     assert_invariants(&app).await;
 }
