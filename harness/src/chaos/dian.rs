@@ -98,7 +98,7 @@ pub async fn turn_on(
     http: &reqwest::Client,
     scratch: &Path,
 ) -> anyhow::Result<()> {
-    let p12_base64 = make_certificate(scratch).await?;
+    let certificate = Certificate::make(scratch, PASSWORD)?;
     let admin = |path: &str| {
         http.post(format!("{}/_sandbox/{path}", peer.root))
             .bearer_auth(&peer.admin_token)
@@ -119,7 +119,7 @@ pub async fn turn_on(
             "address": {"line": "Carrera 7 # 71-21", "city_code": "11001", "country": "CO"},
             "tax_regime": "responsable_iva",
             "dian": {"environment": "test", "software_id": SOFTWARE_ID, "software_pin": PIN,
-                "certificate": {"p12_base64": p12_base64, "password": PASSWORD}}
+                "certificate": {"p12_base64": certificate.p12_base64, "password": PASSWORD}}
         }),
     )
     .await?;
@@ -132,39 +132,55 @@ pub async fn turn_on(
     Ok(())
 }
 
-/// A self-signed certificate for the run, as a PKCS#12 file in base64; its files are removed.
-async fn make_certificate(scratch: &Path) -> anyhow::Result<String> {
-    let dir: PathBuf = scratch.join(format!("dian-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let pass = format!("pass:{PASSWORD}");
-    let steps: [&[&str]; 2] = [
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "30",
-            "-subj",
-            "/C=CO/O=Tienda Caos S.A.S./CN=Tienda Caos",
-        ],
-        &[
-            "pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-out", "c.p12",
-            "-passout", &pass,
-        ],
-    ];
-    let made = async {
+/// A self-signed certificate made by the `openssl` command for a run or a test (never
+/// committed): its folder (`cert.pem`, for `xmlsec1 --trusted-pem`, and room for scratch
+/// files) and its PKCS#12 file (PBES2/AES) in base64, under `password`. The folder goes with it.
+pub struct Certificate {
+    pub dir: PathBuf,
+    pub p12_base64: String,
+}
+
+impl Certificate {
+    /// Makes one in a new folder under `scratch`.
+    pub fn make(scratch: &Path, password: &str) -> anyhow::Result<Self> {
+        let dir = scratch.join(format!("dian-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir)?;
+        // Owned from here: an error below removes the folder.
+        let mut made = Self {
+            dir,
+            p12_base64: String::new(),
+        };
+        let pass = format!("pass:{password}");
+        let steps: [&[&str]; 2] = [
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "cert.pem",
+                "-days",
+                "30",
+                "-subj",
+                "/C=CO/O=Tienda Ejemplo S.A.S./CN=Tienda",
+                // A serial of 19 digits: libxml2's `xs:integer` (xmllint, on the signature's
+                // `X509SerialNumber`) stops at 24 digits, below the 160 bits openssl draws.
+                "-set_serial",
+                "8133765940878140376",
+            ],
+            &[
+                "pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-out", "c.p12",
+                "-passout", &pass,
+            ],
+        ];
         for args in steps {
-            let out = tokio::process::Command::new("openssl")
+            let out = std::process::Command::new("openssl")
                 .args(args)
-                .current_dir(&dir)
+                .current_dir(&made.dir)
                 .output()
-                .await
                 .context("running openssl (install it: apt-get install openssl)")?;
             anyhow::ensure!(
                 out.status.success(),
@@ -174,11 +190,16 @@ async fn make_certificate(scratch: &Path) -> anyhow::Result<String> {
             );
         }
         use base64::Engine as _;
-        Ok(base64::engine::general_purpose::STANDARD.encode(std::fs::read(dir.join("c.p12"))?))
+        made.p12_base64 = base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(made.dir.join("c.p12"))?);
+        Ok(made)
     }
-    .await;
-    let _ = std::fs::remove_dir_all(&dir);
-    made
+}
+
+impl Drop for Certificate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// What a run filed, for its line.

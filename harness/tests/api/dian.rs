@@ -56,63 +56,12 @@ fn tool(name: &str) -> Option<PathBuf> {
     found
 }
 
-/// A self-signed certificate made for this run: its folder (with `cert.pem`) and the PKCS#12
-/// file (PBES2/AES), base64.
-pub(crate) struct Made {
-    dir: PathBuf,
-    pub(crate) p12_base64: String,
-}
-
-impl Drop for Made {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+/// A self-signed certificate made by `openssl` for the test (`harness::chaos::dian`).
+pub(crate) type Made = harness::chaos::dian::Certificate;
 
 pub(crate) fn make_certificate() -> Option<Made> {
-    let openssl = tool("openssl")?;
-    let dir = std::env::temp_dir().join(format!("billing-dian-api-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    let run = |args: &[&str]| {
-        let out = Command::new(&openssl)
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "key.pem",
-        "-out",
-        "cert.pem",
-        "-days",
-        "30",
-        "-set_serial",
-        "8133765940878140376",
-        "-subj",
-        "/C=CO/O=Tienda Ejemplo S.A.S./CN=Tienda Ejemplo, firma",
-    ]);
-    let pass = format!("pass:{PASSWORD}");
-    run(&[
-        "pkcs12", "-export", "-inkey", "key.pem", "-in", "cert.pem", "-out", "aes.p12", "-passout",
-        &pass,
-    ]);
-    run(&["base64", "-A", "-in", "aes.p12", "-out", "aes.p12.b64"]);
-    let p12_base64 = std::fs::read_to_string(dir.join("aes.p12.b64")).expect("base64 written");
-    Some(Made {
-        p12_base64: p12_base64.trim().to_owned(),
-        dir,
-    })
+    tool("openssl")?;
+    Some(Made::make(&std::env::temp_dir(), PASSWORD).expect("a certificate"))
 }
 
 /// The seller's settings and DIAN on, in one PATCH; the answer.

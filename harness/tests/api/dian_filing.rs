@@ -10,11 +10,12 @@
 //!   as DIAN does): an invoice numbered on an earlier day and not yet signed is re-dated when
 //!   it is signed, and accepted.
 
-use crate::common::{Backend, TestApp, assert_invariants, database_url, read, spawn_on_with};
+use crate::common::{Backend, TestApp, assert_invariants, database_url, spawn_on_with};
 use crate::dian::{
     PIN, TECHNICAL_KEY, add_range, fast_dian, invoice_of, make_certificate, settled_dian,
     turn_dian_on,
 };
+use crate::invoices::invoices;
 use crate::subscriptions::{Shop, advance, shop, subscribe};
 use billing::dian::document::NumberingRange;
 use billing::dian::sandbox::{AdminAuth, SERVICE_PATH, SandboxDian, SandboxDianConfig};
@@ -36,13 +37,6 @@ const BOUND: Duration = Duration::from_secs(60);
 fn shared_dian(config: &mut billing::config::Config) {
     fast_dian(config);
     config.dian_sandbox_url = SHARED.get().cloned();
-}
-
-/// Every invoice of the account (one page is enough here).
-async fn invoices(app: &TestApp) -> Vec<Value> {
-    let (status, page) = read(app.get("/v1/invoices?limit=100").await).await;
-    assert_eq!(status, 200, "{page}");
-    page["data"].as_array().expect("data").clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,7 +97,7 @@ async fn two_nodes_number_and_file_a_bursts_invoices_once_each() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     loop {
-        let all = invoices(&first).await;
+        let all = invoices(&first, "limit=100").await;
         if all.len() == expected && all.iter().all(|i| i["dian"]["status"] == "accepted") {
             break;
         }
@@ -120,7 +114,7 @@ async fn two_nodes_number_and_file_a_bursts_invoices_once_each() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    let ours = invoices(&second).await;
+    let ours = invoices(&second, "limit=100").await;
     let numbers: HashSet<&str> = ours
         .iter()
         .map(|i| i["number"].as_str().expect("numbered"))

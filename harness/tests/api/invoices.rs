@@ -25,7 +25,7 @@ async fn customer_count(app: &TestApp) -> usize {
     page["data"].as_array().map(Vec::len).unwrap_or(0)
 }
 
-async fn invoices(app: &TestApp, query: &str) -> Vec<Value> {
+pub(crate) async fn invoices(app: &TestApp, query: &str) -> Vec<Value> {
     let (status, page) = read(app.get(&format!("/v1/invoices?{query}")).await).await;
     assert_eq!(status, 200, "{page}");
     page["data"].as_array().expect("data").clone()
