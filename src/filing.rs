@@ -194,7 +194,10 @@ impl Filing {
                     .await;
             }
         };
-        let emitter = match self.emitter(&row.account_id, sandbox, row.environment, &secrets) {
+        let emitter = match self
+            .emitter(&row.account_id, sandbox, row.environment, &secrets)
+            .await
+        {
             Ok(emitter) => emitter,
             Err(why) => {
                 tracing::error!(account = %row.account_id, why = %why, "the account's DIAN certificate cannot be used; asked again in an hour");
@@ -309,8 +312,9 @@ impl Filing {
         })
     }
 
-    /// The account's emitter, made again only when its certificate or address changed.
-    fn emitter(
+    /// The account's emitter, made again only when its certificate or address changed (the
+    /// certificate read on the blocking pool).
+    async fn emitter(
         &self,
         account: &AccountId,
         sandbox: bool,
@@ -335,8 +339,10 @@ impl Filing {
         {
             return Ok(Arc::clone(emitter));
         }
-        let certificate = Certificate::from_p12_base64(&secrets.p12_base64, &secrets.password)
-            .map_err(|err| err.to_string())?;
+        let certificate =
+            Certificate::read_off_the_workers(secrets.p12_base64.clone(), secrets.password.clone())
+                .await
+                .map_err(|err| err.to_string())?;
         let certificate = Arc::new(certificate);
         let client = SoapClient::new(address.clone(), Arc::clone(&certificate), self.0.timeout)
             .map_err(|err| err.to_string())?;

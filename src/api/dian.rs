@@ -112,7 +112,7 @@ fn text_field(value: &str, param: &str) -> ApiResult<String> {
 
 /// Checks `body` (the certificate opens with its password, holds an RSA key, has not
 /// expired) and the seller (`seller`, as the same request leaves it): what to store.
-pub(in crate::api) fn parse_dian(
+pub(in crate::api) async fn parse_dian(
     body: &DianIn,
     seller: &Seller,
     now_ms: i64,
@@ -123,11 +123,14 @@ pub(in crate::api) fn parse_dian(
     })?;
     let software_id = text_field(&body.software_id, "dian.software_id")?;
     let software_pin = text_field(&body.software_pin, "dian.software_pin")?;
-    let certificate =
-        Certificate::from_p12_base64(&body.certificate.p12_base64, &body.certificate.password)
-            .map_err(|err| {
-                ApiError::bad_request(format!("dian.certificate: {err}.")).param("dian.certificate")
-            })?;
+    let certificate = Certificate::read_off_the_workers(
+        body.certificate.p12_base64.clone(),
+        body.certificate.password.clone(),
+    )
+    .await
+    .map_err(|err| {
+        ApiError::bad_request(format!("dian.certificate: {err}.")).param("dian.certificate")
+    })?;
     if certificate.not_after() * 1000 < now_ms {
         return Err(
             ApiError::bad_request("dian.certificate: the certificate has expired.")

@@ -153,7 +153,7 @@ async fn update_invoicing(
     let dian = match &body.dian {
         Some(dian) => {
             let now = chrono::Utc::now().timestamp_millis();
-            Some(super::dian::parse_dian(dian, &seller, now)?)
+            Some(super::dian::parse_dian(dian, &seller, now).await?)
         }
         None => None,
     };

@@ -97,8 +97,14 @@ pub fn app(state: AppState) -> Router {
                 ))
                 .with_state(()),
         )
-        // DIAN's web service, not our API: outside the OpenAPI document.
-        .nest(
+        .route_layer(middleware::from_fn(record_metrics))
+        .fallback(unknown_path)
+        .with_state(state.clone());
+    // DIAN's web service, not our API: outside the OpenAPI document. Mounted only while the
+    // sandbox accounts file with it: an operator who names another sandbox DIAN
+    // (`BILLING_DIAN_SANDBOX_URL`, a standalone `billing sandbox-dian`) serves none here.
+    let routed = if state.config.dian_sandbox_url.is_none() {
+        routed.nest(
             crate::filing::SANDBOX_MOUNT,
             state
                 .dian_sandbox
@@ -108,11 +114,11 @@ pub fn app(state: AppState) -> Router {
                     state.clone(),
                     crate::http::layers::limit_sandbox_admin,
                 ))
-                .with_state(()),
+                .route_layer(middleware::from_fn(record_metrics)),
         )
-        .route_layer(middleware::from_fn(record_metrics))
-        .fallback(unknown_path)
-        .with_state(state.clone());
+    } else {
+        routed
+    };
     Router::new()
         .fallback_service(routed)
         // Before routing, so that no route's extractor, method check (axum's 405 and its

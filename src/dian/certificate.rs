@@ -15,6 +15,8 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 pub enum CertificateError {
     #[error("the certificate is not base64")]
     Base64,
+    #[error("the PKCS#12 file is refused: {0}")]
+    Bounds(#[from] super::pkcs12_bounds::Refused),
     #[error("the PKCS#12 file cannot be read with this password: {0}")]
     Pkcs12(String),
     #[error("the PKCS#12 file holds no private key with its certificate")]
@@ -25,6 +27,8 @@ pub enum CertificateError {
     Key(String),
     #[error("signing failed")]
     Sign,
+    #[error("the certificate could not be read now")]
+    Busy,
 }
 
 /// A certificate with its private key, ready to sign.
@@ -56,8 +60,12 @@ impl Certificate {
         Self::from_pkcs12(&data, password)
     }
 
-    /// Reads a PKCS#12 file: its first private key and that key's certificate.
+    /// Reads a PKCS#12 file: its first private key and that key's certificate. The file is
+    /// held to `Budget::CERTIFICATE` before anything is decrypted; still, reading one takes
+    /// milliseconds to a second of a core: async callers run it on the blocking pool
+    /// (`read_off_the_workers`).
     pub fn from_pkcs12(data: &[u8], password: &str) -> Result<Self, CertificateError> {
+        super::pkcs12_bounds::check(data, password, super::pkcs12_bounds::Budget::CERTIFICATE)?;
         let store = KeyStore::from_pkcs12(data, password, Pkcs12ImportPolicy::Strict)
             .map_err(|err| CertificateError::Pkcs12(err.to_string()))?;
         let (_, chain) = store.private_key_chain().ok_or(CertificateError::NoKey)?;
@@ -74,6 +82,23 @@ impl Certificate {
             serial: info.serial,
             not_after: info.not_after,
         })
+    }
+
+    /// `from_p12_base64` on the blocking pool, one file at a time per process: a tenant's
+    /// upload never occupies an async worker, and many at once queue instead of taking every
+    /// core.
+    pub async fn read_off_the_workers(
+        p12_base64: String,
+        password: String,
+    ) -> Result<Self, CertificateError> {
+        static ONE_AT_A_TIME: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+        let _turn = ONE_AT_A_TIME
+            .acquire()
+            .await
+            .map_err(|_| CertificateError::Busy)?;
+        tokio::task::spawn_blocking(move || Self::from_p12_base64(&p12_base64, &password))
+            .await
+            .map_err(|_| CertificateError::Busy)?
     }
 
     /// The certificate, DER.

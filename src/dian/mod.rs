@@ -5,7 +5,8 @@
 //!
 //! - `document`: the input (seller, buyer, lines, range, software, environment).
 //! - `ubl`: the XML, unsigned. `xml`: reading it back, canonical forms.
-//! - `certificate`: the PKCS#12 certificate and key. `signature`: signing; `verify`: checking
+//! - `certificate`: the PKCS#12 certificate and key (`pkcs12_bounds`: what a file may cost
+//!   before it is decrypted). `signature`: signing; `verify`: checking
 //!   a signature as a receiver does.
 //! - `soap`: the web service's messages (WS-Security) and `client`; `emitter`: the trait.
 //! - `sandbox`: the sandbox DIAN (axum).
@@ -14,6 +15,7 @@ pub mod certificate;
 pub mod document;
 pub mod emitter;
 pub mod outcome;
+pub mod pkcs12_bounds;
 pub mod sandbox;
 pub mod signature;
 pub mod soap;

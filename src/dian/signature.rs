@@ -101,7 +101,6 @@ pub fn sign(
     let tree = Tree::parse(&draft)?;
     let signed_info_at = tree
         .descendants(tree.root())
-        .into_iter()
         .find(|&e| tree.is(e, super::ubl::DS, "SignedInfo"))
         .ok_or(SignError::Read(ReadError::Empty))?;
     let canonical = canonicalize(&tree, signed_info_at, &Method::Inclusive, None)?;

@@ -17,6 +17,15 @@ use base64::engine::general_purpose::STANDARD;
 const WSSE: &str =
     "http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd";
 
+/// The most references a signature may list: DIAN's documents sign three, a WS-Security
+/// header one or two. Each costs a canonicalization of the document.
+const MAX_REFERENCES: usize = 8;
+/// The most transforms a reference may list (DIAN's: the enveloped-signature one and a
+/// canonicalization).
+const MAX_TRANSFORMS: usize = 4;
+/// The most prefixes an exclusive canonicalization's `PrefixList` may name.
+const MAX_INCLUSIVE_PREFIXES: usize = 32;
+
 /// Why a signature does not hold.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Fault {
@@ -48,7 +57,6 @@ pub struct Verified {
 pub fn verify(tree: &Tree, within: Option<usize>) -> Result<Verified, Fault> {
     let signature = tree
         .descendants(within.unwrap_or(tree.root()))
-        .into_iter()
         .find(|&e| tree.is(e, DS, "Signature"))
         .ok_or(Fault::Missing)?;
     let malformed = |what: &str| Fault::Malformed(what.to_owned());
@@ -67,19 +75,8 @@ pub fn verify(tree: &Tree, within: Option<usize>) -> Result<Verified, Fault> {
         return Err(Fault::Algorithm(algorithm.to_owned()));
     }
 
-    let mut references = Vec::new();
-    for reference in tree.children(signed_info, DS, "Reference") {
-        let uri = tree
-            .attribute(reference, "URI")
-            .unwrap_or_default()
-            .to_owned();
-        check_reference(tree, reference, &uri, signature)?;
-        references.push(uri.trim_start_matches('#').to_owned());
-    }
-    if references.is_empty() {
-        return Err(malformed("no Reference"));
-    }
-
+    // The signature over `SignedInfo` first: only then are its references, each a
+    // canonicalization of part of the document, worth computing, and only a few of them.
     let certificate_der = signing_certificate(tree, signature)?;
     let certificate =
         CertificateInfo::read(&certificate_der).map_err(|err| Fault::Malformed(err.to_string()))?;
@@ -92,6 +89,23 @@ pub fn verify(tree: &Tree, within: Option<usize>) -> Result<Verified, Fault> {
         .map_err(|err| Fault::Malformed(err.to_string()))?;
     if !certificate.verifies(&canonical, &value) {
         return Err(Fault::Value);
+    }
+
+    let listed: Vec<usize> = tree.children(signed_info, DS, "Reference").collect();
+    if listed.is_empty() {
+        return Err(malformed("no Reference"));
+    }
+    if listed.len() > MAX_REFERENCES {
+        return Err(malformed("too many references"));
+    }
+    let mut references = Vec::new();
+    for reference in listed {
+        let uri = tree
+            .attribute(reference, "URI")
+            .unwrap_or_default()
+            .to_owned();
+        check_reference(tree, reference, &uri, signature)?;
+        references.push(uri.trim_start_matches('#').to_owned());
     }
     Ok(Verified {
         signature,
@@ -119,6 +133,9 @@ fn check_reference(
     let mut excluded = None;
     let mut canonical_method = Method::Inclusive;
     if let Some(transforms) = tree.child(reference, DS, "Transforms") {
+        if tree.children(transforms, DS, "Transform").count() > MAX_TRANSFORMS {
+            return Err(Fault::Malformed("too many transforms".into()));
+        }
         for transform in tree.children(transforms, DS, "Transform") {
             match tree.attribute(transform, "Algorithm").unwrap_or_default() {
                 ENVELOPED => excluded = Some(signature),
@@ -160,6 +177,9 @@ fn method(tree: &Tree, element: usize) -> Result<Method, Fault> {
                 .child_elements(element)
                 .find_map(|c| tree.attribute(c, "PrefixList"))
                 .unwrap_or_default();
+            if prefixes.split_whitespace().count() > MAX_INCLUSIVE_PREFIXES {
+                return Err(Fault::Malformed("too many inclusive prefixes".into()));
+            }
             Ok(Method::Exclusive(
                 prefixes.split_whitespace().map(str::to_owned).collect(),
             ))

@@ -24,6 +24,7 @@ mod dian;
 mod dian_documents;
 mod dian_filing;
 mod generated_client;
+mod hostile_input;
 
 mod idempotency;
 mod invoice_documents;

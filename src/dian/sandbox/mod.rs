@@ -19,7 +19,7 @@ use crate::dian::document::NumberingRange;
 use crate::dian::soap::response::DianResponse;
 use axum::Router;
 use axum::routing::post;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,16 +94,50 @@ impl Registry {
     }
 }
 
+/// How many refused documents' answers the sandbox remembers: the key of a refused document
+/// is whatever its sender wrote, so keeping every one would let anybody fill its memory. The
+/// oldest is forgotten first (`GetStatus` then answers that it does not know it, as DIAN does
+/// for a document it never accepted).
+const REFUSED_REMEMBERED: usize = 10_000;
+
 #[derive(Default)]
 struct State {
     registry: Registry,
-    /// Every answer given to a document, by its key (CUFE or CUDE).
+    /// Every answer given to a document, by its key (CUFE or CUDE): each accepted one, and
+    /// the latest `REFUSED_REMEMBERED` refused ones.
     answers: HashMap<String, DianResponse>,
+    /// The keys of the refused answers kept, oldest first.
+    refused: VecDeque<String>,
     /// Accepted numbers: (seller NIT, number) → key.
     numbers: HashMap<(String, String), String>,
     /// How many times each document (by key) was sent.
     sends: HashMap<String, u32>,
     fault: Option<(Fault, u32)>,
+}
+
+impl State {
+    /// Keeps a refusal's answer under `key`, unless the document was accepted before.
+    fn remember_refused(&mut self, key: String, answer: DianResponse) {
+        if self.answers.get(&key).is_some_and(|known| known.is_valid) {
+            return;
+        }
+        if self.answers.insert(key.clone(), answer).is_none() {
+            self.refused.push_back(key);
+        }
+        while self.refused.len() > REFUSED_REMEMBERED {
+            let Some(oldest) = self.refused.pop_front() else {
+                break;
+            };
+            if !self
+                .answers
+                .get(&oldest)
+                .is_some_and(|known| known.is_valid)
+            {
+                self.answers.remove(&oldest);
+                self.sends.remove(&oldest);
+            }
+        }
+    }
 }
 
 pub struct SandboxDian {
@@ -199,5 +233,47 @@ impl SandboxDian {
         let (fault, left) = state.fault?;
         state.fault = (left > 1).then_some((fault, left - 1));
         Some(fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal() -> DianResponse {
+        DianResponse {
+            is_valid: false,
+            status_code: crate::dian::soap::response::REFUSED.into(),
+            ..DianResponse::default()
+        }
+    }
+
+    /// Strangers choose a refused document's key: the sandbox must not keep them all.
+    #[test]
+    fn refused_answers_are_bounded_and_accepted_ones_kept() {
+        let mut state = State::default();
+        state.answers.insert(
+            "accepted".into(),
+            DianResponse {
+                is_valid: true,
+                ..DianResponse::default()
+            },
+        );
+        state.remember_refused("accepted".into(), refusal());
+        assert!(state.answers["accepted"].is_valid);
+        for n in 0..REFUSED_REMEMBERED + 500 {
+            let key = format!("key-{n}");
+            *state.sends.entry(key.clone()).or_insert(0) += 1;
+            state.remember_refused(key, refusal());
+        }
+        assert_eq!(state.answers.len(), REFUSED_REMEMBERED + 1);
+        assert!(state.sends.len() <= REFUSED_REMEMBERED);
+        assert!(state.answers["accepted"].is_valid);
+        assert!(!state.answers.contains_key("key-0"));
+        assert!(
+            state
+                .answers
+                .contains_key(&format!("key-{}", REFUSED_REMEMBERED + 499))
+        );
     }
 }

@@ -25,7 +25,15 @@ pub(super) async fn serve(State(sandbox): State<Arc<SandboxDian>>, body: Bytes) 
         Some(Fault::Late) => tokio::time::sleep(sandbox.config.late_by).await,
         None => {}
     }
-    let Ok(text) = std::str::from_utf8(&body) else {
+    // Reading, unzipping and verifying a stranger's document is bounded but not cheap: it runs
+    // on the blocking pool, so that the async workers keep answering everyone else.
+    tokio::task::spawn_blocking(move || answer(&sandbox, &body))
+        .await
+        .unwrap_or_else(|_| soap_fault("s:Receiver", "The request could not be processed."))
+}
+
+fn answer(sandbox: &SandboxDian, body: &[u8]) -> Response {
+    let Ok(text) = std::str::from_utf8(body) else {
         return soap_fault("s:Sender", "The request is not UTF-8.");
     };
     let received = match read_request(text) {
@@ -121,10 +129,8 @@ impl SandboxDian {
             }
             Err(Refused { key, rules }) => {
                 let answer = refused(key.as_deref(), rules);
-                if let Some(key) = key
-                    && !state.answers.get(&key).is_some_and(|a| a.is_valid)
-                {
-                    state.answers.insert(key, answer.clone());
+                if let Some(key) = key {
+                    state.remember_refused(key, answer.clone());
                 }
                 answer
             }

@@ -268,7 +268,6 @@ fn check_signature(tree: &Tree, extension: usize) -> Result<DateTime<chrono::Fix
     let signature = verified.signature;
     let properties = tree
         .descendants(signature)
-        .into_iter()
         .find(|&e| tree.is(e, XADES, "SignedProperties"))
         .ok_or("no hay xades:SignedProperties")?;
     let properties_id = tree.attribute(properties, "Id").unwrap_or_default();

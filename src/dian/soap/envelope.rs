@@ -111,7 +111,6 @@ pub fn request(
     let draft = read(&envelope(&signature("")))?;
     let signed_info_at = draft
         .descendants(draft.root())
-        .into_iter()
         .find(|&e| draft.is(e, crate::dian::ubl::DS, "SignedInfo"))
         .ok_or(CertificateError::Sign)?;
     let method = Method::Exclusive(vec!["wsa".into(), "soap".into(), "wcf".into()]);

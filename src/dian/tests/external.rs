@@ -102,7 +102,6 @@ fn the_dian_extensions_follow_dians_structures_schema_but_for_the_check_digits()
         let tree = Tree::parse(&text).expect("reads");
         let extensions = tree
             .descendants(0)
-            .into_iter()
             .find(|&e| tree.is(e, STS, "DianExtensions"))
             .expect("DianExtensions");
         let alone = canonicalize(&tree, extensions, &Method::Inclusive, None).expect("c14n");

@@ -5,4 +5,5 @@
 
 mod external;
 mod fixtures;
+mod pkcs12_bounds;
 mod sandbox;

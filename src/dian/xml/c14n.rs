@@ -29,21 +29,97 @@ pub const INCLUSIVE: &str = "http://www.w3.org/TR/2001/REC-xml-c14n-20010315";
 pub const EXCLUSIVE: &str = "http://www.w3.org/2001/10/xml-exc-c14n#";
 
 /// The canonical form of `apex` and its descendants, leaving out `excluded` (and everything
-/// below it) when given.
+/// below it) when given. It walks the tree with a stack of its own, not by recursion, so its
+/// cost is the document's size whatever its depth.
 pub fn canonicalize(
     tree: &Tree,
     apex: usize,
     method: &Method,
     excluded: Option<usize>,
 ) -> Result<Vec<u8>, ReadError> {
+    enum Step<'t> {
+        Open {
+            element: usize,
+            rendered: usize,
+            scope: usize,
+        },
+        Text(&'t str),
+        Close(usize),
+    }
     let mut out = String::new();
-    let rendered = BTreeMap::new();
-    render(tree, apex, method, excluded, &rendered, true, &mut out)?;
+    // What the rendered output has in force, one map per element that declared something;
+    // an element that declares nothing shares its parent's.
+    let mut rendered: Vec<BTreeMap<&str, &str>> = vec![BTreeMap::new()];
+    // The bindings in force at an element, shared the same way; the apex's come from all its
+    // ancestors.
+    let apex_parent = tree.elements[apex].parent;
+    let mut scopes: Vec<BTreeMap<&str, &str>> =
+        vec![apex_parent.map(|p| in_scope(tree, p)).unwrap_or_default()];
+    let mut steps = vec![Step::Open {
+        element: apex,
+        rendered: 0,
+        scope: 0,
+    }];
+    while let Some(step) = steps.pop() {
+        match step {
+            Step::Text(text) => escape_text(text, &mut out),
+            Step::Close(element) => {
+                out.push_str("</");
+                out.push_str(&tree.elements[element].name);
+                out.push('>');
+            }
+            Step::Open {
+                element,
+                rendered: parent_rendered,
+                scope: parent_scope,
+            } => {
+                let own = &tree.elements[element].namespaces;
+                let scope = if own.is_empty() {
+                    parent_scope
+                } else {
+                    let mut scope = scopes[parent_scope].clone();
+                    for (prefix, uri) in own {
+                        scope.insert(prefix.as_str(), uri.as_str());
+                    }
+                    scopes.push(scope);
+                    scopes.len() - 1
+                };
+                let declared = open_tag(
+                    tree,
+                    element,
+                    method,
+                    &scopes[scope],
+                    &rendered[parent_rendered],
+                    element == apex,
+                    &mut out,
+                )?;
+                let in_force = match declared {
+                    Some(map) => {
+                        rendered.push(map);
+                        rendered.len() - 1
+                    }
+                    None => parent_rendered,
+                };
+                steps.push(Step::Close(element));
+                for child in tree.elements[element].children.iter().rev() {
+                    match child {
+                        Child::Text(text) => steps.push(Step::Text(text)),
+                        Child::Element(index) if Some(*index) == excluded => {}
+                        Child::Element(index) => steps.push(Step::Open {
+                            element: *index,
+                            rendered: in_force,
+                            scope,
+                        }),
+                    }
+                }
+            }
+        }
+    }
     Ok(out.into_bytes())
 }
 
 /// Every namespace binding in force at `element`: prefix → URI (the default as `""`).
-fn in_scope(tree: &Tree, element: usize) -> BTreeMap<String, String> {
+fn in_scope(tree: &Tree, element: usize) -> BTreeMap<&str, &str> {
     let mut chain = Vec::new();
     let mut at = Some(element);
     while let Some(index) = at {
@@ -53,76 +129,85 @@ fn in_scope(tree: &Tree, element: usize) -> BTreeMap<String, String> {
     let mut scope = BTreeMap::new();
     for index in chain.into_iter().rev() {
         for (prefix, uri) in &tree.elements[index].namespaces {
-            scope.insert(prefix.clone(), uri.clone());
+            scope.insert(prefix.as_str(), uri.as_str());
         }
     }
     scope
 }
 
-fn render(
-    tree: &Tree,
+/// Writes `element`'s start tag; answers what the output has in force for its children when
+/// the tag declared a namespace (`None`: the same as for `element` itself).
+fn open_tag<'t>(
+    tree: &'t Tree,
     element: usize,
     method: &Method,
-    excluded: Option<usize>,
-    parent_rendered: &BTreeMap<String, String>,
+    scope: &BTreeMap<&'t str, &'t str>,
+    parent_rendered: &BTreeMap<&'t str, &'t str>,
     apex: bool,
     out: &mut String,
-) -> Result<(), ReadError> {
+) -> Result<Option<BTreeMap<&'t str, &'t str>>, ReadError> {
     let node = &tree.elements[element];
-    let scope = in_scope(tree, element);
     let (prefix, _) = split(&node.name);
+    let attribute_prefixes = node
+        .attributes
+        .iter()
+        .filter(|(name, _)| name.contains(':'))
+        .map(|(name, _)| split(name).0);
+    // The bindings this element could render. Inclusively, a descendant that declares nothing
+    // has exactly its parent's in force, which its parent rendered: nothing to look at.
+    // Exclusively, only the prefixes it or its attributes use, and the listed ones, count.
+    let wanted: Vec<&str> = match method {
+        Method::Inclusive if !apex && node.namespaces.is_empty() => Vec::new(),
+        Method::Inclusive => scope.keys().copied().collect(),
+        Method::Exclusive(inclusive) => {
+            let listed = inclusive
+                .iter()
+                .map(|p| if p == "#default" { "" } else { p.as_str() });
+            let mut candidates: Vec<&str> = listed
+                .chain(std::iter::once(prefix))
+                .chain(attribute_prefixes)
+                .filter_map(|p| scope.get_key_value(p).map(|(&bound, _)| bound))
+                .collect();
+            candidates.sort_unstable();
+            candidates.dedup();
+            candidates
+        }
+    };
     if !prefix.is_empty() && !scope.contains_key(prefix) {
         return Err(ReadError::Prefix(prefix.to_owned()));
     }
-
-    // The namespaces this element renders, and what is in force for its children after it.
-    let wanted: Vec<&String> = match method {
-        Method::Inclusive => scope.keys().collect(),
-        Method::Exclusive(inclusive) => scope
-            .keys()
-            .filter(|p| {
-                let listed = if p.is_empty() { "#default" } else { p.as_str() };
-                inclusive.iter().any(|i| i == listed)
-                    || p.as_str() == prefix
-                    || node
-                        .attributes
-                        .iter()
-                        .any(|(name, _)| split(name).0 == p.as_str() && name.contains(':'))
-            })
-            .collect(),
-    };
-    let mut rendered = parent_rendered.clone();
-    let mut declarations: Vec<(String, String)> = Vec::new();
+    let mut rendered: Option<BTreeMap<&str, &str>> = None;
+    let mut declarations: Vec<(&str, &str)> = Vec::new();
     for p in wanted {
-        let uri = &scope[p];
-        let before = parent_rendered.get(p).map(String::as_str).unwrap_or("");
+        let Some(&uri) = scope.get(p) else { continue };
+        let before = parent_rendered.get(p).copied().unwrap_or("");
         if p.is_empty() && uri.is_empty() && before.is_empty() {
             continue;
         }
         if before != uri {
-            declarations.push((p.clone(), uri.clone()));
-            rendered.insert(p.clone(), uri.clone());
+            declarations.push((p, uri));
+            rendered
+                .get_or_insert_with(|| parent_rendered.clone())
+                .insert(p, uri);
         }
     }
-    declarations.sort();
+    declarations.sort_unstable();
 
     // Attributes, with inclusive canonicalization's inherited `xml:*` on the apex.
-    let mut attributes: Vec<(String, String, &str, &str)> = Vec::new();
+    let mut attributes: Vec<(&str, &str, &str, &str)> = Vec::new();
     for (name, value) in &node.attributes {
         let (p, local) = split(name);
-        let ns = if name.contains(':') {
-            if p == "xml" {
-                XML_NS.to_owned()
-            } else {
-                scope
-                    .get(p)
-                    .cloned()
-                    .ok_or_else(|| ReadError::Prefix(p.to_owned()))?
-            }
+        let ns = if !name.contains(':') {
+            ""
+        } else if p == "xml" {
+            XML_NS
         } else {
-            String::new()
+            scope
+                .get(p)
+                .copied()
+                .ok_or_else(|| ReadError::Prefix(p.to_owned()))?
         };
-        attributes.push((ns, local.to_owned(), name, value));
+        attributes.push((ns, local, name, value));
     }
     let inherited = if apex && *method == Method::Inclusive {
         inherited_xml_attributes(tree, element)
@@ -131,11 +216,10 @@ fn render(
     };
     for (name, value) in &inherited {
         if !node.attributes.iter().any(|(own, _)| own == name) {
-            let local = split(name).1.to_owned();
-            attributes.push((XML_NS.to_owned(), local, name, value));
+            attributes.push((XML_NS, split(name).1, name, value));
         }
     }
-    attributes.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    attributes.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
 
     out.push('<');
     out.push_str(&node.name);
@@ -154,19 +238,7 @@ fn render(
         out.push('"');
     }
     out.push('>');
-    for child in &node.children {
-        match child {
-            Child::Text(text) => escape_text(text, out),
-            Child::Element(index) if Some(*index) == excluded => {}
-            Child::Element(index) => {
-                render(tree, *index, method, excluded, &rendered, false, out)?;
-            }
-        }
-    }
-    out.push_str("</");
-    out.push_str(&node.name);
-    out.push('>');
-    Ok(())
+    Ok(rendered)
 }
 
 /// The `xml:*` attributes of the apex's ancestors, the nearest winning.
@@ -278,5 +350,21 @@ mod tests {
         let sig = tree.by_id("sig");
         let out = canonicalize(&tree, 0, &Method::Inclusive, sig).expect("c14n");
         assert_eq!(String::from_utf8(out).expect("utf8"), "<a><b></b>x</a>");
+    }
+
+    /// The deepest document the reader takes is canonicalized without recursion, and a
+    /// redeclaration deep inside still renders where its binding changes.
+    #[test]
+    fn the_deepest_readable_document_canonicalizes() {
+        let depth = crate::dian::xml::tree::Limits::DOCUMENT.depth - 1;
+        let xml = format!(
+            "<r xmlns=\"urn:r\">{}<x xmlns=\"urn:x\"><y/></x>{}</r>",
+            "<a>".repeat(depth - 2),
+            "</a>".repeat(depth - 2)
+        );
+        let out = c14n(&xml, None, Method::Inclusive);
+        assert!(out.starts_with("<r xmlns=\"urn:r\"><a><a>"));
+        assert!(out.contains("<x xmlns=\"urn:x\"><y></y></x>"));
+        assert_eq!(out.matches("xmlns").count(), 2);
     }
 }

@@ -4,6 +4,11 @@
 //! are entity references other than XML's five and character references), no processing
 //! instructions or comments kept (canonicalization without comments drops them), and names are
 //! kept as written (`cbc:ID`), resolved to their namespace on demand.
+//!
+//! Anything it reads may come from a stranger (the sandbox DIAN's requests) or from another
+//! system (DIAN's answers), so a document's shape is bounded before it can cost anything: its
+//! depth, its number of elements and of namespace declarations (`Limits`). Nothing here or in
+//! `c14n` recurses, so no document can exhaust a thread's stack.
 
 use quick_xml::XmlVersion;
 use quick_xml::events::{BytesStart, Event};
@@ -25,6 +30,28 @@ pub enum ReadError {
     Prefix(String),
     #[error("the document has no root element")]
     Empty,
+    #[error("the document is too large: {0}")]
+    TooLarge(&'static str),
+}
+
+/// The most a document may hold. DIAN's documents and web-service envelopes are far inside
+/// them: an invoice nests about fifteen levels, declares a few dozen namespaces and has some
+/// thirty elements per line.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub depth: usize,
+    pub elements: usize,
+    pub namespace_declarations: usize,
+    pub attributes_per_element: usize,
+}
+
+impl Limits {
+    pub const DOCUMENT: Limits = Limits {
+        depth: 64,
+        elements: 200_000,
+        namespace_declarations: 256,
+        attributes_per_element: 64,
+    };
 }
 
 /// One element: its name as written, its namespace declarations and other attributes (values
@@ -38,6 +65,9 @@ pub struct Element {
     /// `(name as written, value)`.
     pub attributes: Vec<(String, String)>,
     pub children: Vec<Child>,
+    /// One past the last element of its subtree: elements are numbered in document order,
+    /// so `index..end` are the element and all its descendants.
+    pub end: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -53,12 +83,19 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Reads `text`. Line ends are normalized to `\n` and attribute values as XML 1.0 says.
+    /// Reads `text` within `Limits::DOCUMENT`. Line ends are normalized to `\n` and attribute
+    /// values as XML 1.0 says.
     pub fn parse(text: &str) -> Result<Tree, ReadError> {
+        Self::parse_within(text, Limits::DOCUMENT)
+    }
+
+    /// Reads `text`, refusing it as soon as it passes one of `limits`.
+    pub fn parse_within(text: &str, limits: Limits) -> Result<Tree, ReadError> {
         let mut reader = Reader::from_str(text);
         reader.config_mut().expand_empty_elements = true;
         let mut elements: Vec<Element> = Vec::new();
         let mut open: Vec<usize> = Vec::new();
+        let mut declarations = 0usize;
         let syntax = |err: quick_xml::Error| ReadError::Syntax(err.to_string());
         loop {
             match reader.read_event().map_err(syntax)? {
@@ -67,7 +104,17 @@ impl Tree {
                     if parent.is_none() && !elements.is_empty() {
                         return Err(ReadError::Syntax("more than one root element".into()));
                     }
-                    let element = read_start(&start, parent)?;
+                    if open.len() >= limits.depth {
+                        return Err(ReadError::TooLarge("elements nest too deep"));
+                    }
+                    if elements.len() >= limits.elements {
+                        return Err(ReadError::TooLarge("too many elements"));
+                    }
+                    let element = read_start(&start, parent, limits)?;
+                    declarations += element.namespaces.len();
+                    if declarations > limits.namespace_declarations {
+                        return Err(ReadError::TooLarge("too many namespace declarations"));
+                    }
                     let index = elements.len();
                     elements.push(element);
                     if let Some(parent) = parent {
@@ -76,7 +123,9 @@ impl Tree {
                     open.push(index);
                 }
                 Event::End(_) => {
-                    open.pop();
+                    if let Some(closed) = open.pop() {
+                        elements[closed].end = elements.len();
+                    }
                 }
                 Event::Text(text) => {
                     if let Some(&current) = open.last() {
@@ -108,6 +157,9 @@ impl Tree {
                 Event::Comment(_) | Event::Decl(_) | Event::PI(_) => {}
                 Event::Eof => break,
             }
+        }
+        if !open.is_empty() {
+            return Err(ReadError::Syntax("an element is not closed".into()));
         }
         if elements.is_empty() {
             return Err(ReadError::Empty);
@@ -181,15 +233,8 @@ impl Tree {
     }
 
     /// Every element below `element` (itself included), in document order.
-    pub fn descendants(&self, element: usize) -> Vec<usize> {
-        let mut found = vec![element];
-        let mut at = 0;
-        while at < found.len() {
-            let children: Vec<usize> = self.child_elements(found[at]).collect();
-            found.splice(at + 1..at + 1, children);
-            at += 1;
-        }
-        found
+    pub fn descendants(&self, element: usize) -> std::ops::Range<usize> {
+        element..self.elements[element].end
     }
 
     /// The element whose attribute `Id` (or `wsu:Id`, any prefix) is `id`.
@@ -249,7 +294,11 @@ fn push_text(element: &mut Element, text: &str) {
     }
 }
 
-fn read_start(start: &BytesStart<'_>, parent: Option<usize>) -> Result<Element, ReadError> {
+fn read_start(
+    start: &BytesStart<'_>,
+    parent: Option<usize>,
+    limits: Limits,
+) -> Result<Element, ReadError> {
     let name = start.name().as_ref().to_owned();
     let mut element = Element {
         parent,
@@ -258,6 +307,9 @@ fn read_start(start: &BytesStart<'_>, parent: Option<usize>) -> Result<Element, 
     };
     for attribute in start.attributes() {
         let attribute = attribute.map_err(|err| ReadError::Syntax(err.to_string()))?;
+        if element.attributes.len() + element.namespaces.len() >= limits.attributes_per_element {
+            return Err(ReadError::TooLarge("too many attributes on an element"));
+        }
         let key = attribute.key.as_ref().to_owned();
         let value = attribute
             .normalized_value(XmlVersion::Implicit1_0)
@@ -289,7 +341,8 @@ mod tests {
         assert_eq!(tree.expanded(c), ("urn:b", "c"));
         assert_eq!(tree.text(c), "1 & 2A");
         let d = tree.child(0, "urn:d", "d").expect("d");
-        assert_eq!(tree.descendants(0), vec![0, c, d]);
+        assert_eq!(tree.descendants(0).collect::<Vec<_>>(), vec![0, c, d]);
+        assert_eq!(tree.descendants(c).collect::<Vec<_>>(), vec![c]);
     }
 
     #[test]
@@ -303,5 +356,54 @@ mod tests {
             Err(ReadError::Entity(_))
         ));
         assert!(Tree::parse("<a><b></a>").is_err());
+        assert!(Tree::parse("<a><b></b>").is_err());
+    }
+
+    /// What a stranger's request crashed the service with: 5,000 nested elements.
+    #[test]
+    fn a_document_nested_deeper_than_the_limit_is_refused() {
+        let deep = format!("{}{}", "<a>".repeat(5_000), "</a>".repeat(5_000));
+        assert!(matches!(Tree::parse(&deep), Err(ReadError::TooLarge(_))));
+        let depth = Limits::DOCUMENT.depth;
+        let deepest = format!("{}{}", "<a>".repeat(depth), "</a>".repeat(depth));
+        assert!(Tree::parse(&deepest).is_ok());
+    }
+
+    #[test]
+    fn too_many_elements_or_namespace_declarations_are_refused() {
+        let limits = Limits {
+            elements: 10,
+            ..Limits::DOCUMENT
+        };
+        let wide = format!("<a>{}</a>", "<b/>".repeat(10));
+        assert!(matches!(
+            Tree::parse_within(&wide, limits),
+            Err(ReadError::TooLarge(_))
+        ));
+        let declarations: String = (0..300)
+            .map(|n| format!("<b xmlns:p{n}=\"urn:{n}\"/>"))
+            .collect();
+        assert!(matches!(
+            Tree::parse(&format!("<a>{declarations}</a>")),
+            Err(ReadError::TooLarge(_))
+        ));
+        let attributes: String = (0..100).map(|n| format!(" x{n}=\"1\"")).collect();
+        assert!(matches!(
+            Tree::parse(&format!("<a{attributes}/>")),
+            Err(ReadError::TooLarge(_))
+        ));
+    }
+
+    /// A comb (each level a leaf and the next level) made `descendants` quadratic.
+    #[test]
+    fn descendants_of_a_comb_are_every_element_below_in_document_order() {
+        let depth = Limits::DOCUMENT.depth - 1;
+        let comb = format!("{}{}", "<a><leaf/>".repeat(depth), "</a>".repeat(depth));
+        let tree = Tree::parse(&comb).expect("reads");
+        let all: Vec<usize> = tree.descendants(0).collect();
+        assert_eq!(all, (0..tree.elements.len()).collect::<Vec<_>>());
+        let second = tree.child_elements(0).nth(1).expect("the next level");
+        assert_eq!(tree.descendants(second).start, second);
+        assert_eq!(tree.descendants(second).end, tree.elements.len());
     }
 }
