@@ -106,6 +106,9 @@ impl Actor for EndpointActor {
             EndpointMsg::Skipped { delivery_id } => {
                 state.in_flight.remove(&delivery_id);
                 state.stats.set_in_flight(state.in_flight.len());
+                // The shard moved with this attempt queued: its new owner is told now rather
+                // than finding it at its next sweep.
+                self.runtime.wake_endpoint(&state.id).await;
             }
         }
         self.pump(&myself, state).await
@@ -255,6 +258,11 @@ impl EndpointActor {
 /// missed signal and, at start, the recovery of deliveries left pending by a crash.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
+/// How long a wake for another node keeps being tried while the endpoint's shard moves: a
+/// handover (drain, release, acquire) ends well within it, a lapsed lease of a dead node too
+/// with the default lease of 10 s.
+const REMOTE_WAKE_PATIENCE: Duration = Duration::from_secs(15);
+
 /// Wires the outbox signal to the endpoint actors and starts the sweep.
 pub fn spawn_webhooks(runtime: Runtime) {
     let (sender, mut signals) = tokio::sync::mpsc::unbounded_channel();
@@ -370,10 +378,7 @@ impl Runtime {
         let id = id.clone();
         tokio::spawn(async move {
             loop {
-                if let Err(err) = runtime.endpoint_message(&id, super::Message::Wake).await {
-                    // The 30-second sweep of the owner finds its due rows anyway.
-                    tracing::debug!(endpoint = %id, error = %err, "a remote wake was not delivered");
-                }
+                runtime.deliver_remote_wake(&id).await;
                 let done = runtime
                     .inner
                     .remote_wakes
@@ -387,6 +392,32 @@ impl Runtime {
                 }
             }
         });
+    }
+
+    /// Delivers one wake to the node holding the endpoint's shard. While the shard moves
+    /// (draining here, not yet trusted there) nobody can take it, and a wake given up then left
+    /// a new event's delivery waiting for the owner's 30-second sweep: it is tried again, with
+    /// backoff, for as long as a move takes (`REMOTE_WAKE_PATIENCE`), and taken here if the
+    /// shard comes back to this node meanwhile.
+    async fn deliver_remote_wake(&self, id: &WebhookEndpointId) {
+        let deadline = tokio::time::Instant::now() + REMOTE_WAKE_PATIENCE;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            if self.owns(id.as_str()) {
+                Box::pin(self.wake_endpoint(id)).await;
+                return;
+            }
+            let Err(err) = self.endpoint_message(id, super::Message::Wake).await else {
+                return;
+            };
+            if tokio::time::Instant::now() + pause > deadline {
+                // The owner's sweep finds its due rows anyway.
+                tracing::info!(endpoint = %id, error = %err, "a remote wake was not delivered; the owner's sweep will find its deliveries");
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 
     /// Sends an endpoint's message to the node holding its shard.

@@ -72,7 +72,7 @@ pub fn spawn_background(
         // perhaps not, and that process is gone), so ask about all of them at once. The same
         // for the charges of a shard taken over from another node, but those that node may be
         // posting right now (`reconcile_leftovers`).
-        reconcile_leftovers(&runtime, Duration::ZERO).await;
+        reconcile_leftovers(&runtime, Duration::ZERO, None).await;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(reconcile_every) => {
@@ -86,24 +86,31 @@ pub fn spawn_background(
                 }
                 Ok(()) = gains.changed() => {
                     let posting = runtime.charger().posting_bound();
-                    reconcile_leftovers(&runtime, posting).await
+                    let gained = runtime.ownership().take_gained();
+                    if !gained.is_empty() {
+                        reconcile_leftovers(&runtime, posting, Some(&gained)).await;
+                    }
                 }
             }
         }
     }));
 }
 
-/// Asks about every pending charge of the shards this node holds but those whose post may
-/// still be under way: written within `posting` (on a shard gained, `Charger::posting_bound`:
+/// Asks about every pending charge of `shards` (all this node holds when `None`) but those
+/// whose post may still be under way: written within `posting` (on a shard gained, `Charger::posting_bound`:
 /// the shard's last owner, alive perhaps, may be posting it now, its post not at the processor
 /// yet, so that a lookup would find nothing and the charge would be posted a second time
 /// beside it), or being posted by this node now (`reconcile` leaves those out). Those are asked
 /// about by the next passes once stale, as any other.
-async fn reconcile_leftovers(runtime: &Runtime, posting: Duration) {
+async fn reconcile_leftovers(runtime: &Runtime, posting: Duration, shards: Option<&[u16]>) {
     let now = chrono::Utc::now().timestamp_millis();
     match runtime
         .store()
-        .stale_pending_charges(now + 1 - posting.as_millis() as i64, RECONCILE_BATCH)
+        .stale_pending_charges(
+            now + 1 - posting.as_millis() as i64,
+            shards,
+            RECONCILE_BATCH,
+        )
         .await
     {
         Ok(charges) => {

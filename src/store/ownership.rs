@@ -56,6 +56,10 @@ pub struct Ownership {
     /// Bumped on every gain, so that the scheduler rescans (a gained shard's timers may lie
     /// before its marks) and the reconciler asks about the gained shards' pending charges.
     gains: tokio::sync::watch::Sender<u64>,
+    /// The shards gained since the reconciler last took them (`take_gained`): on a gain it
+    /// asks about their pending charges only, not those of every shard held, whose rechecks
+    /// keep their own schedule.
+    gained: std::sync::Mutex<Vec<u16>>,
     /// Wakes the lease loop before its next pass (another node gave its shards back).
     nudge: tokio::sync::Notify,
 }
@@ -78,6 +82,7 @@ impl Ownership {
             held: RwLock::new(vec![None; usize::from(SHARDS)]),
             draining: (0..SHARDS).map(|_| AtomicBool::new(false)).collect(),
             gains: tokio::sync::watch::channel(0).0,
+            gained: std::sync::Mutex::new(Vec::new()),
             nudge: tokio::sync::Notify::new(),
         }
     }
@@ -168,6 +173,11 @@ impl Ownership {
             Err(_) => false,
         };
         if gained {
+            if let Ok(mut list) = self.gained.lock()
+                && !list.contains(&shard)
+            {
+                list.push(shard);
+            }
             self.gains.send_modify(|n| *n += 1);
             metrics::gauge!("cluster_shards_held").increment(1.0);
         }
@@ -215,6 +225,14 @@ impl Ownership {
         self.nudge.notified().await;
     }
 
+    /// The shards gained since the last call, each once.
+    pub fn take_gained(&self) -> Vec<u16> {
+        self.gained
+            .lock()
+            .map(|mut list| std::mem::take(&mut *list))
+            .unwrap_or_default()
+    }
+
     /// A receiver that changes whenever a shard is gained.
     pub fn gains(&self) -> tokio::sync::watch::Receiver<u64> {
         self.gains.subscribe()
@@ -239,6 +257,26 @@ mod tests {
         // Not ours, but stable and in range.
         assert_eq!(shard_of("x"), shard_of("x"));
         assert!(shard_of("not-hex-zz") < SHARDS);
+    }
+
+    /// N7: a gain names the shards gained, so that the reconciler asks about their charges
+    /// only; a renewal of a lease (same epoch) is no gain.
+    #[test]
+    fn the_gained_shards_are_taken_once_and_a_renewal_is_no_gain() {
+        let ownership = Ownership::clustered("node_a".into());
+        let lease = |epoch| Held {
+            epoch,
+            until: Instant::now() + Duration::from_secs(60),
+        };
+        ownership.hold(7, lease(1));
+        ownership.hold(9, lease(1));
+        ownership.hold(7, lease(1));
+        assert_eq!(ownership.take_gained(), vec![7, 9]);
+        assert_eq!(ownership.take_gained(), Vec::<u16>::new());
+        ownership.hold(9, lease(1));
+        assert_eq!(ownership.take_gained(), Vec::<u16>::new());
+        ownership.hold(9, lease(2));
+        assert_eq!(ownership.take_gained(), vec![9]);
     }
 
     #[test]

@@ -63,13 +63,22 @@ impl Store {
     }
 
     /// Attempts still pending that were last touched before `before_ms`, oldest first: the
-    /// ones whose outcome should be asked of the processor.
+    /// ones whose outcome should be asked of the processor; with `shards`, only those whose
+    /// owner (their subscription, or the charge itself when it has none) falls in one of them.
     pub async fn stale_pending_charges(
         &self,
         before_ms: i64,
+        shards: Option<&[u16]>,
         limit: u64,
     ) -> StoreResult<Vec<ChargeAttempt>> {
-        Ok(charge_attempt::Entity::find()
+        let mut select = charge_attempt::Entity::find();
+        if let Some(shards) = shards {
+            select = select.filter(super::cluster::in_shards(
+                "coalesce(subscription_id, id)",
+                shards,
+            ));
+        }
+        Ok(select
             .filter(charge_attempt::Column::Status.eq(ChargeStatus::Pending))
             .filter(charge_attempt::Column::UpdatedAt.lt(before_ms))
             .order_by_asc(charge_attempt::Column::UpdatedAt)
