@@ -45,6 +45,7 @@ mod protocol;
 mod query_plans;
 mod rate_windows;
 mod readme;
+mod reconcile_shards;
 mod refund_faults;
 mod refunds;
 mod resumptions;
