@@ -34,10 +34,15 @@ crate::db_tests!(
     an_accepted_invoice_has_its_attached_document,
 );
 
-crate::db_tests!(
-    config = crate::dian_ends::idle_filing;
-    an_invoice_whose_range_ended_before_it_was_signed_is_numbered_again,
-);
+/// Scenarios whose filing loop is idle (`idle_filing`), in a module of their own.
+mod idle {
+    use super::*;
+
+    crate::db_tests!(
+        config = crate::dian_ends::idle_filing;
+        an_invoice_whose_range_ended_before_it_was_signed_is_numbered_again,
+    );
+}
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -115,7 +120,12 @@ async fn a_number_dian_holds_for_another_document_ends_rejected_once(app: TestAp
     let other = app.as_account(&other);
     turn_dian_on(&other, &made).await;
     add_range(&other, 990_000_000, 995_000_000).await;
-    let (shop, method) = shop(&other, "4242424242424242").await;
+    let (mut shop, method) = shop(&other, "4242424242424242").await;
+    // Another amount, so another CUFE: the same number, another document.
+    shop.plan = other.create_plan("Otro", 4_000_000, 40_000_000).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
     let sub = subscribe(&other, &shop, &method, json!({})).await;
     let sub_id = sub["id"].as_str().expect("id");
     let invoice = invoice_of(&other, sub_id).await;
