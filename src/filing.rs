@@ -20,12 +20,15 @@ use crate::dian::document::Kind;
 use crate::dian::emitter::{DianEmitter, DianService, Outcome, Unknown};
 use crate::dian::sandbox::{SERVICE_PATH, SandboxDian};
 use crate::dian::soap::client::{SoapClient, default_address};
-use crate::domain::dian::{DianStatus, Environment, RangeUse, colombian_date};
+use crate::domain::dian::{
+    DianStatus, DianWaiting, Environment, RangeUse, colombian_date, software_security_code,
+};
 use crate::domain::recheck::recheck_delay;
 use crate::domain::time::from_millis;
 use crate::ids::{AccountId, DocumentId};
 use crate::store::dian::DianSecrets;
 use crate::store::dian::submission::{Claimed, Prepared, Redated};
+use crate::store::dian::waiting::WaitingGroup;
 use crate::store::{Store, StoreResult};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -39,6 +42,15 @@ const BATCH: u64 = 16;
 const FLUSH_PASSES: usize = 8;
 /// How often the ranges' gauges are refreshed, in passes of the loop.
 const GAUGE_EVERY: u64 = 30;
+
+/// DIAN's ApplicationResponse, from the base64 of its answer; `None` when it is not text.
+fn decoded(encoded: &str) -> Option<String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.split_whitespace().collect::<String>())
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
 
 /// The filing loop's handle, cheap to clone.
 #[derive(Clone)]
@@ -140,8 +152,13 @@ impl Filing {
         Ok(())
     }
 
-    /// One pass: claims what is due by `due_by` and files it, all at once; how many it claimed.
+    /// One pass: numbers the invoices waiting for a range that may have become usable (a
+    /// range that starts today, the account's clock moved on), then claims what is due by
+    /// `due_by` and files it, all at once; how many it claimed.
     async fn pass(&self, account: Option<&AccountId>, due_by: i64) -> StoreResult<usize> {
+        if let Err(err) = self.number_waiting(account).await {
+            tracing::warn!(error = ?err, "numbering the DIAN documents waiting for a range failed; tried again next pass");
+        }
         let claim = crate::secrets::random_token("dclm_", 24);
         let now = chrono::Utc::now().timestamp_millis();
         let claimed = self
@@ -172,7 +189,24 @@ impl Filing {
         Ok(count)
     }
 
-    /// One attempt at one claimed document.
+    /// Numbers the waiting invoices of every account that has some (or of `account`), each
+    /// as issued at its account's instant now: run at every pass, so that a range valid from
+    /// today numbers them on its first day (CONTRACT §12a) and a numbering that failed is
+    /// tried again.
+    async fn number_waiting(&self, account: Option<&AccountId>) -> StoreResult<()> {
+        for waiting in self.0.store.accounts_awaiting_numbers(account).await? {
+            let now = self.0.clock.now_ms(&waiting).await?;
+            let numbered = self.0.store.number_waiting(&waiting, now).await?;
+            if numbered > 0 {
+                tracing::info!(account = %waiting, numbered, "DIAN documents waiting for a range were numbered");
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt at one claimed document: a document sent before whose answer was unknown
+    /// is asked about first; one DIAN does not hold is signed (again, when the software PIN
+    /// changed since it was signed) and sent.
     async fn file(&self, claimed: Claimed, claim: &str) -> StoreResult<()> {
         let Claimed {
             row,
@@ -181,16 +215,38 @@ impl Filing {
         } = claimed;
         let store = &self.0.store;
         let now = chrono::Utc::now().timestamp_millis();
+        let account = row.account_id.clone();
         let (document, secrets) = match prepared {
             Prepared::Ready { document, secrets } => (document, secrets),
             Prepared::WaitsForInvoice => {
                 let later = now + self.0.retry_base.as_millis() as i64;
-                return store.retry_dian_later(&row.id, claim, later, false).await;
+                return store.retry_dian_later(&row.id, claim, later, None).await;
+            }
+            Prepared::InvoiceRejected => {
+                // Sending it would be refused for certain: it rests, visibly, until its
+                // invoice is corrected.
+                let since = self.0.clock.now_ms(&account).await?;
+                tracing::warn!(document = %row.id, "a credit note of an invoice DIAN rejected is held, not sent");
+                return store
+                    .park_dian_document(&row.id, claim, DianWaiting::InvoiceRejected, since)
+                    .await;
+            }
+            Prepared::Settings(why) => {
+                tracing::error!(document = %row.id, why = %why, "a DIAN document waits for the account's DIAN settings; asked again in an hour");
+                let since = self.0.clock.now_ms(&account).await?;
+                return store
+                    .retry_dian_later(
+                        &row.id,
+                        claim,
+                        now + 3_600_000,
+                        Some((DianWaiting::Settings, since)),
+                    )
+                    .await;
             }
             Prepared::Broken(why) => {
                 tracing::error!(document = %row.id, why = %why, "a DIAN document cannot be built; asked again in an hour");
                 return store
-                    .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                    .retry_dian_later(&row.id, claim, now + 3_600_000, None)
                     .await;
             }
         };
@@ -201,8 +257,14 @@ impl Filing {
             Ok(emitter) => emitter,
             Err(why) => {
                 tracing::error!(account = %row.account_id, why = %why, "the account's DIAN certificate cannot be used; asked again in an hour");
+                let since = self.0.clock.now_ms(&account).await?;
                 return store
-                    .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                    .retry_dian_later(
+                        &row.id,
+                        claim,
+                        now + 3_600_000,
+                        Some((DianWaiting::Settings, since)),
+                    )
                     .await;
             }
         };
@@ -216,81 +278,133 @@ impl Filing {
                     .register_range(&document.seller.nit, range.clone());
             }
         }
-        let account = row.account_id.clone();
         let mut document = document;
         let mut key = row.unique_code.clone().unwrap_or_default();
-        let xml = match row.xml {
+        if row.sent_at.is_some() {
+            match emitter.status(&key).await {
+                // DIAN does not hold it: it may be sent (again).
+                Outcome::Unknown(Unknown::NotFound) => {}
+                other => return self.conclude(&row, claim, other, now).await,
+            }
+        }
+        // Signed with the software's PIN in force now, or signed again: DIAN checks the
+        // SoftwareSecurityCode (and a credit note's CUDE) against the PIN it holds now, and
+        // it holds no document of this number, so nothing it knows changes.
+        let security_code = software_security_code(
+            &document.software.id,
+            &secrets.software_pin,
+            &document.number(),
+        );
+        let xml = match row.xml.clone().filter(|xml| xml.contains(&security_code)) {
             Some(xml) => xml,
             None => {
                 // Signed at the account's instant: a sandbox account's test clock may be ahead,
                 // and DIAN compares the signing time with the issue instant. DIAN accepts a
                 // document only on the Colombian date it was issued (FAD09e): one numbered on
-                // an earlier day and never signed, so never sent, is re-dated to now, with the
-                // code that date gives it (an invoice that waited for a range, a node down
-                // across midnight, a test clock moved between numbering and signing).
+                // an earlier day and never sent is re-dated to now, with the code that date
+                // gives it (an invoice that waited for a range, a node down across midnight, a
+                // test clock moved between numbering and signing).
                 let signing_time = from_millis(self.0.clock.now_ms(&account).await?);
                 let redated = colombian_date(signing_time) != colombian_date(document.issued_at);
                 if redated {
+                    if let Kind::Invoice { range, .. } = &document.kind
+                        && colombian_date(signing_time) > range.valid_to
+                    {
+                        // Its range ended before the new date: DIAN would refuse it (FAB07b).
+                        // Its number, never sent, is given up and it is numbered again.
+                        tracing::warn!(document = %row.id, "a DIAN invoice's range ended before it could be sent; it is numbered again");
+                        return store
+                            .renumber_dian_invoice(&row.id, claim, signing_time.timestamp_millis())
+                            .await;
+                    }
                     document.issued_at = signing_time;
-                    key = document.unique_code();
                 }
+                let code = document.unique_code();
+                let rekeyed = code != key;
+                key = code;
                 let signed = match emitter.sign(&document, signing_time) {
                     Ok(signed) => String::from_utf8_lossy(&signed).into_owned(),
                     Err(err) => {
                         tracing::error!(document = %row.id, error = %err, "signing a DIAN document failed; asked again in an hour");
                         return store
-                            .retry_dian_later(&row.id, claim, now + 3_600_000, false)
+                            .retry_dian_later(&row.id, claim, now + 3_600_000, None)
                             .await;
                     }
                 };
-                let redated = redated.then(|| Redated {
-                    issued_at: signing_time.timestamp_millis(),
+                let changed = (redated || rekeyed).then(|| Redated {
+                    issued_at: redated.then(|| signing_time.timestamp_millis()),
                     unique_code: &key,
                 });
                 if !store
-                    .record_dian_signature(&row.id, claim, &signed, redated)
+                    .record_dian_signature(&row.id, claim, &signed, changed)
                     .await?
                 {
                     return Ok(());
                 }
-                if redated.is_some() {
+                if redated {
                     tracing::info!(document = %row.id, "a DIAN document numbered on an earlier day was re-dated to its signing");
+                }
+                if rekeyed && !redated {
+                    tracing::info!(document = %row.id, "a DIAN document was signed again with the software's new PIN");
                 }
                 signed
             }
         };
-        let outcome = if row.sent_at.is_some() {
-            match emitter.status(&key).await {
-                Outcome::Unknown(Unknown::NotFound) => {
-                    self.send(&*emitter, &row.id, claim, &document, &xml, &key)
-                        .await?
-                }
-                other => other,
-            }
-        } else {
-            self.send(&*emitter, &row.id, claim, &document, &xml, &key)
-                .await?
-        };
-        let (status, messages) = match outcome {
-            Outcome::Accepted { messages, .. } => (DianStatus::Accepted, messages),
-            Outcome::Rejected { messages, .. } => (DianStatus::Rejected, messages),
+        let outcome = self
+            .send(&*emitter, &row.id, claim, &document, &xml, &key)
+            .await?;
+        self.conclude(&row, claim, outcome, now).await
+    }
+
+    /// Records what DIAN made of `row`: accepted or rejected (final), or unknown (asked about
+    /// again with backoff).
+    async fn conclude(
+        &self,
+        row: &crate::store::dian::DianDocument,
+        claim: &str,
+        outcome: Outcome,
+        now: i64,
+    ) -> StoreResult<()> {
+        let store = &self.0.store;
+        let (status, messages, response) = match outcome {
+            Outcome::Accepted {
+                messages,
+                application_response,
+                ..
+            } => (
+                DianStatus::Accepted,
+                messages,
+                application_response.and_then(|encoded| decoded(&encoded)),
+            ),
+            Outcome::Rejected { messages, .. } => (DianStatus::Rejected, messages, None),
             Outcome::Unknown(why) => {
                 let attempt = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
                 let later = now + recheck_delay(self.0.retry_base, attempt).as_millis() as i64;
                 tracing::info!(document = %row.id, why = %why, attempt, "DIAN's answer is unknown; asked again later");
                 metrics::counter!("dian_unknown_answers_total").increment(1);
-                return store.retry_dian_later(&row.id, claim, later, false).await;
+                return store.retry_dian_later(&row.id, claim, later, None).await;
             }
         };
-        let event_at = self.0.clock.now_ms(&account).await?;
+        let event_at = self.0.clock.now_ms(&row.account_id).await?;
         metrics::counter!("dian_documents_filed_total", "status" => status.as_str()).increment(1);
         store
-            .record_dian_outcome(&row.id, claim, status, &messages, event_at, now)
+            .record_dian_outcome(
+                &row.id,
+                claim,
+                status,
+                &messages,
+                response.as_deref(),
+                event_at,
+                now,
+            )
             .await?;
         Ok(())
     }
 
-    /// Sends `xml` once, noted before it goes out; a document DIAN already has is asked about.
+    /// Sends `xml` once, noted before it goes out. A number DIAN already holds (rule 90) is
+    /// asked about by our key: DIAN's answer about it is the outcome, and "no such document"
+    /// means DIAN holds the number under another document, which is DIAN's refusal of this
+    /// one (with DIAN's messages), never an unknown to send again and again.
     async fn send(
         &self,
         emitter: &dyn DianEmitter,
@@ -307,7 +421,18 @@ impl Filing {
             )));
         }
         Ok(match emitter.submit(document, xml.as_bytes()).await {
-            Outcome::Unknown(Unknown::AlreadyReceived) => emitter.status(key).await,
+            Outcome::Unknown(Unknown::AlreadyReceived(messages)) => {
+                match emitter.status(key).await {
+                    Outcome::Unknown(Unknown::NotFound) => {
+                        tracing::warn!(document = %id, "DIAN holds this number under another document: rejected");
+                        Outcome::Rejected {
+                            status_code: crate::dian::soap::response::REFUSED.to_owned(),
+                            messages,
+                        }
+                    }
+                    other => other,
+                }
+            }
             other => other,
         })
     }
@@ -353,8 +478,42 @@ impl Filing {
         Ok(emitter)
     }
 
-    /// Sets each range's gauges: the share of its numbers used and the days it has left.
+    /// The documents waiting for an operator, by account and reason, each group with how long
+    /// its oldest has waited (milliseconds, by its account's clock): the gauges' and the
+    /// dashboard's.
+    pub async fn waiting(&self) -> StoreResult<Vec<(WaitingGroup, i64)>> {
+        let real_now = chrono::Utc::now().timestamp_millis();
+        let mut groups = Vec::new();
+        for group in self.0.store.dian_waiting_groups().await? {
+            let now = self
+                .0
+                .clock
+                .now_ms(&group.account_id)
+                .await
+                .unwrap_or(real_now);
+            let waited = (now - group.oldest_since).max(0);
+            groups.push((group, waited));
+        }
+        Ok(groups)
+    }
+
+    /// Sets each range's gauges (the share of its numbers used and the days it has left) and
+    /// the waiting documents' (how many wait for an operator, for each reason, and for how
+    /// long the oldest has: an alert past a day).
     pub async fn refresh_gauges(&self) -> StoreResult<()> {
+        let mut waiting: HashMap<DianWaiting, (u64, i64)> =
+            DianWaiting::ALL.iter().map(|w| (*w, (0, 0))).collect();
+        for (group, waited_ms) in self.waiting().await? {
+            let entry = waiting.entry(group.waiting).or_insert((0, 0));
+            entry.0 += group.count;
+            entry.1 = entry.1.max(waited_ms);
+        }
+        for (reason, (count, oldest_ms)) in waiting {
+            let labels = [("reason", reason.as_str())];
+            metrics::gauge!("dian_documents_waiting", &labels).set(count as f64);
+            metrics::gauge!("dian_documents_waiting_oldest_seconds", &labels)
+                .set((oldest_ms.max(0) / 1_000) as f64);
+        }
         let today = colombian_date(chrono::Utc::now());
         for range in self.0.store.all_dian_ranges().await? {
             let used = RangeUse::of(

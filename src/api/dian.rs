@@ -3,7 +3,10 @@
 //! the certificate and its password as secrets; `GET` answers it without them), the `dian`
 //! object of invoices and credit notes, and `GET /v1/invoices/{id}/xml` and
 //! `GET /v1/credit-notes/{id}/xml`: the signed document exactly as sent to DIAN, or 409 while
-//! there is none (DIAN off when it was issued, awaiting a range, or not signed yet).
+//! there is none (DIAN off when it was issued, awaiting a range, or not signed yet); and
+//! `GET /v1/invoices/{id}/attached-document`: the AttachedDocument of an accepted invoice
+//! (CONTRACT §12a), the signed invoice and DIAN's ApplicationResponse in one container for the
+//! buyer, or 409 while DIAN has not accepted it.
 
 use crate::dian::certificate::Certificate;
 use crate::domain::dian::Environment;
@@ -25,6 +28,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_invoice_xml))
         .routes(routes!(get_credit_note_xml))
+        .routes(routes!(get_invoice_attached_document))
 }
 
 /// `dian` of `PATCH /v1/account/invoicing`: turns DIAN on (or replaces its settings).
@@ -186,6 +190,14 @@ pub struct InvoiceDianOut {
     pub qr_url: Option<String>,
     /// What DIAN said (its rules, for a rejection).
     pub messages: Vec<String>,
+    /// Why it waits for an operator, while neither accepted nor rejected: `awaiting_range`
+    /// (add a numbering range), `numbering_failed` (numbered again at the next filing pass),
+    /// `settings` (restore the account's DIAN settings); null while it is on its way or done.
+    #[schema(pattern = "^(awaiting_range|numbering_failed|invoice_rejected|settings)$")]
+    pub waiting: Option<String>,
+    /// The number it had before it was numbered again (its range ended before it could be
+    /// sent); null otherwise.
+    pub replaced_number: Option<String>,
 }
 
 /// A credit note's electronic document.
@@ -204,6 +216,11 @@ pub struct CreditNoteDianOut {
     pub cude: Option<String>,
     pub qr_url: Option<String>,
     pub messages: Vec<String>,
+    /// Why it waits for an operator: `invoice_rejected` (DIAN rejected its invoice: it is not
+    /// sent to certain rejection), `settings` (restore the account's DIAN settings); null
+    /// while it is on its way or done.
+    #[schema(pattern = "^(awaiting_range|numbering_failed|invoice_rejected|settings)$")]
+    pub waiting: Option<String>,
 }
 
 fn messages_of(doc: &DianDocument) -> Vec<String> {
@@ -223,6 +240,8 @@ impl InvoiceDianOut {
                 .map(|code| doc.environment.qr_url(code)),
             cufe: doc.unique_code.clone(),
             messages: messages_of(doc),
+            waiting: doc.waiting.map(|w| w.as_str().to_owned()),
+            replaced_number: doc.replaced_number.clone(),
         }
     }
 }
@@ -237,6 +256,7 @@ impl CreditNoteDianOut {
                 .map(|code| doc.environment.qr_url(code)),
             cude: doc.unique_code.clone(),
             messages: messages_of(doc),
+            waiting: doc.waiting.map(|w| w.as_str().to_owned()),
         }
     }
 }
@@ -308,4 +328,60 @@ async fn get_credit_note_xml(
         return Err(ApiError::not_found(format!("No credit note with id `{id}`.")).param("id"));
     }
     xml_of(&state, &caller, &id.into(), "credit note").await
+}
+
+/// A UBL 2.1 AttachedDocument, as bytes.
+#[derive(ToSchema)]
+#[schema(value_type = String, example = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><AttachedDocument …")]
+pub struct AttachedDocumentFile(pub String);
+
+/// The AttachedDocument of an invoice DIAN accepted (UBL 2.1, valid against
+/// `UBL-AttachedDocument-2.1.xsd`): the signed invoice as DIAN accepted it and DIAN's
+/// ApplicationResponse for it, the container DIAN's annex says the buyer receives.
+#[utoipa::path(get, path = "/v1/invoices/{id}/attached-document", tag = "invoices",
+    responses((status = 200, content_type = "application/xml", body = AttachedDocumentFile,
+        description = "The AttachedDocument."), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "DIAN has not accepted the invoice (it has no electronic document, awaits a range, is pending or was rejected).")))]
+async fn get_invoice_attached_document(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    use crate::store::dian::documents::AttachedParts;
+    let id = InvoiceId::given(id);
+    let parts = state
+        .store
+        .dian_attached_parts(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
+    let (document, signed_xml, application_response, accepted_at) = match parts {
+        AttachedParts::Ready {
+            document,
+            signed_xml,
+            application_response,
+            accepted_at,
+        } => (document, signed_xml, application_response, accepted_at),
+        AttachedParts::NoDocument => {
+            return Err(ApiError::conflict(
+                "The invoice has no electronic document (DIAN was off when it was issued).",
+            ));
+        }
+        AttachedParts::NotAccepted(status) => {
+            return Err(ApiError::conflict(format!(
+                "DIAN has not accepted the invoice: its electronic document is {status}."
+            )));
+        }
+        AttachedParts::NoResponse => {
+            return Err(ApiError::conflict(
+                "DIAN accepted the invoice before its ApplicationResponse was kept; there is no AttachedDocument to give.",
+            ));
+        }
+    };
+    let xml = crate::dian::attached::attached_document(&crate::dian::attached::Accepted {
+        document: &document,
+        signed_xml: &signed_xml,
+        application_response: &application_response,
+        accepted_at: from_millis(accepted_at),
+    });
+    Ok(([(header::CONTENT_TYPE, "application/xml")], xml).into_response())
 }

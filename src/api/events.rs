@@ -98,7 +98,8 @@ struct EventData {
     /// `charge.refunded`: the refund.
     #[schema(nullable = false)]
     refund_id: Option<String>,
-    /// `invoice.created`: the invoice (its `amount_in_cents` is the invoice's total).
+    /// `invoice.created`, `invoice.dian_accepted`, `invoice.dian_rejected`: the invoice (its
+    /// `amount_in_cents` is the invoice's total).
     #[schema(nullable = false)]
     invoice_id: Option<String>,
     /// `credit_note.created`: the credit note (its `amount_in_cents` is the refund's).

@@ -11,6 +11,7 @@
 //! - `soap`: the web service's messages (WS-Security) and `client`; `emitter`: the trait.
 //! - `sandbox`: the sandbox DIAN (axum).
 
+pub mod attached;
 pub mod certificate;
 pub mod document;
 pub mod emitter;

@@ -6,10 +6,12 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Valid: DIAN keeps it under `document_key` (its CUFE or CUDE); `messages` are the
-    /// notifications it came with.
+    /// notifications it came with; `application_response` is DIAN's ApplicationResponse for
+    /// it, base64 (`XmlBase64Bytes`), when the answer carried one.
     Accepted {
         document_key: Option<String>,
         messages: Vec<String>,
+        application_response: Option<String>,
     },
     /// Refused, with DIAN's rules (`Regla: FAD06, Rechazo: …`).
     Rejected {
@@ -33,10 +35,17 @@ pub enum Unknown {
     Unreadable,
     #[error("the request could not be made: {0}")]
     Request(String),
-    /// DIAN already has a document with this number or key: its own outcome is `status`'s.
-    #[error("DIAN already received this document")]
-    AlreadyReceived,
+    /// DIAN already has a document with this number or key (rule 90), with DIAN's messages:
+    /// its own outcome is `status`'s. When `status` of our key answers "no such document",
+    /// DIAN holds the number under another document, and that is a rejection
+    /// (`filing`), not an unknown.
+    #[error("DIAN already received a document with this number or key")]
+    AlreadyReceived(Vec<String>),
     /// `status` of a key DIAN does not know (yet).
     #[error("DIAN has no document with this key")]
     NotFound,
+    /// An answer that is none of DIAN's final ones (an "in process" status, a DIAN-side error
+    /// reported in a 200, a code we do not know): asked about again.
+    #[error("DIAN answered status {code} ({description}), which is not final")]
+    NotFinal { code: String, description: String },
 }

@@ -178,6 +178,23 @@ super::vocabulary! {
 }
 
 super::vocabulary! {
+    /// Why a document that is neither accepted nor rejected waits for an operator (`dian.waiting`,
+    /// CONTRACT §12a): each names what the operator can do about it.
+    pub enum DianWaiting {
+        /// No valid range has a number left on its date: add a range.
+        AwaitingRange => "awaiting_range",
+        /// Numbering it failed (a database fault): it is numbered again at each filing pass.
+        NumberingFailed => "numbering_failed",
+        /// A credit note whose invoice DIAN rejected: it is not sent to certain rejection; the
+        /// invoice must be corrected first.
+        InvoiceRejected => "invoice_rejected",
+        /// DIAN was turned off for the account, or its certificate cannot be used: restore the
+        /// account's DIAN settings (the software PIN, the certificate).
+        Settings => "settings",
+    }
+}
+
+super::vocabulary! {
     /// Which electronic document a row is.
     pub enum DianDocumentKind {
         /// A sales invoice (type 01), numbered from a numbering range.

@@ -156,13 +156,6 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
             }
         })
         .collect();
-    let clock_offset = super::entities::account::Entity::find_by_id(invoice.account_id.clone())
-        .select_only()
-        .column(super::entities::account::Column::ClockOffsetMs)
-        .into_tuple::<i64>()
-        .one(conn)
-        .await?
-        .unwrap_or(0);
     let sequence = take_numbers(
         conn,
         &invoice.account_id,
@@ -185,8 +178,10 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         total_cents: refund.amount_cents,
         lines: serde_json::to_string(&credited)
             .map_err(|err| StoreError::invariant(format!("a credit note's lines: {err}")))?,
-        // Dated by the account's clock (`crate::clock`), as its invoice and events are.
-        issued_at: refund.finalized_at.unwrap_or(refund.updated_at) + clock_offset,
+        // Dated by the account's clock (`crate::clock`), as its invoice and events are: the
+        // refund's `finalized_at` already is the account's instant (its test offset added
+        // once, by `Refunds`), unlike a charge's, which is the machine's.
+        issued_at: refund.finalized_at.unwrap_or(refund.updated_at),
     };
     note.clone()
         .into_active_model()

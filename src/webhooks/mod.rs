@@ -19,6 +19,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "charge.declined",
     "charge.refunded",
     "invoice.created",
+    "invoice.dian_accepted",
+    "invoice.dian_rejected",
     "credit_note.created",
 ];
 

@@ -22,6 +22,7 @@ mod coupons;
 mod crash;
 mod dian;
 mod dian_documents;
+mod dian_ends;
 mod dian_filing;
 mod generated_client;
 mod hostile_input;

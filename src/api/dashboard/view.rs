@@ -33,6 +33,17 @@ struct Page {
     conflicts: u64,
     failures: Vec<FailureRow>,
     range_warnings: Vec<RangeWarning>,
+    dian_waiting: Vec<WaitingRow>,
+}
+
+/// DIAN documents of one account that have waited more than a day for an operator (CONTRACT
+/// §12a), and for what.
+struct WaitingRow {
+    account: String,
+    reason: &'static str,
+    count: u64,
+    days: i64,
+    action: &'static str,
 }
 
 /// A DIAN numbering range at 90 % used or 30 days from its end (CONTRACT §12).
@@ -211,8 +222,38 @@ pub(super) async fn page(
             })
             .collect(),
         range_warnings: range_warnings(state).await?,
+        dian_waiting: dian_waiting(state).await?,
     };
     Ok(render(&page))
+}
+
+/// The DIAN documents that have waited more than a day for an operator.
+async fn dian_waiting(state: &AppState) -> Result<Vec<WaitingRow>, ApiError> {
+    use crate::domain::dian::DianWaiting;
+    const DAY_MS: i64 = 86_400_000;
+    Ok(state
+        .filing
+        .waiting()
+        .await?
+        .into_iter()
+        .filter(|(_, waited)| *waited > DAY_MS)
+        .map(|(group, waited)| WaitingRow {
+            account: group.account_id.into_string(),
+            reason: group.waiting.as_str(),
+            count: group.count,
+            days: waited / DAY_MS,
+            action: match group.waiting {
+                DianWaiting::AwaitingRange => "add a numbering range valid today",
+                DianWaiting::NumberingFailed => {
+                    "numbering is retried at each filing pass: read the logs"
+                }
+                DianWaiting::InvoiceRejected => "correct the invoice DIAN rejected",
+                DianWaiting::Settings => {
+                    "restore the account's DIAN settings (software PIN, certificate)"
+                }
+            },
+        })
+        .collect())
 }
 
 /// The ranges operators are warned about.
@@ -292,6 +333,7 @@ mod tests {
             deliveries: Vec::new(),
             conflicts: 0,
             range_warnings: Vec::new(),
+            dian_waiting: Vec::new(),
             failures: Vec::new(),
         };
         let html = render(&page);

@@ -10,6 +10,7 @@
 //! (past a client's timeout) or with a 503, for the next so many calls.
 
 mod admin;
+pub mod answer;
 mod service;
 pub mod validate;
 

@@ -114,6 +114,14 @@ impl SandboxDian {
                         vec!["Regla: 90, Rechazo: Documento procesado anteriormente.".into()],
                     );
                 }
+                // DIAN's ApplicationResponse comes with its acceptance, base64, as DIAN's.
+                let response = super::answer::application_response(
+                    &number_key.0,
+                    &number,
+                    &key,
+                    invoice,
+                    chrono::Utc::now(),
+                );
                 let answer = DianResponse {
                     is_valid: true,
                     status_code: ACCEPTED.into(),
@@ -121,7 +129,7 @@ impl SandboxDian {
                     status_message: format!("{kind} {number}, ha sido autorizada."),
                     errors: Vec::new(),
                     document_key: Some(key.clone()),
-                    xml_base64: None,
+                    xml_base64: Some(STANDARD.encode(response)),
                 };
                 state.numbers.insert(number_key, key.clone());
                 state.answers.insert(key, answer.clone());

@@ -4,7 +4,7 @@
 //! SOAP fault, an unreadable body) is `Outcome::Unknown`, never a rejection.
 
 use super::envelope::{Operation, request};
-use super::response::{ACCEPTED, DUPLICATE_RULE, DianResponse, NOT_FOUND};
+use super::response::{ACCEPTED, DUPLICATE_RULE, DianResponse, NOT_FOUND, REJECTIONS};
 use crate::dian::certificate::Certificate;
 use crate::dian::outcome::{Outcome, Unknown};
 use crate::domain::dian::Environment;
@@ -96,27 +96,91 @@ impl SoapClient {
     }
 }
 
-/// What an answer means. A document DIAN already has (rule 90) or does not know (66) is asked
-/// about again, not judged.
+/// What an answer means: a positive list (docs/dian.md, "DIAN's answers"). `00` and valid is
+/// acceptance; `99` and not valid is a rejection with DIAN's rules, unless one of them is rule
+/// 90 (a document DIAN already has: asked about by its key); `66` of `GetStatus` is a key DIAN
+/// does not know. Anything else (an "in process" status, a DIAN-side error in a 200, a code
+/// we do not know, or `00` not valid) is unknown and asked about again: never a rejection.
 pub fn judge(answer: DianResponse) -> Outcome {
     if answer.is_valid && answer.status_code == ACCEPTED {
         return Outcome::Accepted {
             document_key: answer.document_key,
             messages: answer.errors,
+            application_response: answer.xml_base64,
         };
     }
     if answer.errors.iter().any(|e| e.starts_with(DUPLICATE_RULE)) {
-        return Outcome::Unknown(Unknown::AlreadyReceived);
+        return Outcome::Unknown(Unknown::AlreadyReceived(answer.errors));
     }
     if answer.status_code == NOT_FOUND {
         return Outcome::Unknown(Unknown::NotFound);
     }
-    let mut messages = answer.errors;
-    if messages.is_empty() {
-        messages.push(answer.status_description);
+    if !answer.is_valid && REJECTIONS.contains(&answer.status_code.as_str()) {
+        let mut messages = answer.errors;
+        if messages.is_empty() {
+            messages.push(answer.status_description);
+        }
+        return Outcome::Rejected {
+            status_code: answer.status_code,
+            messages,
+        };
     }
-    Outcome::Rejected {
-        status_code: answer.status_code,
-        messages,
+    Outcome::Unknown(Unknown::NotFinal {
+        code: answer.status_code,
+        description: answer.status_description,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(is_valid: bool, code: &str, errors: &[&str]) -> DianResponse {
+        DianResponse {
+            is_valid,
+            status_code: code.into(),
+            status_description: "descripción".into(),
+            errors: errors.iter().map(|e| (*e).to_owned()).collect(),
+            ..DianResponse::default()
+        }
+    }
+
+    #[test]
+    fn only_dians_rejection_statuses_reject() {
+        let refused = judge(answer(false, "99", &["Regla: FAD06, Rechazo: CUFE."]));
+        assert!(matches!(refused, Outcome::Rejected { .. }), "{refused:?}");
+        for (valid, code) in [
+            (false, "98"),
+            (false, "2"),
+            (false, "500"),
+            (true, "99"),
+            (false, "00"),
+            (false, ""),
+        ] {
+            let judged = judge(answer(valid, code, &["Error interno"]));
+            assert!(
+                matches!(judged, Outcome::Unknown(Unknown::NotFinal { .. })),
+                "{valid} {code}: {judged:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rule_90_is_asked_about_and_keeps_dians_messages() {
+        let judged = judge(answer(
+            false,
+            "99",
+            &["Regla: 90, Rechazo: Documento procesado anteriormente."],
+        ));
+        assert_eq!(
+            judged,
+            Outcome::Unknown(Unknown::AlreadyReceived(vec![
+                "Regla: 90, Rechazo: Documento procesado anteriormente.".to_owned()
+            ]))
+        );
+        assert_eq!(
+            judge(answer(false, "66", &[])),
+            Outcome::Unknown(Unknown::NotFound)
+        );
     }
 }

@@ -30,6 +30,9 @@ pub const ACCEPTED: &str = "00";
 pub const NOT_FOUND: &str = "66";
 /// Validated with errors: the document is refused.
 pub const REFUSED: &str = "99";
+/// Every status DIAN answers a refused document with (with `IsValid` false): the only ones
+/// taken as a rejection (docs/dian.md).
+pub const REJECTIONS: &[&str] = &[REFUSED];
 /// The rule of a document DIAN already has (its number or key sent before).
 pub const DUPLICATE_RULE: &str = "Regla: 90,";
 

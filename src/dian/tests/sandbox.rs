@@ -94,13 +94,22 @@ async fn an_invoice_and_its_credit_note_are_accepted_once_and_found_again() {
     let signed = running.service.sign(&invoice, Utc::now()).expect("signs");
     let outcome = running.service.submit(&invoice, &signed).await;
     let cufe = invoice.unique_code();
-    assert_eq!(
-        outcome,
-        Outcome::Accepted {
-            document_key: Some(cufe.clone()),
-            messages: vec![]
-        }
-    );
+    let Outcome::Accepted {
+        document_key,
+        messages,
+        application_response: Some(response),
+    } = outcome
+    else {
+        panic!("accepted with an ApplicationResponse: {outcome:?}");
+    };
+    assert_eq!((document_key, messages), (Some(cufe.clone()), vec![]));
+    let response = String::from_utf8(
+        base64::engine::Engine::decode(&base64::engine::general_purpose::STANDARD, response)
+            .expect("base64"),
+    )
+    .expect("UTF-8");
+    assert!(response.contains("<ApplicationResponse"), "{response}");
+    assert!(response.contains(&cufe), "it names the CUFE: {response}");
     assert!(matches!(
         running.service.status(&cufe).await,
         Outcome::Accepted { .. }
@@ -114,14 +123,17 @@ async fn an_invoice_and_its_credit_note_are_accepted_once_and_found_again() {
 
     // The same number again, sent as it was or changed: DIAN has it; ask GetStatus.
     let again = running.service.submit(&invoice, &signed).await;
-    assert_eq!(again, Outcome::Unknown(Unknown::AlreadyReceived));
+    assert!(
+        matches!(&again, Outcome::Unknown(Unknown::AlreadyReceived(messages)) if messages[0].starts_with("Regla: 90")),
+        "{again:?}"
+    );
     let mut changed = invoice.clone();
     changed.note = Some("otra".into());
     let signed = running.service.sign(&changed, Utc::now()).expect("signs");
-    assert_eq!(
+    assert!(matches!(
         running.service.submit(&changed, &signed).await,
-        Outcome::Unknown(Unknown::AlreadyReceived)
-    );
+        Outcome::Unknown(Unknown::AlreadyReceived(_))
+    ));
 }
 
 /// Writes `document`, lets `edit` change the unsigned text, signs it at `signing_time`.

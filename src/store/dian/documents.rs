@@ -162,3 +162,79 @@ fn software_of(issuer: &Issuer, pin: &str) -> Software {
         provider_nit: None,
     }
 }
+
+/// What an invoice's AttachedDocument (`dian::attached`) is made of, or why it has none.
+pub enum AttachedParts {
+    /// The invoice has no electronic document (DIAN was off when it was issued).
+    NoDocument,
+    /// DIAN has not accepted it (yet): its status.
+    NotAccepted(crate::domain::dian::DianStatus),
+    /// Accepted before DIAN's ApplicationResponse was kept (migration 000022).
+    NoResponse,
+    Ready {
+        document: Box<Document>,
+        signed_xml: String,
+        application_response: String,
+        /// When its acceptance was recorded (milliseconds).
+        accepted_at: i64,
+    },
+}
+
+impl super::super::Store {
+    /// The parts of `account`'s invoice `id`'s AttachedDocument; `None` when there is no such
+    /// invoice.
+    pub async fn dian_attached_parts(
+        &self,
+        account: &crate::ids::AccountId,
+        id: &crate::ids::InvoiceId,
+    ) -> StoreResult<Option<AttachedParts>> {
+        use super::super::entities::{dian_document, dian_range, invoice};
+        use crate::domain::dian::DianStatus;
+        use crate::store::Scoped;
+        use sea_orm::EntityTrait;
+        let conn = self.conn();
+        let Some(invoice) = invoice::Entity::find_scoped(account, id.clone())
+            .one(conn)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(row) =
+            dian_document::Entity::find_scoped(account, crate::ids::DocumentId::from(id.clone()))
+                .one(conn)
+                .await?
+        else {
+            return Ok(Some(AttachedParts::NoDocument));
+        };
+        if row.status != DianStatus::Accepted {
+            return Ok(Some(AttachedParts::NotAccepted(row.status)));
+        }
+        let range = match &row.range_id {
+            Some(range) => dian_range::Entity::find_by_id(range.clone()).one(conn).await?,
+            None => None,
+        };
+        let (Some(range), Some(sequence), Some(signed_xml), Some(application_response)) =
+            (range, row.sequence, row.xml, row.application_response)
+        else {
+            return Ok(Some(AttachedParts::NoResponse));
+        };
+        let issuer: Issuer = parse(&row.issuer, "a DIAN issuer")?;
+        // The software's PIN makes no part of an invoice's CUFE or of what the container
+        // names: the signed invoice inside it carries its SoftwareSecurityCode.
+        let mut document = invoice_document(
+            &invoice,
+            &issuer,
+            row.environment,
+            range.numbering_range(),
+            sequence,
+            "",
+        )?;
+        document.issued_at = from_millis(row.issued_at);
+        Ok(Some(AttachedParts::Ready {
+            document: Box::new(document),
+            signed_xml,
+            application_response,
+            accepted_at: row.updated_at,
+        }))
+    }
+}

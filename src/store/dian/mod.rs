@@ -5,9 +5,10 @@
 //! records their signature and DIAN's answer (with the invoice's event); `documents` rebuilds
 //! the `dian::document::Document` a row stands for. Signing and talking to DIAN are not here.
 
-mod documents;
+pub mod documents;
 pub(crate) mod numbering;
 pub mod submission;
+pub mod waiting;
 
 use super::entities::{account, dian_document, dian_range};
 use super::{Store, StoreError, StoreResult};
@@ -16,10 +17,9 @@ use crate::domain::dian::{DianStatus, Environment};
 use crate::ids::{AccountId, DocumentId, NumberingRangeId};
 use crate::store::Scoped;
 use chrono::NaiveDate;
-use sea_orm::sea_query::LockType;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -178,15 +178,7 @@ impl Store {
         now_ms: i64,
     ) -> StoreResult<Result<DianRange, String>> {
         let txn = self.begin().await?;
-        if txn.conn().get_database_backend() == DbBackend::Postgres {
-            account::Entity::find_by_id(account.clone())
-                .select_only()
-                .column(account::Column::Id)
-                .lock(LockType::NoKeyUpdate)
-                .into_tuple::<String>()
-                .one(txn.conn())
-                .await?;
-        }
+        waiting::lock_account(txn.conn(), account).await?;
         let overlapping = dian_range::Entity::scoped(account)
             .filter(dian_range::Column::Prefix.eq(new.prefix.as_str()))
             .filter(dian_range::Column::RangeFrom.lte(new.to))

@@ -16,7 +16,7 @@ use super::super::series::take_numbers;
 use super::super::{StoreError, StoreResult};
 use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{CREDIT_NOTE_PREFIX, CREDIT_NOTE_SERIES, DianDocument, DianRange, Issuer};
-use crate::domain::dian::{DianDocumentKind, DianStatus, Environment, colombian_date};
+use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting, Environment, colombian_date};
 use crate::domain::time::from_millis;
 use crate::ids::{AccountId, DocumentId};
 use crate::store::Scoped;
@@ -31,7 +31,7 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-fn date_of(issued_at: i64) -> String {
+pub(super) fn date_of(issued_at: i64) -> String {
     colombian_date(from_millis(issued_at))
         .format("%Y-%m-%d")
         .to_string()
@@ -126,6 +126,10 @@ fn invoice_row(
         claim: None,
         claimed_until: None,
         updated_at: now,
+        waiting: Some(DianWaiting::AwaitingRange),
+        waiting_since: Some(invoice.issued_at),
+        application_response: None,
+        replaced_number: None,
     };
     if let Some((range, consecutive)) = numbered {
         number_row(&mut row, invoice, issuer, range, consecutive)?;
@@ -152,6 +156,8 @@ fn number_row(
     // The document's issue instant: its invoice's, or when it was numbered after waiting.
     document.issued_at = from_millis(row.issued_at);
     row.status = DianStatus::Pending;
+    row.waiting = None;
+    row.waiting_since = None;
     row.prefix = Some(range.prefix.clone());
     row.sequence = Some(consecutive);
     row.number = Some(document.number());
@@ -271,8 +277,9 @@ pub(crate) async fn number_waiting_in<C: ConnectionTrait>(
         let issuer: Issuer = serde_json::from_str(&row.issuer)
             .map_err(|err| StoreError::invariant(format!("DIAN issuer: {err}")))?;
         let taken = take_range_numbers(conn, account, &date_of(issued_at), 1).await?;
+        // All of them are numbered on the same date: none left for one, none for the rest.
         let Some((range, consecutive)) = taken.into_iter().next() else {
-            continue;
+            break;
         };
         row.issued_at = issued_at;
         row.updated_at = now;
@@ -366,6 +373,10 @@ pub(crate) async fn number_credit_note_in<C: ConnectionTrait>(
         claim: None,
         claimed_until: None,
         updated_at: now,
+        waiting: None,
+        waiting_since: None,
+        application_response: None,
+        replaced_number: None,
     };
     row.into_active_model().reset_all().insert(conn).await?;
     Ok(())
@@ -386,7 +397,10 @@ async fn end_savepoint<C: ConnectionTrait>(conn: &C, keep: bool) -> StoreResult<
 }
 
 /// `number_invoices_in` in a savepoint of `conn`'s transaction: a failure is logged and rolled
-/// back alone, and the invoices stay written (the audit finds them without documents).
+/// back alone, and the invoices stay written, each with a document waiting to be numbered
+/// (`numbering_failed`): the filing loop numbers it at its next pass, and operators see it
+/// meanwhile. Only when even that cannot be written do they go without documents (the audit
+/// finds them).
 pub(crate) async fn number_invoices_guarded<C: ConnectionTrait>(
     conn: &C,
     invoices: &[&Invoice],
@@ -394,10 +408,43 @@ pub(crate) async fn number_invoices_guarded<C: ConnectionTrait>(
 ) -> StoreResult<()> {
     conn.execute_unprepared(SAVEPOINT).await?;
     let numbered = number_invoices_in(conn, invoices, accounts).await;
-    if let Err(err) = &numbered {
-        tracing::error!(error = ?err, "numbering invoices for DIAN failed; they were written without electronic documents");
+    let Err(err) = &numbered else {
+        return end_savepoint(conn, true).await;
+    };
+    tracing::error!(error = ?err, "numbering invoices for DIAN failed; they wait to be numbered at the next filing pass");
+    metrics::counter!("dian_numbering_failures_total").increment(1);
+    end_savepoint(conn, false).await?;
+    conn.execute_unprepared(SAVEPOINT).await?;
+    let waiting = waiting_rows_in(conn, invoices, accounts).await;
+    if let Err(err) = &waiting {
+        tracing::error!(error = ?err, "recording invoices' DIAN documents as waiting failed; they were written without electronic documents");
     }
-    end_savepoint(conn, numbered.is_ok()).await
+    end_savepoint(conn, waiting.is_ok()).await
+}
+
+/// The document rows of `invoices` as waiting to be numbered after a failed numbering.
+async fn waiting_rows_in<C: ConnectionTrait>(
+    conn: &C,
+    invoices: &[&Invoice],
+    accounts: &HashMap<AccountId, (Issuer, Environment)>,
+) -> StoreResult<()> {
+    let now = now_ms();
+    let mut rows = Vec::new();
+    for invoice in invoices {
+        let Some((issuer, environment)) = accounts.get(&invoice.account_id) else {
+            continue;
+        };
+        let mut row = invoice_row(invoice, issuer, *environment, None, now)?;
+        row.waiting = Some(DianWaiting::NumberingFailed);
+        rows.push(row.into_active_model().reset_all());
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    dian_document::Entity::insert_many(rows)
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
 }
 
 /// `number_credit_note_in` in a savepoint, as `number_invoices_guarded`.

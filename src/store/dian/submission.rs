@@ -14,10 +14,10 @@ use super::super::{Store, StoreError, StoreResult};
 use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{DianDocument, DianSecrets, Issuer};
 use crate::dian::document::Document;
-use crate::domain::dian::{DianDocumentKind, DianStatus};
+use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting};
 use crate::ids::{AccountId, DocumentId};
 use crate::store::Scoped;
-use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
+use sea_orm::sea_query::{Expr, ExprTrait, Func, LockBehavior, LockType, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QuerySelect};
 
 /// A document's new issue instant (milliseconds) and CUFE or CUDE, when it is signed on a later
@@ -25,7 +25,9 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
 /// (rule FAD09e), and one not yet signed has never been sent.
 #[derive(Clone, Copy, Debug)]
 pub struct Redated<'a> {
-    pub issued_at: i64,
+    /// The new issue instant; `None` when only the code changed (a credit note's CUDE signed
+    /// with the software's new PIN).
+    pub issued_at: Option<i64>,
     pub unique_code: &'a str,
 }
 
@@ -46,7 +48,11 @@ pub enum Prepared {
     },
     /// A credit note whose invoice DIAN has not answered about yet: later.
     WaitsForInvoice,
-    /// It cannot be built (DIAN turned off since, a row missing): why.
+    /// A credit note whose invoice DIAN rejected: DIAN would refuse it for certain.
+    InvoiceRejected,
+    /// DIAN was turned off for the account since: why.
+    Settings(String),
+    /// It cannot be built (a row missing): why.
     Broken(String),
 }
 
@@ -121,7 +127,7 @@ impl Store {
             return Ok(Prepared::Broken("no account".into()));
         };
         let Some(secrets) = account.dian_secrets() else {
-            return Ok(Prepared::Broken("DIAN is off for the account".into()));
+            return Ok(Prepared::Settings("DIAN is off for the account".into()));
         };
         let issuer: Issuer = serde_json::from_str(&row.issuer)
             .map_err(|err| StoreError::invariant(format!("DIAN issuer: {err}")))?;
@@ -176,11 +182,12 @@ impl Store {
                 let (Some(invoice), Some(invoice_doc)) = (invoice, invoice_doc) else {
                     return Ok(Prepared::Broken("no invoice".into()));
                 };
-                if matches!(
-                    invoice_doc.status,
-                    DianStatus::AwaitingRange | DianStatus::Pending
-                ) {
-                    return Ok(Prepared::WaitsForInvoice);
+                match invoice_doc.status {
+                    DianStatus::AwaitingRange | DianStatus::Pending => {
+                        return Ok(Prepared::WaitsForInvoice);
+                    }
+                    DianStatus::Rejected => return Ok(Prepared::InvoiceRejected),
+                    DianStatus::Accepted => {}
                 }
                 credit_note_document(
                     &note,
@@ -202,7 +209,12 @@ impl Store {
         // re-dated when signed (`Redated`).
         let mut document = document;
         document.issued_at = crate::domain::time::from_millis(row.issued_at);
-        if document.unique_code() != row.unique_code.clone().unwrap_or_default() {
+        // A credit note's CUDE is made with the software's PIN, which may have changed since
+        // it was numbered: it is made again when it is signed (`filing`). An invoice's CUFE is
+        // made with its range's technical key, and must still be the one fixed at numbering.
+        if row.kind == DianDocumentKind::Invoice
+            && document.unique_code() != row.unique_code.clone().unwrap_or_default()
+        {
             return Ok(Prepared::Broken(
                 "the document no longer gives the code fixed at numbering".into(),
             ));
@@ -229,9 +241,10 @@ impl Store {
             .await?)
     }
 
-    /// Keeps the signed XML of `id` (once: the first signature is the document), with the
-    /// issue instant and code it was re-dated to when it is signed on a later day than it was
-    /// numbered (`Redated`); in one statement, so a document is never stored half re-dated.
+    /// Keeps the signed XML of `id`, with the issue instant and code it was re-dated to when it
+    /// is signed on a later day than it was numbered, or the code a new software PIN gives it
+    /// (`Redated`); in one statement, so a document is never stored half re-dated. Signed
+    /// again only while DIAN holds no document of it (never sent, or DIAN said so).
     pub async fn record_dian_signature(
         &self,
         id: &DocumentId,
@@ -242,20 +255,18 @@ impl Store {
         let mut update = dian_document::Entity::update_many()
             .col_expr(dian_document::Column::Xml, Expr::value(xml));
         if let Some(redated) = redated {
-            update = update
-                .col_expr(
-                    dian_document::Column::IssuedAt,
-                    Expr::value(redated.issued_at),
-                )
-                .col_expr(
-                    dian_document::Column::UniqueCode,
-                    Expr::value(redated.unique_code),
-                );
+            if let Some(issued_at) = redated.issued_at {
+                update = update.col_expr(dian_document::Column::IssuedAt, Expr::value(issued_at));
+            }
+            update = update.col_expr(
+                dian_document::Column::UniqueCode,
+                Expr::value(redated.unique_code),
+            );
         }
         let updated = update
             .filter(dian_document::Column::Id.eq(id))
             .filter(dian_document::Column::Claim.eq(claim))
-            .filter(dian_document::Column::Xml.is_null())
+            .filter(dian_document::Column::Status.eq(DianStatus::Pending))
             .exec(self.writer())
             .await?;
         Ok(updated.rows_affected == 1)
@@ -282,14 +293,15 @@ impl Store {
         Ok(updated.rows_affected == 1)
     }
 
-    /// Releases the claim of `id`, to be tried again at `next_at`; `forget_send` when DIAN said
-    /// it has no such document (it may then be sent again).
+    /// Releases the claim of `id`, to be tried again at `next_at`; `waiting` names what it
+    /// waits for from an operator, and since when (the account's time; an earlier start is
+    /// kept), or `None` while it is simply on its way.
     pub async fn retry_dian_later(
         &self,
         id: &DocumentId,
         claim: &str,
         next_at: i64,
-        forget_send: bool,
+        waiting: Option<(DianWaiting, i64)>,
     ) -> StoreResult<()> {
         let mut update = dian_document::Entity::update_many()
             .col_expr(dian_document::Column::NextAt, Expr::value(next_at))
@@ -301,12 +313,27 @@ impl Store {
                 dian_document::Column::ClaimedUntil,
                 Expr::value(Option::<i64>::None),
             );
-        if forget_send {
-            update = update.col_expr(
-                dian_document::Column::SentAt,
-                Expr::value(Option::<i64>::None),
-            );
-        }
+        update = match waiting {
+            Some((waiting, since)) => update
+                .col_expr(dian_document::Column::Waiting, Expr::value(waiting))
+                .col_expr(
+                    dian_document::Column::WaitingSince,
+                    Func::coalesce([
+                        Expr::col(dian_document::Column::WaitingSince).into(),
+                        Expr::value(since),
+                    ])
+                    .into(),
+                ),
+            None => update
+                .col_expr(
+                    dian_document::Column::Waiting,
+                    Expr::value(Option::<DianWaiting>::None),
+                )
+                .col_expr(
+                    dian_document::Column::WaitingSince,
+                    Expr::value(Option::<i64>::None),
+                ),
+        };
         update
             .filter(dian_document::Column::Id.eq(id))
             .filter(dian_document::Column::Claim.eq(claim))
@@ -315,14 +342,17 @@ impl Store {
         Ok(())
     }
 
-    /// Records DIAN's answer about `id` (accepted or rejected, with its messages), and for an
-    /// invoice its event, in one transaction; false when the claim lapsed or it was recorded.
+    /// Records DIAN's answer about `id` (accepted or rejected, with its messages, and DIAN's
+    /// ApplicationResponse of an accepted one), and for an invoice its event, in one
+    /// transaction; false when the claim lapsed or it was recorded.
+    #[allow(clippy::too_many_arguments)]
     pub async fn record_dian_outcome(
         &self,
         id: &DocumentId,
         claim: &str,
         status: DianStatus,
         messages: &[String],
+        application_response: Option<&str>,
         event_at: i64,
         now: i64,
     ) -> StoreResult<bool> {
@@ -332,6 +362,18 @@ impl Store {
         let updated = dian_document::Entity::update_many()
             .col_expr(dian_document::Column::Status, Expr::value(status))
             .col_expr(dian_document::Column::Messages, Expr::value(messages))
+            .col_expr(
+                dian_document::Column::ApplicationResponse,
+                Expr::value(application_response.map(str::to_owned)),
+            )
+            .col_expr(
+                dian_document::Column::Waiting,
+                Expr::value(Option::<DianWaiting>::None),
+            )
+            .col_expr(
+                dian_document::Column::WaitingSince,
+                Expr::value(Option::<i64>::None),
+            )
             .col_expr(
                 dian_document::Column::NextAt,
                 Expr::value(Option::<i64>::None),

@@ -2,7 +2,7 @@
 //! its DIAN number and CUFE or CUDE (fixed at numbering), its status, the signed XML as sent,
 //! DIAN's messages, and the submission's bookkeeping.
 
-use crate::domain::dian::{DianDocumentKind, DianStatus, Environment};
+use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting, Environment};
 use crate::ids::{AccountId, DocumentId, InvoiceId, NumberingRangeId};
 use sea_orm::entity::prelude::*;
 
@@ -40,6 +40,14 @@ pub struct Model {
     pub claim: Option<String>,
     pub claimed_until: Option<i64>,
     pub updated_at: i64,
+    /// Why it waits for an operator (migration 000022); NULL while it is on its way.
+    pub waiting: Option<DianWaiting>,
+    /// Since when it waits (the account's time).
+    pub waiting_since: Option<i64>,
+    /// DIAN's ApplicationResponse of an accepted document, as DIAN answered it.
+    pub application_response: Option<String>,
+    /// The number it had before it was renumbered (its range ended before it was sent).
+    pub replaced_number: Option<String>,
 }
 
 /// The XML is long and says nothing a log line needs.

@@ -5,7 +5,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
-use crate::domain::dian::{DianDocumentKind, DianStatus, Environment};
+use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting, Environment};
 use crate::domain::discount::Duration;
 use crate::domain::subscription::Status;
 use crate::domain::tax::TaxCode;
@@ -90,5 +90,6 @@ text_columns!(
     Duration,
     DianStatus,
     DianDocumentKind,
+    DianWaiting,
     Environment
 );
