@@ -6,10 +6,16 @@
 //! an electronic one, numbered in its charge's settlement and filed while the burst, the
 //! faults and the kill go on.
 //!
+//! Two things a merchant's first year brings happen in every run (CONTRACT §12a): DIAN already
+//! holds one number of the burst for another document (`take_number`: the merchant's previous
+//! software used it), and the software's PIN changes after the kill (`change_pin`: habilitación
+//! to production), with documents numbered and signed under the old PIN still to file.
+//!
 //! The judges, once the faults are off and everything settled: every document of the account
 //! ends `accepted` (an unknown answer never became a rejection, a number sent twice would
-//! have been refused as a duplicate); DIAN holds each of our numbers once, with our CUFE; and
-//! DIAN holds no number of ours we do not know of.
+//! have been refused as a duplicate), but the one whose number DIAN held for another, which
+//! ends `rejected` with DIAN's rule 90; DIAN holds each of our other numbers once, with our
+//! CUFE; and DIAN holds no number of ours we do not know of.
 
 use super::processes::start_peer;
 use super::proxy::Fault;
@@ -30,6 +36,9 @@ use tokio::process::Child;
 
 const SOFTWARE_ID: &str = "chaos-software";
 const PIN: &str = "chaos-pin-12345";
+/// The PIN the software has after `change_pin`.
+const NEW_PIN: &str = "chaos-pin-67890";
+const PREFIX: &str = "SETP";
 const PASSWORD: &str = "chaos-clave";
 /// The seller's NIT as DIAN keys it (without the check digit).
 const NIT: &str = "900123456";
@@ -90,6 +99,11 @@ pub fn faults(rate: f64, timeout: Duration) -> Vec<(Fault, f64)> {
     faults.into_iter().map(|f| (f, share)).collect()
 }
 
+/// What the account filed with, to change its PIN later.
+pub struct DianAccount {
+    p12_base64: String,
+}
+
 /// Turns DIAN on for the shop's account (seller, software, certificate) and adds a numbering
 /// range, telling the sandbox DIAN of the software and the range as DIAN's habilitación would.
 pub async fn turn_on(
@@ -97,7 +111,7 @@ pub async fn turn_on(
     peer: &DianPeer,
     http: &reqwest::Client,
     scratch: &Path,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<DianAccount> {
     let certificate = Certificate::make(scratch, PASSWORD)?;
     let admin = |path: &str| {
         http.post(format!("{}/_sandbox/{path}", peer.root))
@@ -110,17 +124,13 @@ pub async fn turn_on(
     let mut told = range.clone();
     told["seller_nit"] = json!(NIT);
     send(admin("ranges").json(&told)).await?;
+    let account = DianAccount {
+        p12_base64: certificate.p12_base64.clone(),
+    };
     shop.call(
         reqwest::Method::PATCH,
         "/v1/account/invoicing",
-        json!({
-            "legal_name": "Tienda Caos S.A.S.",
-            "nit": format!("{NIT}-8"),
-            "address": {"line": "Carrera 7 # 71-21", "city_code": "11001", "country": "CO"},
-            "tax_regime": "responsable_iva",
-            "dian": {"environment": "test", "software_id": SOFTWARE_ID, "software_pin": PIN,
-                "certificate": {"p12_base64": certificate.p12_base64, "password": PASSWORD}}
-        }),
+        invoicing(&account, PIN),
     )
     .await?;
     shop.call(
@@ -129,6 +139,79 @@ pub async fn turn_on(
         range,
     )
     .await?;
+    Ok(account)
+}
+
+/// The invoice settings with the software's PIN `pin`.
+fn invoicing(account: &DianAccount, pin: &str) -> serde_json::Value {
+    json!({
+        "legal_name": "Tienda Caos S.A.S.",
+        "nit": format!("{NIT}-8"),
+        "address": {"line": "Carrera 7 # 71-21", "city_code": "11001", "country": "CO"},
+        "tax_regime": "responsable_iva",
+        "dian": {"environment": "test", "software_id": SOFTWARE_ID, "software_pin": pin,
+            "certificate": {"p12_base64": account.p12_base64, "password": PASSWORD}}
+    })
+}
+
+/// Makes DIAN hold the number `ahead` past the highest the account has issued, for another
+/// document (the merchant's previous software used it): the burst's invoice of that number is
+/// refused by rule 90. Answers the number.
+pub async fn take_number(
+    store: &Store,
+    account: &AccountId,
+    peer: &DianPeer,
+    http: &reqwest::Client,
+    ahead: i64,
+) -> anyhow::Result<String> {
+    let highest = dian_document::Entity::scoped(account)
+        .all(crate::Raw(store).conn())
+        .await?
+        .into_iter()
+        .filter_map(|doc| doc.number?.strip_prefix(PREFIX)?.parse::<i64>().ok())
+        .max()
+        .context("the setup issued no electronic invoice")?;
+    let number = format!("{PREFIX}{}", highest + ahead);
+    send(
+        http.post(format!("{}/_sandbox/documents", peer.root))
+            .bearer_auth(&peer.admin_token)
+            .json(&json!({"seller_nit": NIT, "number": number,
+                "key": format!("otro-software-{number}")})),
+    )
+    .await?;
+    Ok(number)
+}
+
+/// The software's PIN changes, at DIAN and in the account, at one moment: DIAN is kept out of
+/// reach (every call answered 503 by the proxy, never forwarded) from before the change until
+/// after it, so that no document signed with one PIN reaches DIAN while it expects the other.
+/// `held` is the longest the proxy holds a call before forwarding it.
+pub async fn change_pin(
+    shop: &Shop,
+    peer: &DianPeer,
+    proxy: &super::proxy::Proxy,
+    http: &reqwest::Client,
+    account: &DianAccount,
+    held: Duration,
+) -> anyhow::Result<()> {
+    proxy.always("POST", SERVICE_PATH, Fault::Answer(503, json!({})));
+    // A call the proxy held before the rule reaches DIAN within `held`; none after.
+    tokio::time::sleep(held + Duration::from_millis(200)).await;
+    send(
+        http.post(format!("{}/_sandbox/software", peer.root))
+            .bearer_auth(&peer.admin_token)
+            .json(&json!({"software_id": SOFTWARE_ID, "pin": NEW_PIN})),
+    )
+    .await?;
+    shop.call(
+        reqwest::Method::PATCH,
+        "/v1/account/invoicing",
+        invoicing(account, NEW_PIN),
+    )
+    .await?;
+    // A filing pass that read the old PIN before the PATCH sends within a call's timeout.
+    tokio::time::sleep(held + Duration::from_millis(200)).await;
+    proxy.clear();
     Ok(())
 }
 
@@ -214,14 +297,20 @@ pub struct DianTally {
     pub sent_again: usize,
     /// DIAN's calls faulted.
     pub faults: usize,
+    /// Documents whose number DIAN held for another (one a run, once the burst reaches it).
+    pub taken_rejected: usize,
 }
 
 impl std::fmt::Display for DianTally {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} documents, {} faults, {} in flight at the kill, {} sent again",
-            self.documents, self.faults, self.in_flight_at_kill, self.sent_again
+            "{} documents, {} faults, {} in flight at the kill, {} sent again, {} refused as taken",
+            self.documents,
+            self.faults,
+            self.in_flight_at_kill,
+            self.sent_again,
+            self.taken_rejected
         )
     }
 }
@@ -254,6 +343,7 @@ pub async fn judge(
     account: &AccountId,
     peer: &DianPeer,
     http: &reqwest::Client,
+    taken: &str,
     tally: &mut DianTally,
 ) -> anyhow::Result<Vec<Breach>> {
     let ours = dian_document::Entity::scoped(account)
@@ -271,6 +361,23 @@ pub async fn judge(
     let mut breaches = Vec::new();
     let mut known = std::collections::HashSet::new();
     for doc in &ours {
+        if doc.number.as_deref() == Some(taken) {
+            // DIAN holds this number for another document: ours ends rejected with DIAN's
+            // rule 90, once, and is never sent again and again.
+            tally.taken_rejected += 1;
+            let by_rule_90 = doc
+                .messages
+                .as_deref()
+                .is_some_and(|m| m.contains("Regla: 90"));
+            if doc.status != DianStatus::Rejected || !by_rule_90 {
+                breaches.push(Breach {
+                    invariant: "a number DIAN holds for another document did not end rejected by rule 90",
+                    detail: format!("{} {taken} {} {:?}", doc.id, doc.status.as_str(), doc.messages),
+                });
+            }
+            known.insert(taken.to_owned());
+            continue;
+        }
         if doc.status != DianStatus::Accepted {
             breaches.push(Breach {
                 invariant: "an electronic document not accepted after the faults stopped",

@@ -153,12 +153,18 @@ async fn with_processes(
         .await?,
     );
     let store = Store::connect(&database.url).await?;
-    if let Some(peer) = dian {
-        dian::turn_on(&shop, peer, &http, &options.dir).await?;
-    }
+    let filing = match dian {
+        Some(peer) => Some(dian::turn_on(&shop, peer, &http, &options.dir).await?),
+        None => None,
+    };
 
     let (mut expected, hang_up_holders) = setup(&shop, options, &mut rng).await?;
     wait_settled(&store, &shop, options.dian, SETUP_BOUND).await?;
+    // DIAN already holds the burst's third invoice number for another document.
+    let taken = match dian {
+        Some(peer) => Some(dian::take_number(&store, &shop.account, peer, &http, 3).await?),
+        None => None,
+    };
 
     // The burst: a month passes with faults on. The server is killed at a seeded point of the
     // burst's progress, where each renewal counts once when its charge is recorded and once
@@ -206,6 +212,17 @@ async fn with_processes(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    // The software's PIN changes with documents numbered, and some signed, under the old one
+    // still to file; DIAN's faults go on after it.
+    if let (Some(peer), Some(proxy), Some(filing)) = (dian, &dian_proxy, &filing) {
+        let held = PROCESSOR_TIMEOUT + Duration::from_millis(300);
+        dian::change_pin(&shop, peer, proxy, &http, filing, held).await?;
+        proxy.randomly(
+            rng.random(),
+            dian::faults(options.fault_rate, PROCESSOR_TIMEOUT),
+        );
+    }
+
     // Clients that hang up and retry under the same key, faults still on.
     let (hung_up, locked) =
         hang_ups(&shop, &hang_up_holders, seed, &mut rng, &mut expected).await?;
@@ -220,7 +237,9 @@ async fn with_processes(
     let (mut breaches, tally) = check(&store, &shop, &processor_proxy, &expected).await?;
     breaches.extend(locked);
     if let (Some(peer), Some(proxy)) = (dian, &dian_proxy) {
-        breaches.extend(dian::judge(&store, &shop.account, peer, &http, &mut dian_tally).await?);
+        let taken = taken.as_deref().unwrap_or_default();
+        breaches
+            .extend(dian::judge(&store, &shop.account, peer, &http, taken, &mut dian_tally).await?);
         dian_tally.faults = proxy
             .all_seen()
             .iter()

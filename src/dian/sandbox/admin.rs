@@ -1,7 +1,7 @@
 //! The sandbox DIAN's administration, under `_sandbox` and behind the admin token (as the
 //! sandbox processor's): telling it of a numbering range (`POST ranges`), of a software and
-//! its PIN (`POST software`), and of failures to produce (`POST faults`); and what it accepted
-//! (`GET documents`).
+//! its PIN (`POST software`), of a number it holds for another document (`POST documents`),
+//! and of failures to produce (`POST faults`); and what it accepted (`GET documents`).
 
 use super::{AcceptedDocument, Fault, SandboxDian};
 use crate::dian::document::NumberingRange;
@@ -20,7 +20,7 @@ pub(super) fn router(sandbox: Arc<SandboxDian>) -> Router {
         .route("/ranges", post(register_range))
         .route("/software", post(register_software))
         .route("/faults", post(set_fault))
-        .route("/documents", get(accepted))
+        .route("/documents", get(accepted).post(hold_for_another))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&sandbox),
             require_admin,
@@ -114,6 +114,22 @@ async fn set_fault(
         "none" => sandbox.fail_next(Fault::Late, 0),
         _ => return StatusCode::UNPROCESSABLE_ENTITY,
     }
+    StatusCode::NO_CONTENT
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeldIn {
+    seller_nit: String,
+    number: String,
+    key: String,
+}
+
+async fn hold_for_another(
+    State(sandbox): State<Arc<SandboxDian>>,
+    Json(body): Json<HeldIn>,
+) -> StatusCode {
+    sandbox.hold_for_another(&body.seller_nit, &body.number, &body.key);
     StatusCode::NO_CONTENT
 }
 

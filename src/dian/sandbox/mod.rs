@@ -205,6 +205,28 @@ impl SandboxDian {
             .insert(software_id.to_owned(), pin.to_owned());
     }
 
+    /// Holds `number` of `seller_nit` as accepted under another document's `key`, as DIAN does
+    /// when a merchant's previous software used part of a range, or two accounts share a NIT
+    /// (`POST _sandbox/documents`): our document of that number is then refused by rule 90.
+    pub fn hold_for_another(&self, seller_nit: &str, number: &str, key: &str) {
+        let mut state = self.state();
+        state
+            .numbers
+            .insert((seller_nit.to_owned(), number.to_owned()), key.to_owned());
+        state.answers.insert(
+            key.to_owned(),
+            DianResponse {
+                is_valid: true,
+                status_code: crate::dian::soap::response::ACCEPTED.into(),
+                status_description: "Procesado Correctamente.".into(),
+                status_message: format!("La Factura electrónica {number}, ha sido autorizada."),
+                document_key: Some(key.to_owned()),
+                ..DianResponse::default()
+            },
+        );
+        state.sends.insert(key.to_owned(), 1);
+    }
+
     /// The next `times` calls fail with `fault`.
     pub fn fail_next(&self, fault: Fault, times: u32) {
         self.state().fault = (times > 0).then_some((fault, times));

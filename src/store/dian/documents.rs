@@ -210,7 +210,11 @@ impl super::super::Store {
             return Ok(Some(AttachedParts::NotAccepted(row.status)));
         }
         let range = match &row.range_id {
-            Some(range) => dian_range::Entity::find_by_id(range.clone()).one(conn).await?,
+            Some(range) => {
+                dian_range::Entity::find_by_id(range.clone())
+                    .one(conn)
+                    .await?
+            }
             None => None,
         };
         let (Some(range), Some(sequence), Some(signed_xml), Some(application_response)) =
