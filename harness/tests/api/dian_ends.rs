@@ -488,3 +488,45 @@ fn validate_attached(made: &Made, attached: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A numbering that fails in the settling transaction (here a trigger refuses every update of
+/// the ranges) leaves the invoice's document waiting, visibly (`numbering_failed`), not the
+/// invoice looking as if DIAN were off; the next filing pass after the fault is gone numbers
+/// it, and DIAN accepts it. SQLite only: the fault is a SQLite trigger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_numbering_waits_visibly_and_is_retried() {
+    use sea_orm::ConnectionTrait;
+    let app = crate::common::spawn_app_with(crate::common::Backend::Sqlite, crate::dian::fast_dian)
+        .await
+        .expect("sqlite always runs");
+    let Some(made) = make_certificate() else {
+        return;
+    };
+    turn_dian_on(&app, &made).await;
+    add_range(&app, 990_000_000, 995_000_000).await;
+    let store = billing::store::Store::connect(&app.database_url)
+        .await
+        .expect("store");
+    let (writer, _) = store.raw_connections();
+    writer
+        .execute_unprepared(
+            "CREATE TRIGGER fail_numbering BEFORE UPDATE ON dian_ranges \
+             BEGIN SELECT RAISE(ABORT, 'injected'); END",
+        )
+        .await
+        .expect("trigger");
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    let sub = subscribe(&app, &shop, &method, json!({})).await;
+    let invoice = invoice_of(&app, sub["id"].as_str().expect("id")).await;
+    assert_eq!(invoice["dian"]["status"], "awaiting_range", "{invoice}");
+    assert_eq!(invoice["dian"]["waiting"], "numbering_failed", "{invoice}");
+    writer
+        .execute_unprepared("DROP TRIGGER fail_numbering")
+        .await
+        .expect("dropped");
+    let id = invoice["id"].as_str().expect("id");
+    let done = settled_dian(&app, &format!("/v1/invoices/{id}")).await;
+    assert_eq!(done["dian"]["status"], "accepted", "{done}");
+    assert_eq!(done["number"], "SETP990000000", "{done}");
+    assert!(done["dian"]["waiting"].is_null(), "{done}");
+}

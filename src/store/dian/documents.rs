@@ -1,7 +1,8 @@
 //! The `dian::document::Document` a row stands for: an invoice or a credit note, with the
 //! seller and software as they were at numbering (`Issuer`), the buyer and lines as the row
 //! keeps them. Numbering computes the CUFE or CUDE from it; submission signs it. Built the same
-//! way both times, so the code in the signed XML is the one fixed at numbering.
+//! way both times, so the code in the signed XML is the one fixed at numbering. The parts of an
+//! accepted invoice's AttachedDocument (`AttachedParts`) are read here too.
 
 use super::super::entities::credit_note::Model as CreditNote;
 use super::super::entities::invoice::Model as Invoice;

@@ -2,7 +2,8 @@
 //! (`accounts.dian*`), its numbering ranges (`dian_ranges`), and the electronic document beside
 //! each invoice and credit note written while DIAN is on (`dian_documents`). `numbering` numbers
 //! documents inside the transaction that writes them; `submission` claims due documents and
-//! records their signature and DIAN's answer (with the invoice's event); `documents` rebuilds
+//! records their signature and DIAN's answer (with the invoice's event); `waiting` numbers the
+//! invoices waiting for a range and keeps what waits for an operator; `documents` rebuilds
 //! the `dian::document::Document` a row stands for. Signing and talking to DIAN are not here.
 
 pub mod documents;

@@ -319,7 +319,7 @@ impl Store {
                 .col_expr(
                     dian_document::Column::WaitingSince,
                     Func::coalesce([
-                        Expr::col(dian_document::Column::WaitingSince).into(),
+                        Expr::col(dian_document::Column::WaitingSince),
                         Expr::value(since),
                     ])
                     .into(),

@@ -96,7 +96,7 @@ impl Store {
             .col_expr(
                 dian_document::Column::WaitingSince,
                 Func::coalesce([
-                    Expr::col(dian_document::Column::WaitingSince).into(),
+                    Expr::col(dian_document::Column::WaitingSince),
                     Expr::value(since),
                 ])
                 .into(),
@@ -145,7 +145,7 @@ impl Store {
             )
             .col_expr(
                 dian_document::Column::ReplacedNumber,
-                Expr::col(dian_document::Column::Number).into(),
+                Expr::col(dian_document::Column::Number),
             )
             .col_expr(
                 dian_document::Column::Prefix,
