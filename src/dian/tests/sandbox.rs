@@ -251,3 +251,15 @@ async fn failures_of_the_service_are_unknown_never_rejections() {
         Outcome::Accepted { .. }
     ));
 }
+
+#[tokio::test]
+async fn a_document_with_a_control_character_is_not_well_formed_and_refused() {
+    let Some(running) = start(5_000).await else {
+        return;
+    };
+    let mut invoice = recent(fixtures::invoice(990_000_030));
+    invoice.seller.legal_name = "Tienda\u{1}Ejemplo S.A.S.".into();
+    let signed = running.service.sign(&invoice, Utc::now()).expect("signs");
+    let outcome = running.service.submit(&invoice, &signed).await;
+    assert!(rule(&outcome).starts_with("Regla: ZB01"), "{outcome:?}");
+}
