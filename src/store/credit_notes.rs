@@ -156,13 +156,16 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
             }
         })
         .collect();
-    let clock_offset = super::entities::account::Entity::find_by_id(invoice.account_id.clone())
-        .select_only()
-        .column(super::entities::account::Column::ClockOffsetMs)
-        .into_tuple::<i64>()
-        .one(conn)
-        .await?
-        .unwrap_or(0);
+    // The account's clock, and its invoicing data: the note keeps its seller as at issue.
+    let (clock_offset, seller) =
+        super::entities::account::Entity::find_by_id(invoice.account_id.clone())
+            .select_only()
+            .column(super::entities::account::Column::ClockOffsetMs)
+            .column(super::entities::account::Column::Invoicing)
+            .into_tuple::<(i64, Option<String>)>()
+            .one(conn)
+            .await?
+            .unwrap_or((0, None));
     let sequence = take_numbers(
         conn,
         &invoice.account_id,
@@ -180,6 +183,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         invoice_id: invoice.id.clone(),
         refund_id: refund.id.clone(),
         charge_id: refund.charge_id.clone(),
+        seller,
         subtotal_cents: credited.iter().map(|l| l.taxable_base_cents).sum(),
         tax_cents: credited.iter().map(|l| l.tax_cents).sum(),
         total_cents: refund.amount_cents,
