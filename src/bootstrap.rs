@@ -3,7 +3,7 @@
 
 use crate::accounts::{AccountSpec, CreatedAccount, create_account};
 use crate::config::Config;
-use crate::secrets::{random_token, sha256_hex};
+use crate::secrets::{check_admin_token, random_token, sha256_hex};
 use crate::store::Store;
 
 const ADMIN_TOKEN_HASH: &str = "admin_token_hash";
@@ -18,6 +18,11 @@ pub struct FirstStart {
 
 /// Returns the admin token's hash and what was created for the first start.
 pub async fn prepare(store: &Store, config: &Config) -> anyhow::Result<(String, FirstStart)> {
+    // A weak token given by the operator is refused before anything else happens: it would
+    // open every account to whoever guesses it.
+    if let Some(token) = &config.admin_token {
+        check_admin_token(token).map_err(|why| anyhow::anyhow!("--admin-token: {why}"))?;
+    }
     store.migrate().await?;
     let (admin_token_hash, admin_token) = match &config.admin_token {
         Some(token) => (sha256_hex(token), None),

@@ -27,6 +27,31 @@ pub fn constant_time_eq(a: &str, b: &str) -> bool {
     a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
+/// The fewest characters an operator's own admin token may have, and the fewest different
+/// ones among them. The token opens every account and is tried against from anywhere; a short
+/// or repetitive one could be guessed, so the service refuses to start with it.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 24;
+const MIN_ADMIN_TOKEN_DISTINCT: usize = 8;
+
+/// Why an admin token given by the operator (`--admin-token`, also the standalone sandboxes')
+/// is too weak to serve with; `Ok` for one that is long and varied enough.
+pub fn check_admin_token(token: &str) -> Result<(), String> {
+    let chars: Vec<char> = token.chars().collect();
+    let mut distinct = chars.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if chars.len() < MIN_ADMIN_TOKEN_CHARS || distinct.len() < MIN_ADMIN_TOKEN_DISTINCT {
+        return Err(format!(
+            "the admin token must have at least {MIN_ADMIN_TOKEN_CHARS} characters, \
+             {MIN_ADMIN_TOKEN_DISTINCT} of them different (leave it unset to have one generated)"
+        ));
+    }
+    if chars.iter().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("the admin token must not contain white space or control characters".into());
+    }
+    Ok(())
+}
+
 /// A new API key for a sandbox or live account.
 pub fn new_api_key(sandbox: bool) -> String {
     random_token(if sandbox { "sk_test_" } else { "sk_live_" }, 32)
@@ -41,6 +66,21 @@ mod tests {
         assert!(new_api_key(true).starts_with("sk_test_"));
         assert!(new_api_key(false).starts_with("sk_live_"));
         assert_ne!(new_api_key(true), new_api_key(true));
+    }
+
+    #[test]
+    fn admin_tokens_must_be_long_and_varied() {
+        assert!(check_admin_token("test-admin-token-0123456789").is_ok());
+        assert!(check_admin_token(&random_token("adm_", 40)).is_ok());
+        for weak in [
+            "admin",
+            "hunter2hunter2",
+            &"a".repeat(40),
+            &"ab12".repeat(10),
+        ] {
+            assert!(check_admin_token(weak).is_err(), "{weak} accepted");
+        }
+        assert!(check_admin_token("correct horse battery staple").is_err());
     }
 
     #[test]

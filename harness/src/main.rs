@@ -229,11 +229,7 @@ async fn main() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(&bind).await?;
             // The address comes first: `billing chaos` reads it from the first line.
             println!("sandbox processor at http://{}/v1", listener.local_addr()?);
-            let token = admin_token.unwrap_or_else(|| {
-                let token = billing::secrets::random_token("sandbox_admin_", 32);
-                println!("  Admin token (shown once): {token}");
-                token
-            });
+            let token = sandbox_admin_token(admin_token)?;
             let config = billing::processor::sandbox::SandboxConfig {
                 settle_delay: std::time::Duration::from_millis(settle_delay_ms),
                 ..Default::default()
@@ -248,11 +244,7 @@ async fn main() -> anyhow::Result<()> {
                 listener.local_addr()?,
                 billing::dian::sandbox::SERVICE_PATH
             );
-            let token = admin_token.unwrap_or_else(|| {
-                let token = billing::secrets::random_token("sandbox_admin_", 32);
-                println!("  Admin token (shown once): {token}");
-                token
-            });
+            let token = sandbox_admin_token(admin_token)?;
             let sandbox = billing::dian::sandbox::SandboxDian::new(
                 billing::dian::sandbox::SandboxDianConfig::default(),
                 billing::processor::sandbox::AdminAuth::from_token(&token),
@@ -463,6 +455,19 @@ async fn chaos_cluster(command: ChaosCommand, database_url: &str) -> anyhow::Res
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// A standalone sandbox's admin token: the operator's, refused when weak, or one generated and
+/// printed once.
+fn sandbox_admin_token(given: Option<String>) -> anyhow::Result<String> {
+    if let Some(token) = given {
+        billing::secrets::check_admin_token(&token)
+            .map_err(|why| anyhow::anyhow!("--admin-token: {why}"))?;
+        return Ok(token);
+    }
+    let token = billing::secrets::random_token("sandbox_admin_", 32);
+    println!("  Admin token (shown once): {token}");
+    Ok(token)
 }
 
 async fn shutdown_signal() {

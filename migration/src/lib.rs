@@ -31,6 +31,7 @@ mod m20261127_000019_portal;
 mod m20261128_000020_coupons;
 mod m20261129_000021_dian;
 mod m20261130_000022_dian_ends;
+mod m20261130_000023_seller_as_issued;
 
 pub struct Migrator;
 
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000020_coupons::Migration),
             Box::new(m20261129_000021_dian::Migration),
             Box::new(m20261130_000022_dian_ends::Migration),
+            Box::new(m20261130_000023_seller_as_issued::Migration),
         ]
     }
 }

@@ -116,7 +116,10 @@ pub struct FeeIn {
     "status_rate_limit_per_minute": 20
 })))]
 pub struct AccountIn {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: String,
     #[serde(default)]
     pub sandbox: bool,

@@ -44,7 +44,10 @@ const MAX_AMOUNT_CENTS: i64 = 1_000_000_000_000;
     "metadata": {"tier": "pro"}
 })))]
 pub struct CatalogItemIn {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: String,
     /// Integer cents of COP, > 0.
     #[schema(minimum = 1, maximum = 1e12)]
@@ -67,7 +70,10 @@ pub struct CatalogItemIn {
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"name": "Plan Pro 2027", "active": true})))]
 pub struct CatalogItemPatch {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: Option<String>,
     pub active: Option<bool>,
     /// For charges that begin from now on.

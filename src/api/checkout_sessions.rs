@@ -54,7 +54,10 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
 pub struct NewCustomerIn {
     #[schema(format = Email, max_length = 254)]
     pub email: String,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: String,
 }
 

@@ -45,7 +45,10 @@ const MAX_PERIODS: i64 = 120;
     "max_redemptions": 100
 })))]
 pub struct CouponIn {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: String,
     /// Basis points off each line it applies to (1 to 10 000); or `amount_off_cents`.
     #[schema(minimum = 1, maximum = 10000)]
@@ -85,7 +88,10 @@ pub struct AppliesToIn {
 #[serde(deny_unknown_fields)]
 #[schema(examples(json!({"valid": false})))]
 pub struct CouponPatch {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: Option<String>,
     /// false: no further redemptions (subscriptions that have it keep it).
     pub valid: Option<bool>,

@@ -5,7 +5,7 @@
 
 use super::catalog::parse_name;
 use crate::domain::tax_id::{TaxId, is_dane_city_code, nit_check_digit};
-use crate::domain::text::Email;
+use crate::domain::text::{CONTROL, Email, Name, has_control};
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
@@ -47,7 +47,10 @@ pub struct TaxIdIn {
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddressIn {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub line: String,
     #[schema(pattern = "^(0[5-9]|[1-9][0-9])[0-9]{3}$")]
     pub city_code: String,
@@ -69,12 +72,18 @@ pub struct AddressIn {
 pub struct CustomerIn {
     #[schema(format = Email, max_length = 254)]
     pub email: String,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: String,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
     pub tax_id: Option<TaxIdIn>,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
 }
@@ -86,10 +95,16 @@ pub struct CustomerIn {
 pub struct CustomerPatchIn {
     #[schema(format = Email, max_length = 254)]
     pub email: Option<String>,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub name: Option<String>,
     pub tax_id: Option<TaxIdIn>,
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
 }
@@ -166,10 +181,15 @@ fn parse_tax_id(raw: &TaxIdIn) -> ApiResult<TaxId> {
         .map_err(|why| ApiError::bad_request(format!("tax_id: {why}.")).param("tax_id"))
 }
 
-fn parse_legal_name(raw: &str) -> ApiResult<String> {
-    parse_name(raw).map_err(|_| {
-        ApiError::bad_request("legal_name must have a visible character and at most 200.")
-            .param("legal_name")
+/// A legal name (a customer's or the seller's), as a name is parsed.
+pub(super) fn parse_legal_name(raw: &str) -> ApiResult<String> {
+    Name::parse(raw).map(Name::into_string).map_err(|why| {
+        let why = if why == CONTROL {
+            why
+        } else {
+            "must have a visible character and at most 200"
+        };
+        ApiError::bad_request(format!("legal_name {why}.")).param("legal_name")
     })
 }
 
@@ -181,6 +201,9 @@ pub(super) fn parse_address(raw: &AddressIn) -> ApiResult<String> {
             ApiError::bad_request("address.line must have 1 to 200 characters.")
                 .param("address.line"),
         );
+    }
+    if has_control(&raw.line) {
+        return Err(ApiError::bad_request(format!("address.line {CONTROL}.")).param("address.line"));
     }
     if !is_dane_city_code(&raw.city_code) {
         return Err(ApiError::bad_request(

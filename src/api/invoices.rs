@@ -326,7 +326,7 @@ async fn get_invoice_pdf(
     let sheet = electronic::invoice_sheet(&state.store, &invoice, &seller, locale(&query)?)
         .await
         .map_err(|err| ApiError::Internal(Box::new(err)))?;
-    Ok(crate::documents::pdf_response(&sheet))
+    Ok(crate::documents::pdf_response(sheet).await)
 }
 
 /// A credit note's PDF, as an invoice's, naming the invoice it credits.
@@ -360,7 +360,7 @@ async fn get_credit_note_pdf(
         electronic::credit_note_sheet(&state.store, &note, &invoice, &seller, locale(&query)?)
             .await
             .map_err(|err| ApiError::Internal(Box::new(err)))?;
-    Ok(crate::documents::pdf_response(&sheet))
+    Ok(crate::documents::pdf_response(sheet).await)
 }
 
 /// `?lang=`: Spanish unless English is asked for.

@@ -33,7 +33,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     "default_tax_code": "iva_19"
 })))]
 pub struct InvoicingIn {
-    #[schema(pattern = r"[^\s\u0085]", max_length = 200)]
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
     pub legal_name: Option<String>,
     /// `900123456` or `900123456-8` (a check digit sent must be DIAN's).
     #[schema(max_length = 20)]
@@ -115,10 +118,7 @@ async fn update_invoicing(
 ) -> ApiResult<Json<InvoicingOut>> {
     let mut seller = caller.0.seller();
     if let Some(name) = &body.legal_name {
-        seller.legal_name = Some(super::catalog::parse_name(name).map_err(|_| {
-            ApiError::bad_request("legal_name must have a visible character and at most 200.")
-                .param("legal_name")
-        })?);
+        seller.legal_name = Some(super::customers::parse_legal_name(name)?);
     }
     if let Some(nit) = &body.nit {
         let nit = TaxId::parse("NIT", nit)

@@ -11,7 +11,7 @@
 use super::sheet::{Electronic, Sheet, Unreadable};
 use super::text::{self, Locale};
 use crate::ids::DocumentId;
-use crate::store::accounts::Account;
+use crate::store::accounts::{Account, Seller};
 use crate::store::credit_notes::CreditNote;
 use crate::store::dian::{DianDocument, DianRange};
 use crate::store::invoices::Invoice;
@@ -56,6 +56,11 @@ impl Sheet {
 
     fn electronic(&mut self, doc: &DianDocument, code_label: &'static str) {
         let t = self.t;
+        // The seller as the document was numbered and signed (its issuer), not as the row
+        // or the account says: the printed representation shows what DIAN received.
+        if let Ok(issuer) = serde_json::from_str::<Seller>(&doc.issuer) {
+            self.seller = super::sheet::seller_lines(issuer, &self.seller.name);
+        }
         match &doc.number {
             Some(number) => {
                 // The electronic document's issue date (a document numbered after waiting for

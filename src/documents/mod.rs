@@ -20,12 +20,20 @@ use sheet::Sheet;
 
 pub use page::router;
 
-/// `sheet` as a PDF download named by its number (`FV-12.pdf`, `SETP990000001.pdf`).
-pub fn pdf_response(sheet: &Sheet) -> Response {
-    let bytes = match pdf::render(sheet) {
-        Ok(bytes) => bytes,
+/// `sheet` as a PDF download named by its number (`FV-12.pdf`, `SETP990000001.pdf`). Drawn on
+/// the blocking pool: laying out and compressing a page takes milliseconds of CPU that would
+/// otherwise hold an async worker (and every request queued behind it).
+pub async fn pdf_response(sheet: Sheet) -> Response {
+    let file_stem = sheet.file_stem.clone();
+    let drawn = tokio::task::spawn_blocking(move || pdf::render(&sheet)).await;
+    let bytes = match drawn {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(err)) => {
+            tracing::error!(error = %err, number = %file_stem, "a PDF could not be drawn");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "Internal error").into_response();
+        }
         Err(err) => {
-            tracing::error!(error = %err, number = %sheet.file_stem, "a PDF could not be drawn");
+            tracing::error!(error = %err, number = %file_stem, "drawing a PDF panicked");
             return (StatusCode::INTERNAL_SERVER_ERROR, "Internal error").into_response();
         }
     };
@@ -37,9 +45,7 @@ pub fn pdf_response(sheet: &Sheet) -> Response {
     );
     // The number is the series' prefix and digits (`FV-12`, `SETP990000001`): safe in a
     // header as it is.
-    if let Ok(value) =
-        HeaderValue::from_str(&format!("inline; filename=\"{}.pdf\"", sheet.file_stem))
-    {
+    if let Ok(value) = HeaderValue::from_str(&format!("inline; filename=\"{file_stem}.pdf\"")) {
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
     response

@@ -5,7 +5,8 @@
 //! hosted checkout; it opens this one invoice and its credit notes, nothing else. The page loads
 //! nothing from elsewhere, runs no script, and may not be framed. With DIAN, it is the
 //! electronic invoice's representation (`electronic`): its QR code an inline `<svg>` drawn
-//! with presentation attributes only, which the page's `style-src 'self'` lets through.
+//! with presentation attributes only, which the page's `style-src 'self'` lets through. The
+//! PDFs are drawn off the async workers, at most `PDFS_PER_MINUTE` a minute per invoice.
 
 use super::electronic;
 use super::qr::Qr;
@@ -190,14 +191,33 @@ async fn invoice_pdf(
     let locale = locale(&query, &headers);
     match found(&state, &token).await {
         Ok(Some((invoice, account))) => {
+            if let Err(limited) = limit_drawing(&state, &token).await {
+                return limited;
+            }
             match electronic::invoice_sheet(&state.store, &invoice, &account, locale).await {
-                Ok(sheet) => secured(super::pdf_response(&sheet)),
+                Ok(sheet) => secured(super::pdf_response(sheet).await),
                 Err(err) => internal(err),
             }
         }
         Ok(None) => not_found(),
         Err(response) => response,
     }
+}
+
+/// PDFs drawn for one hosted invoice (its own and its credit notes') in any minute. A customer
+/// opens a few; anyone holding the link could otherwise keep the service drawing for ever.
+pub const PDFS_PER_MINUTE: u64 = 20;
+
+/// Counts one PDF of the invoice at `token` against `PDFS_PER_MINUTE`: 429 past it. The window
+/// is keyed by the token's hash, not the token: on PostgreSQL windows are rows, and the token
+/// is the customer's credential.
+async fn limit_drawing(state: &AppState, token: &str) -> Result<(), Response> {
+    let key = format!("hosted-pdf:{}", crate::secrets::sha256_hex(token));
+    state
+        .limiter
+        .take(&key, PDFS_PER_MINUTE)
+        .await
+        .map_err(|err| secured(err.into_response()))
 }
 
 async fn credit_note_pdf(
@@ -220,8 +240,11 @@ async fn credit_note_pdf(
         Ok(_) => return not_found(),
         Err(err) => return internal(err),
     };
+    if let Err(limited) = limit_drawing(&state, &token).await {
+        return limited;
+    }
     match electronic::credit_note_sheet(&state.store, &note, &invoice, &account, locale).await {
-        Ok(sheet) => secured(super::pdf_response(&sheet)),
+        Ok(sheet) => secured(super::pdf_response(sheet).await),
         Err(err) => internal(err),
     }
 }

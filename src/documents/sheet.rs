@@ -123,7 +123,7 @@ impl Sheet {
             file_stem: invoice.number.clone(),
             issued_on: date(invoice.issued_at, locale),
             reference: None,
-            seller: seller(account),
+            seller: seller(invoice.seller.as_deref(), account),
             customer: customer(&party, locale),
             lines: lines
                 .iter()
@@ -190,7 +190,7 @@ impl Sheet {
             file_stem: note.number.clone(),
             issued_on: date(note.issued_at, locale),
             reference: Some(format!("{} {}", t.against_invoice, invoice.number)),
-            seller: seller(account),
+            seller: seller(note.seller.as_deref(), account),
             customer: customer(&party, locale),
             lines: lines
                 .iter()
@@ -310,16 +310,26 @@ fn address_line(address: Option<&serde_json::Value>, locale: Locale) -> Option<S
     Some(out)
 }
 
-fn seller(account: &Account) -> PartyLines {
+/// The seller a document was issued by: the snapshot its row keeps (`snapshot`, JSON of
+/// `Seller`), or for a row issued before snapshots were kept, the account's as it is now.
+fn seller(snapshot: Option<&str>, account: &Account) -> PartyLines {
+    let seller = snapshot
+        .and_then(|raw| serde_json::from_str(raw).ok())
+        .unwrap_or_else(|| account.seller());
+    seller_lines(seller, &account.name)
+}
+
+/// `seller`'s lines on a document; without a legal name, the account's name (`fallback`).
+pub(super) fn seller_lines(seller: Seller, fallback: &str) -> PartyLines {
     let Seller {
         legal_name,
         nit,
         address,
         ..
-    } = account.seller();
+    } = seller;
     let locale = Locale::Es;
     PartyLines {
-        name: legal_name.unwrap_or_else(|| account.name.clone()),
+        name: legal_name.unwrap_or_else(|| fallback.to_owned()),
         id_line: match nit.as_deref() {
             Some(nit) => match crate::domain::tax_id::nit_check_digit(nit) {
                 Some(digit) => format!("NIT {}-{digit}", grouped(nit)),

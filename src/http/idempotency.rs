@@ -51,6 +51,21 @@ pub enum KeyError {
     Characters,
 }
 
+/// The namespace a request's keys live in when it is not the API key's account's own: a
+/// credential other than an API key (a portal session) puts one on the request, and its keys
+/// are stored as `scoped_key` makes them (CONTRACT §3: keys are scoped to the credential).
+#[derive(Clone, Debug)]
+pub struct IdempotencyScope(pub String);
+
+impl IdempotencyScope {
+    /// `key` in this scope, as stored: the scope, a middle dot, the key. A key as a client
+    /// sends it is printable ASCII (`parse_key`), so it never holds the middle dot: no key an
+    /// API key sends can equal one of a scope, and no two scopes share one.
+    pub fn scoped_key(&self, key: &str) -> String {
+        format!("{}\u{b7}{key}", self.0)
+    }
+}
+
 /// The longest key: a UUID or a client's own composite key fits many times over.
 pub const MAX_KEY_LEN: usize = 255;
 
@@ -292,6 +307,16 @@ mod tests {
 
     fn replayed(response: &Response) -> bool {
         response.headers().contains_key("idempotent-replayed")
+    }
+
+    #[test]
+    fn a_scoped_key_is_never_a_key_a_client_can_send() {
+        let scoped = IdempotencyScope("portal:bps_1".to_owned()).scoped_key("order-42");
+        assert!(parse_key(scoped.as_bytes()).is_err());
+        assert_ne!(
+            scoped,
+            IdempotencyScope("portal:bps_2".to_owned()).scoped_key("order-42")
+        );
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 use super::auth::{Caller, bearer, well_formed_api_key};
 use super::auth_failures::ClientAddr;
 use super::error::ApiError;
-use super::idempotency::{HEADER, HeldKey, MAX_BODY, parse_key};
+use super::idempotency::{HEADER, HeldKey, IdempotencyScope, MAX_BODY, parse_key};
 use super::state::AppState;
 use crate::secrets::{constant_time_eq, sha256_hex};
 use crate::store::accounts::Account;
@@ -160,8 +160,13 @@ pub async fn idempotent_posts(
         return Ok(next.run(request).await);
     };
     let key = parse_key(raw.as_bytes())
-        .map_err(|err| ApiError::bad_request(format!("{err}.")).param("Idempotency-Key"))?
-        .to_owned();
+        .map_err(|err| ApiError::bad_request(format!("{err}.")).param("Idempotency-Key"))?;
+    // A portal session's keys are its own: neither a replay of the merchant's answer under the
+    // same key nor a refusal of it (CONTRACT §3).
+    let key = match request.extensions().get::<IdempotencyScope>() {
+        Some(scope) => scope.scoped_key(key),
+        None => key.to_owned(),
+    };
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return Ok(next.run(request).await);
     };

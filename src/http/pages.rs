@@ -25,6 +25,15 @@ pub fn harden(mut response: Response, policy: &str) -> Response {
     response
 }
 
+/// `response` marked never to be stored by a browser or anyone between: what the portal's JSON
+/// answers (CONTRACT §13), whose bodies are a customer's data and whose URL is their credential.
+pub async fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 /// A page's stylesheet or script, compiled in: cached five minutes, never sniffed.
 pub fn asset(content_type: &'static str, body: &'static str) -> Response {
     (

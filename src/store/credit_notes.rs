@@ -156,6 +156,14 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
             }
         })
         .collect();
+    // The account's invoicing data: the note keeps its seller as at issue.
+    let seller = super::entities::account::Entity::find_by_id(invoice.account_id.clone())
+        .select_only()
+        .column(super::entities::account::Column::Invoicing)
+        .into_tuple::<Option<String>>()
+        .one(conn)
+        .await?
+        .flatten();
     let sequence = take_numbers(
         conn,
         &invoice.account_id,
@@ -173,6 +181,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         invoice_id: invoice.id.clone(),
         refund_id: refund.id.clone(),
         charge_id: refund.charge_id.clone(),
+        seller,
         subtotal_cents: credited.iter().map(|l| l.taxable_base_cents).sum(),
         tax_cents: credited.iter().map(|l| l.tax_cents).sum(),
         total_cents: refund.amount_cents,

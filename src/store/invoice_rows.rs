@@ -103,6 +103,9 @@ pub(super) struct Billed<'a> {
     pub issued_at: i64,
     /// Set for a period of nothing (the one invoice of that period).
     pub period_start: Option<i64>,
+    /// The account's invoicing data now (JSON of `store::accounts::Seller`), kept on the row as
+    /// the seller at issue.
+    pub seller: Option<String>,
 }
 
 /// The customer as an invoice is made out to them: without a tax id, the final consumer.
@@ -191,6 +194,7 @@ pub(super) fn invoice_row(
         issued_at: billed.issued_at,
         discount_cents,
         period_start: billed.period_start,
+        seller: billed.seller,
     })
 }
 

@@ -193,24 +193,26 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
     let mut account_ids: Vec<&AccountId> = charges.iter().map(|c| &c.account_id).collect();
     account_ids.sort();
     account_ids.dedup();
-    let accounts: HashMap<AccountId, (TaxCode, i64)> = account::Entity::find()
+    // Their invoicing data too: each invoice keeps its seller as it is now (issue 46).
+    let accounts: HashMap<AccountId, (TaxCode, i64, Option<String>)> = account::Entity::find()
         .select_only()
         .column(account::Column::Id)
         .column(account::Column::DefaultTaxCode)
         .column(account::Column::ClockOffsetMs)
+        .column(account::Column::Invoicing)
         .filter(account::Column::Id.is_in(account_ids))
-        .into_tuple::<(AccountId, TaxCode, i64)>()
+        .into_tuple::<(AccountId, TaxCode, i64, Option<String>)>()
         .all(conn)
         .await?
         .into_iter()
-        .map(|(id, code, offset)| (id, (code, offset)))
+        .map(|(id, code, offset, seller)| (id, (code, offset, seller)))
         .collect();
     let mut rows = Vec::with_capacity(charges.len());
     let mut events = Vec::with_capacity(charges.len());
     for charge in charges {
-        let (default_code, clock_offset) = accounts
+        let (default_code, clock_offset, seller) = accounts
             .get(&charge.account_id)
-            .copied()
+            .cloned()
             .unwrap_or_default();
         let row = invoice_row(
             Billed {
@@ -221,6 +223,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
                 lines: lines_of(charge, default_code),
                 issued_at: charge.finalized_at.unwrap_or(charge.updated_at) + clock_offset,
                 period_start: None,
+                seller,
             },
             &customers,
         )?;
@@ -364,6 +367,13 @@ impl StoreTxn {
                 .into_iter()
                 .map(|c| (c.id.clone(), c))
                 .collect();
+        let seller = account::Entity::find_by_id(sub.account_id.clone())
+            .select_only()
+            .column(account::Column::Invoicing)
+            .into_tuple::<Option<String>>()
+            .one(self.conn())
+            .await?
+            .flatten();
         let row = invoice_row(
             Billed {
                 account_id: &sub.account_id,
@@ -373,6 +383,7 @@ impl StoreTxn {
                 lines,
                 issued_at: now,
                 period_start: Some(period_start),
+                seller,
             },
             &customers,
         )?;

@@ -39,10 +39,11 @@ pub const DELIVERY_STATUSES: [&str; 3] = ["pending", "delivered", "failed"];
 /// The kinds of balance transaction: an operator's top-up, a charge's fee.
 pub const BALANCE_TRANSACTION_TYPES: [&str; 2] = ["top_up", "fee"];
 
-/// A display name as `domain::text::Name` parses it: some character other than white space
-/// (U+0085, NEL, is white space to Rust's `trim` and spelled out for generators that miss it),
-/// at most 200 characters.
-pub const NAME_PATTERN: &str = r"[^\s\u0085]";
+/// A display name as `domain::text::Name` parses it: some character other than white space,
+/// and no C0 or C1 control character (nor DEL) but tab and newline (CONTRACT §12a). U+0085,
+/// NEL, white space to Rust's `trim`, is one of C1. The same literal stands in the fields'
+/// `#[schema(pattern)]` attributes (an attribute takes no constant).
+pub const NAME_PATTERN: &str = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$";
 
 /// An absolute http(s) URL as the `url` crate reads it: a host name whose labels are
 /// ASCII letters, digits and the sub-delimiters (the last one not starting with a digit, so
@@ -252,11 +253,12 @@ pub fn constrain(openapi: &mut OpenApi, name: &str, rule: Schema) {
         .insert(name.to_owned(), RefOr::T(Schema::AllOf(schema)));
 }
 
-/// A string with some character other than white space (what `trim().is_empty()` refuses).
+/// A string with some character other than white space (what `trim().is_empty()` refuses;
+/// U+0085, NEL, is white space to Rust's `trim` and spelled out for generators that miss it).
 pub fn not_blank() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .pattern(Some(NAME_PATTERN))
+        .pattern(Some(r"[^\s\u0085]"))
         .build()
 }
 

@@ -58,8 +58,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
             post(preview_change_plan),
         )
         // Each request meets, in this order (the last layer added runs first): the session,
-        // its rate limit, then the API's Idempotency-Keys
-        // (which read the account the session put in place).
+        // its rate limit, then the API's Idempotency-Keys (which read the account the session
+        // put in place, and keep the keys in the session's own namespace).
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             crate::http::layers::idempotent_posts,
@@ -69,6 +69,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
             state.clone(),
             require_session,
         ))
+        // Outermost: every answer, a refusal of the session included, is never cached.
+        .layer(middleware::map_response(crate::http::pages::no_store))
 }
 
 /// Everything the page shows, as `GET /portal/{token}/api/customer` answers it.

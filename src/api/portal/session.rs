@@ -2,12 +2,14 @@
 //! cookie, so no request can ride on a customer's browser). It is looked up by its SHA-256,
 //! as API keys are, and holds while the session has not expired by its account's clock.
 //! `resolve` answers the session; the layers give the JSON routes the account as the API's
-//! `Caller` (so the API's Idempotency-Keys apply), the session as `PortalCaller`, and a rate
-//! limit of the session's own (a customer cannot spend the merchant's API budget).
+//! `Caller` (so the API's Idempotency-Keys apply, in the session's own namespace:
+//! `IdempotencyScope`), the session as `PortalCaller`, and a rate limit of the session's own
+//! (a customer cannot spend the merchant's API budget).
 
 use super::well_formed_token;
 use crate::http::auth::Caller;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::idempotency::IdempotencyScope;
 use crate::http::state::AppState;
 use crate::ids::{AccountId, CustomerId};
 use crate::secrets::sha256_hex;
@@ -97,6 +99,11 @@ pub async fn require_session(
     request
         .extensions_mut()
         .insert(Caller(Arc::clone(&portal.account)));
+    // The session's Idempotency-Keys are its own, apart from the merchant's and from other
+    // sessions' (CONTRACT §3): a customer can neither take nor replay a merchant's key.
+    request
+        .extensions_mut()
+        .insert(IdempotencyScope(format!("portal:{}", portal.session.id)));
     request.extensions_mut().insert(portal);
     Ok(next.run(request).await)
 }

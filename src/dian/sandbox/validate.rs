@@ -39,8 +39,21 @@ fn refuse(key: Option<&str>, rule: impl Into<String>) -> Refused {
 
 const SCHEMA: &str = "Regla: ZB01, Rechazo: Fallo en el esquema XML del archivo";
 
+/// Whether `c` is a character XML 1.0 allows in a document (its `Char` production): no C0
+/// control but tab, newline and carriage return, and neither U+FFFE nor U+FFFF. A document
+/// with another is not well-formed, whatever a lenient reader makes of it, and DIAN refuses it.
+fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
 /// Checks `xml` against what DIAN refuses, with the ranges and software `registry` knows.
 pub fn check(xml: &str, registry: &Registry) -> Result<Passed, Refused> {
+    if let Some(at) = xml.find(|c| !is_xml_char(c)) {
+        return Err(refuse(
+            None,
+            format!("{SCHEMA}: carácter no permitido en XML 1.0 en la posición {at}."),
+        ));
+    }
     let tree = Tree::parse(xml).map_err(|err| refuse(None, format!("{SCHEMA}: {err}.")))?;
     let root = tree.root();
     let invoice = match tree.expanded(root) {

@@ -263,3 +263,26 @@ async fn failures_of_the_service_are_unknown_never_rejections() {
         Outcome::Accepted { .. }
     ));
 }
+
+#[tokio::test]
+async fn a_document_with_a_control_character_is_not_well_formed_and_refused() {
+    let Some(running) = start(5_000).await else {
+        return;
+    };
+    let invoice = recent(fixtures::invoice(990_000_030));
+    // Our signer reads what it signs, and refuses it too.
+    let mut with_control = invoice.clone();
+    with_control.seller.legal_name = "Tienda\u{1}Ejemplo S.A.S.".into();
+    assert!(running.service.sign(&with_control, Utc::now()).is_err());
+    // Somebody else's document, signed, then given a control character.
+    let signed = running.service.sign(&invoice, Utc::now()).expect("signs");
+    let name = invoice.seller.legal_name.as_bytes();
+    let at = signed
+        .windows(name.len())
+        .position(|window| window == name)
+        .expect("the seller's name is in the document");
+    let mut broken = signed.clone();
+    broken.insert(at + 1, 0x01);
+    let outcome = running.service.submit(&invoice, &broken).await;
+    assert!(rule(&outcome).starts_with("Regla: ZB01"), "{outcome:?}");
+}

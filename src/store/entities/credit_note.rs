@@ -23,6 +23,9 @@ pub struct Model {
     pub tax_cents: i64,
     pub total_cents: i64,
     pub issued_at: i64,
+    /// JSON of `store::accounts::Seller`, the seller as it was at issue (NULL before issue 46
+    /// and for an account that had set none).
+    pub seller: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

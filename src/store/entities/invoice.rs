@@ -34,6 +34,9 @@ pub struct Model {
     pub discount_cents: i64,
     /// The period an invoice without a charge is for (one per subscription and period).
     pub period_start: Option<i64>,
+    /// JSON of `store::accounts::Seller`, the seller as it was at issue (NULL before issue 46
+    /// and for an account that had set none).
+    pub seller: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
