@@ -71,17 +71,8 @@ async fn a_certificate_asking_for_too_many_rounds_is_refused_before_it_is_decryp
         return;
     };
     let server = ServerProcess::start(&url, "warn").await;
-    let mut app = server.app();
-    let (status, account) = read(
-        app.admin(Method::POST, "/admin/accounts")
-            .json(&json!({"name": "Hostile", "sandbox": true, "rate_limit_per_minute": 0}))
-            .send()
-            .await
-            .expect("send"),
-    )
-    .await;
-    assert_eq!(status, 201, "{account}");
-    app.api_key = account["api_key"].as_str().expect("api_key").to_owned();
+    let operator = server.app();
+    let app = operator.as_account(&operator.create_account("Hostile").await);
     let costly = costly_p12(&made);
     let patch = |p12: &str| {
         json!({
