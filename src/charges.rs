@@ -74,6 +74,9 @@ impl Payer {
 /// `domain::recheck`).
 pub const DEFAULT_RECHECK_BASE: Duration = Duration::from_secs(5);
 
+/// How long a post whose answer was lost may still reach the processor (`Config`).
+pub const DEFAULT_IN_FLIGHT_BOUND: Duration = Duration::from_secs(3_600);
+
 /// The recheck reason of a charge the processor has and has not finished.
 const STILL_PENDING: &str = "pending at the processor";
 
@@ -83,6 +86,8 @@ pub struct Charger {
     client: ProcessorClient,
     public_url: String,
     recheck_base: Duration,
+    /// `Config::in_flight_bound_ms`.
+    in_flight_bound: Duration,
     /// The charges whose post this process is sending now (`post`): a recheck of one of them
     /// would find nothing yet under its reference and post it a second time beside it.
     posting: Arc<dashmap::DashSet<ChargeAttemptId>>,
@@ -107,6 +112,7 @@ impl Charger {
             client,
             public_url,
             recheck_base: DEFAULT_RECHECK_BASE,
+            in_flight_bound: DEFAULT_IN_FLIGHT_BOUND,
             posting: Arc::default(),
         }
     }
@@ -133,6 +139,17 @@ impl Charger {
 
     pub fn recheck_base(&self) -> Duration {
         self.recheck_base
+    }
+
+    /// How long a post of ours whose answer was lost may still reach the processor
+    /// (`Config::in_flight_bound_ms`).
+    pub fn with_in_flight_bound(mut self, bound: Duration) -> Self {
+        self.in_flight_bound = bound;
+        self
+    }
+
+    pub fn in_flight_bound(&self) -> Duration {
+        self.in_flight_bound
     }
 
     pub fn store(&self) -> &Store {
@@ -356,7 +373,8 @@ impl Charger {
     /// the same reference (the one whose answer was lost, held up on its way) may still reach
     /// the processor and charge the card after the lookup found nothing, so the charge stays
     /// pending and is asked about by reference again (and posted again while the processor
-    /// still shows nothing). Only the first post's refusal settles a charge as ERROR.
+    /// still shows nothing). A refused re-post settles the charge as ERROR only once no post
+    /// of ours whose answer we never got can still reach the processor (`refused_repost`).
     pub async fn recheck(&self, account: &Account, charge: &ChargeAttempt) -> ProcessorOutcome {
         let mut outcome = self.ask(account, charge).await;
         let mut charge = std::borrow::Cow::Borrowed(charge);
@@ -381,9 +399,14 @@ impl Charger {
             let charge = charge.as_ref();
             tracing::info!(charge = %charge.id, "the processor never saw the charge; posting it again under its reference");
             outcome = match self.post(account, charge, None).await {
-                ProcessorOutcome::Refused(why) => ProcessorOutcome::Unknown(format!(
-                    "posting again was refused ({why}); an earlier post under this reference may still exist"
-                )),
+                ProcessorOutcome::Refused(why) => self.refused_repost(charge, why).await,
+                ProcessorOutcome::Unknown(why) => {
+                    let now_ms = chrono::Utc::now().timestamp_millis();
+                    if let Err(err) = self.store.note_unanswered_post(&charge.id, now_ms).await {
+                        tracing::warn!(charge = %charge.id, error = %err, "noting an unanswered post failed");
+                    }
+                    ProcessorOutcome::Unknown(why)
+                }
                 other => other,
             };
         }
@@ -410,6 +433,28 @@ impl Charger {
             _ => {}
         }
         outcome
+    }
+
+    /// A re-post of a charge the processor never saw, refused for certain. While a post of ours
+    /// whose answer we never got may still be on its way (`in_flight_bound` since the last one)
+    /// the refusal says nothing: that post may still charge the card. Once none can be, the
+    /// processor has nothing under the reference and refuses to take it: a final refusal,
+    /// settled as the first post's refusal would have been.
+    async fn refused_repost(&self, charge: &ChargeAttempt, why: String) -> ProcessorOutcome {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let bound = i64::try_from(self.in_flight_bound.as_millis()).unwrap_or(i64::MAX);
+        match self.store.quiet_since(&charge.id).await {
+            Ok(Some(since)) if now_ms.saturating_sub(since) >= bound => {
+                tracing::warn!(charge = %charge.id, %why, "the processor never saw the charge and refuses it again; no post of ours can still reach it: refused");
+                ProcessorOutcome::Refused(why)
+            }
+            Ok(_) => ProcessorOutcome::Unknown(format!(
+                "posting again was refused ({why}); an earlier post under this reference may still exist"
+            )),
+            Err(err) => ProcessorOutcome::Unknown(format!(
+                "posting again was refused ({why}); reading when the last post went out failed: {err}"
+            )),
+        }
     }
 
     /// A charge whose outcome is not known yet: it stays pending, fee reserved, and is asked

@@ -62,6 +62,7 @@ pub async fn settle(
             // The redemption the attempt counted is given back with it.
             if let Some(discount) = session.attempt_discount() {
                 txn.unredeem(&discount).await?;
+                txn.release_first_purchase(&account.id, charge_id).await?;
             }
             txn.release_checkout_session(&session.id, charge_id, reason, now)
                 .await?;

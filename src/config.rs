@@ -99,6 +99,18 @@ pub struct Config {
         hide = true
     )]
     pub processor_recheck_base_ms: u64,
+    /// How long, in milliseconds, a post to the processor whose answer we never got may still
+    /// reach it (held by a proxy or a queue on the way). A charge whose re-posts are refused
+    /// for certain while the processor shows nothing is declined only once its last such post
+    /// is this old; an operator may close a refund the processor never shows only then.
+    #[arg(
+        long,
+        env = "BILLING_IN_FLIGHT_BOUND_MS",
+        default_value_t = 3_600_000,
+        global = true,
+        hide = true
+    )]
+    pub in_flight_bound_ms: u64,
     /// The URL other nodes reach this node at, for requests about subscriptions whose shard
     /// this node holds (PostgreSQL; default http://<bind>). Unique per node: a node started
     /// on the URL of a node that died takes its shards over at once.
@@ -226,6 +238,7 @@ impl Config {
             processor_timeout_ms: 15_000,
             reconcile_interval_ms: 5_000,
             processor_recheck_base_ms: 5_000,
+            in_flight_bound_ms: 3_600_000,
             node_url: None,
             lease_ttl_ms: 10_000,
             lease_renew_ms: 2_000,

@@ -220,7 +220,8 @@ pub async fn run(
         ProcessorClient::with_timeout(Duration::from_millis(config.processor_timeout_ms))?;
     let public_url = config.public_url();
     let charger = Charger::new(store.clone(), processor.clone(), public_url)
-        .with_recheck_base(Duration::from_millis(config.processor_recheck_base_ms));
+        .with_recheck_base(Duration::from_millis(config.processor_recheck_base_ms))
+        .with_in_flight_bound(Duration::from_millis(config.in_flight_bound_ms));
     let reconcile_every = Duration::from_millis(config.reconcile_interval_ms);
     let (runtime, arms) = actors::Runtime::start(
         store.clone(),

@@ -44,6 +44,27 @@ const ANSWER_WAIT: Duration = Duration::from_secs(2);
 /// Pending refunds asked about per reconciler pass.
 const RECHECK_BATCH: u64 = 100;
 
+/// Why a posted refund stays pending: the processor does not show it.
+const NOT_SHOWN: &str = "the processor shows no such refund yet; its post's outcome is unknown";
+
+/// What an operator's close of a refund came to.
+#[derive(Debug)]
+pub enum CloseOutcome {
+    NotFound,
+    /// Closed `declined`, its amount freed.
+    Closed(Refund),
+    /// Settled already (as it is now).
+    NotPending(Refund),
+    /// The processor shows it: settled or pending by what it says, not closed.
+    ShownByProcessor(Refund),
+    /// Posted too recently: a post held up on its way may still reach the processor.
+    MayStillArrive {
+        until_ms: i64,
+    },
+    /// The processor could not be asked: nothing closed.
+    Unknown(String),
+}
+
 /// What to refund.
 #[derive(Clone, Debug)]
 pub struct RefundRequest {
@@ -277,6 +298,74 @@ impl Refunds {
         self.apply(&account, refund, &outcome).await
     }
 
+    /// An operator's close of a refund the processor never shows (`POST
+    /// /admin/refunds/{id}/close`). The processor is asked once more first: a refund it shows
+    /// now is settled by what it says, and one it cannot be asked about stays pending (unknown
+    /// is never taken for "never arrived"). Only a refund posted longer than the in-flight bound
+    /// ago, which the processor does not show, is closed `declined`, its amount freed.
+    pub async fn close_unshown(
+        &self,
+        id: &crate::ids::RefundId,
+        reason: &str,
+    ) -> Result<CloseOutcome, StoreError> {
+        let store = self.charger.store();
+        let Some(refund) = store.refund_by_id(id).await? else {
+            return Ok(CloseOutcome::NotFound);
+        };
+        if refund.status != RefundStatus::Pending {
+            return Ok(CloseOutcome::NotPending(refund));
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        let bound = i64::try_from(self.charger.in_flight_bound().as_millis()).unwrap_or(i64::MAX);
+        let Some(posted_at) = refund.posted_at else {
+            // Never sent: the reconciler's close, at once.
+            store.close_unposted_refund(&refund.id, now).await?;
+            return Ok(CloseOutcome::Closed(self.reread(&refund).await?));
+        };
+        if refund.processor_refund_id.is_some() {
+            return Ok(CloseOutcome::ShownByProcessor(refund));
+        }
+        if now.saturating_sub(posted_at) < bound {
+            return Ok(CloseOutcome::MayStillArrive {
+                until_ms: posted_at.saturating_add(bound),
+            });
+        }
+        let Some(account) = store.account(&refund.account_id).await? else {
+            return Ok(CloseOutcome::NotFound);
+        };
+        let credentials = match self.charger.credentials(&account) {
+            Ok(credentials) => credentials,
+            Err(err) => return Ok(CloseOutcome::Unknown(err.to_string())),
+        };
+        match self.find_lost(&credentials, &refund).await? {
+            ProcessorOutcome::Unknown(why) if why == NOT_SHOWN => {}
+            ProcessorOutcome::Unknown(why) => return Ok(CloseOutcome::Unknown(why)),
+            found => {
+                self.apply(&account, &refund, &found).await?;
+                return Ok(CloseOutcome::ShownByProcessor(self.reread(&refund).await?));
+            }
+        }
+        match store
+            .close_unshown_refund(&refund.id, now - bound, reason, now)
+            .await?
+        {
+            Some(closed) => {
+                tracing::warn!(refund = %closed.id, %reason, "an operator closed a refund the processor never showed: declined, its amount freed");
+                Ok(CloseOutcome::Closed(closed))
+            }
+            None => Ok(CloseOutcome::NotPending(self.reread(&refund).await?)),
+        }
+    }
+
+    async fn reread(&self, refund: &Refund) -> Result<Refund, StoreError> {
+        Ok(self
+            .charger
+            .store()
+            .refund(&refund.account_id, &refund.id)
+            .await?
+            .unwrap_or_else(|| refund.clone()))
+    }
+
     /// A refund whose post's answer was lost: ours is the transaction's refund of the same
     /// amount that none of the charge's other refunds is. While the processor shows none, the
     /// outcome stays unknown (the post may still arrive), however long that lasts.
@@ -320,8 +409,6 @@ impl Refunds {
                 .await?;
             return Ok(ProcessorOutcome::of_record(found));
         }
-        Ok(ProcessorOutcome::Unknown(
-            "the processor shows no such refund yet; its post's outcome is unknown".into(),
-        ))
+        Ok(ProcessorOutcome::Unknown(NOT_SHOWN.into()))
     }
 }

@@ -32,6 +32,8 @@ mod m20261128_000020_coupons;
 mod m20261129_000021_dian;
 mod m20261130_000022_dian_ends;
 mod m20261130_000023_seller_as_issued;
+mod m20261201_000024_first_purchases;
+mod m20261201_000025_quiet_posts;
 
 pub struct Migrator;
 
@@ -62,6 +64,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000021_dian::Migration),
             Box::new(m20261130_000022_dian_ends::Migration),
             Box::new(m20261130_000023_seller_as_issued::Migration),
+            Box::new(m20261201_000024_first_purchases::Migration),
+            Box::new(m20261201_000025_quiet_posts::Migration),
         ]
     }
 }

@@ -9,7 +9,7 @@
 use crate::actors::tree::{ActorInfo, TreeCounts};
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
-use crate::http::extract::ApiQuery;
+use crate::http::extract::{ApiJson, ApiQuery};
 use crate::http::list::{ListOut, ListQuery, page_request};
 use crate::http::state::AppState;
 use crate::ids::PlanId;
@@ -29,6 +29,61 @@ pub fn admin_router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_plan))
         .routes(routes!(list_charge_conflicts))
         .routes(routes!(cluster))
+        .routes(routes!(close_refund))
+}
+
+/// Why an operator closes a refund.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(examples(json!({"reason": "Not in the merchant's Wompi dashboard on 2026-12-01; the customer was told."})))]
+pub struct CloseRefundIn {
+    /// What was checked at the processor; kept as the refund's message.
+    #[schema(
+        pattern = r"^[^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B-\u001F\u007F-\u009F]*$",
+        max_length = 200
+    )]
+    pub reason: String,
+}
+
+/// Close a refund the processor never shows: `declined`, its amount freed for another refund.
+/// The processor is asked once more first; a refund it shows settles by what it says, one it
+/// cannot be asked about stays pending, and one posted less than the in-flight bound ago (an
+/// hour by default) may still reach it: 409 for each, nothing changed.
+#[utoipa::path(post, path = "/admin/refunds/{id}/close", tag = "admin", request_body = CloseRefundIn,
+    responses((status = 200, body = crate::api::charges::RefundOut), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn close_refund(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CloseRefundIn>,
+) -> ApiResult<Json<crate::api::charges::RefundOut>> {
+    use crate::refunds::CloseOutcome;
+    let reason = crate::domain::text::Name::parse(&body.reason)
+        .map_err(|why| ApiError::bad_request(format!("reason {why}.")).param("reason"))?
+        .into_string();
+    let id = crate::ids::RefundId::given(id);
+    let outcome = state.runtime.refunds().close_unshown(&id, &reason).await?;
+    match outcome {
+        CloseOutcome::Closed(refund) => Ok(Json(refund.into())),
+        CloseOutcome::NotFound => {
+            Err(ApiError::not_found(format!("No refund with id `{id}`.")).param("id"))
+        }
+        CloseOutcome::NotPending(refund) => Err(ApiError::conflict(format!(
+            "This refund is {} already.",
+            refund.status.as_str()
+        ))),
+        CloseOutcome::ShownByProcessor(refund) => Err(ApiError::conflict(format!(
+            "The processor shows this refund; it settles by the processor's answer (now {}).",
+            refund.status.as_str()
+        ))),
+        CloseOutcome::MayStillArrive { until_ms } => Err(ApiError::conflict(format!(
+            "A post held up on its way may still reach the processor until {}; close it after.",
+            rfc3339(from_millis(until_ms))
+        ))),
+        CloseOutcome::Unknown(why) => Err(ApiError::conflict(format!(
+            "The processor could not be asked ({why}); nothing was closed. Try again."
+        ))),
+    }
 }
 
 /// One node of the cluster.

@@ -45,6 +45,13 @@ pub fn router(state: &AppState) -> OpenApiRouter<AppState> {
         "CheckoutSessionIn",
         [("customer", Type::Object), ("customer_id", Type::String)],
     );
+    let openapi = router.get_openapi_mut();
+    super::openapi::schemas::at_most_one_of(
+        openapi,
+        "CheckoutSessionIn",
+        ["coupon_id", "promotion_code"],
+    );
+    super::openapi::schemas::code_field_or_coupon(openapi, "CheckoutSessionIn");
     router
 }
 
@@ -338,6 +345,9 @@ async fn create_checkout_session(
             let whom = Redeeming {
                 account,
                 customer_id: customer_id.as_ref(),
+                email: customer_email.as_deref(),
+                subscription_id: None,
+                charge_id: None,
                 plan_id: &plan_id,
                 addon_ids: &[],
                 now,

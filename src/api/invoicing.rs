@@ -39,7 +39,7 @@ pub struct InvoicingIn {
     )]
     pub legal_name: Option<String>,
     /// `900123456` or `900123456-8` (a check digit sent must be DIAN's).
-    #[schema(max_length = 20)]
+    #[schema(schema_with = super::openapi::schemas::optional_nit)]
     pub nit: Option<String>,
     pub address: Option<AddressIn>,
     #[schema(schema_with = super::openapi::schemas::optional_tax_regime)]

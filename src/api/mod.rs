@@ -216,6 +216,7 @@ fn finish(openapi: &mut utoipa::openapi::OpenApi) {
     openapi::error_responses::lift_empty_security(openapi);
     crate::http::list::refer_to_items(openapi);
     openapi::schemas::add_enumerations(openapi);
+    openapi::schemas::tax_id_in(openapi);
     openapi::error_responses::exemplify(openapi);
     crate::http::list::exemplify(openapi);
 }

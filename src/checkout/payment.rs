@@ -17,6 +17,7 @@ use crate::domain::checkout::SessionStatus;
 use crate::domain::money::CURRENCY;
 use crate::domain::text::{Email, Name};
 use crate::domain::time::{Cycle, from_millis, period_boundary};
+use crate::http::auth_failures::ClientAddr;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::error::{processor_error, redeem_error};
 use crate::http::extract::ApiJson;
@@ -159,6 +160,7 @@ pub struct CompleteOut {
 async fn complete_checkout(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    client: ClientAddr,
     ApiJson(body): ApiJson<CompleteIn>,
 ) -> ApiResult<Response> {
     let id = CheckoutSessionId::given(id);
@@ -206,10 +208,18 @@ async fn complete_checkout(
     let now = state.runtime.clock().now_ms(account_id).await?;
     // A code typed on the page (not the integrator's) is refused in one word, as the field's.
     let typed = session.redeem().is_none() && body.promotion_code.is_some();
+    if typed {
+        // A payment is another way to try a code: it counts against the field's limits.
+        super::promotion::take_try(&state, &client, &id, account_id).await?;
+    }
     let redeem = redeem_for(&session, body.promotion_code)?;
     let whom = Redeeming {
         account: account_id,
         customer_id: session.customer_id.as_ref(),
+        // The address the payment is made with (the customer it creates is found by it).
+        email: session.customer_id.is_none().then_some(email.as_str()),
+        subscription_id: None,
+        charge_id: None,
         plan_id: &session.plan_id,
         addon_ids: &[],
         now,
@@ -241,6 +251,9 @@ async fn complete_checkout(
         discount.as_ref(),
     );
     let amount_cents: i64 = lines.iter().map(|line| line.amount_cents).sum();
+    if amount_cents == 0 && typed {
+        return Err(super::promotion::not_valid().param("promotion_code"));
+    }
     if amount_cents == 0 {
         return Err(ApiError::bad_request(
             "This code makes the first period free; this checkout takes a first payment.",
@@ -287,7 +300,18 @@ async fn complete_checkout(
             BeginChargeError::Store(err) => err.into(),
         })?;
     let discount = match &redeem {
-        Some(redeem) => match txn.redeem(&state.store, redeem, &whom).await {
+        // This payment's own pending charge is not another purchase.
+        Some(redeem) => match txn
+            .redeem(
+                &state.store,
+                redeem,
+                &Redeeming {
+                    charge_id: Some(&charge.id),
+                    ..whom
+                },
+            )
+            .await
+        {
             Ok(discount) => Some(discount),
             // Spent since the check (another customer took the last one): nothing is charged.
             Err(err) => return Err(refused(err, redeem, typed)),

@@ -1,14 +1,18 @@
 //! `POST /checkout/{id}/promotion-code`: the page's code field (sessions made with
 //! `allow_promotion_codes`). It checks a typed code against the session's plan and customer
 //! and answers what the first period would then charge; it counts nothing, writes nothing: the
-//! payment redeems the code in the transaction that claims the session (`payment`). Limited
-//! per session like payments, so the field is no way to guess an account's codes.
+//! payment redeems the code in the transaction that claims the session (`payment`). Every
+//! code that cannot be taken here gets one answer (one that does not exist, one that is spent,
+//! another customer's, one that would make the first period free), and codes are tried at most
+//! so often per session, per client address and per account (decision 0071), so the field is
+//! no way to guess an account's codes: sessions are free to make, addresses less so.
 
 use crate::domain::time::Cycle;
+use crate::http::auth_failures::ClientAddr;
 use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::state::AppState;
-use crate::ids::CheckoutSessionId;
+use crate::ids::{AccountId, CheckoutSessionId};
 use crate::store::catalog::period_lines;
 use crate::store::coupons::{Redeem, RedeemError, Redeeming};
 use axum::Json;
@@ -19,6 +23,35 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 /// Codes tried per session per minute, over every node.
 const TRIES_PER_MINUTE: u64 = 10;
+
+/// Codes tried from one client address per minute, over every session and account.
+const TRIES_PER_ADDRESS: u64 = 20;
+
+/// Codes tried on one account's sessions per minute, from anywhere: a guesser with many
+/// addresses still gets no more than this of an account's codes.
+const TRIES_PER_ACCOUNT: u64 = 300;
+
+/// Counts one typed code against the three limits (429 `rate_limit` past any of them).
+pub(super) async fn take_try(
+    state: &AppState,
+    client: &ClientAddr,
+    session: &CheckoutSessionId,
+    account: &AccountId,
+) -> ApiResult<()> {
+    let limiter = &state.limiter;
+    limiter
+        .take(&format!("checkout-code:{session}"), TRIES_PER_MINUTE)
+        .await?;
+    limiter
+        .take(
+            &format!("checkout-code-from:{}", client.key()),
+            TRIES_PER_ADDRESS,
+        )
+        .await?;
+    limiter
+        .take(&format!("checkout-code-of:{account}"), TRIES_PER_ACCOUNT)
+        .await
+}
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(check_promotion_code))
@@ -59,8 +92,13 @@ pub struct CodeOut {
 pub(super) fn refused_code(err: RedeemError) -> ApiError {
     match err {
         RedeemError::Store(err) => err.into(),
-        _ => ApiError::bad_request("This code is not valid for this purchase.").param("code"),
+        _ => not_valid(),
     }
+}
+
+/// The one answer to a code that cannot be taken.
+pub(super) fn not_valid() -> ApiError {
+    ApiError::bad_request("This code is not valid for this purchase.").param("code")
 }
 
 /// Check a promotion code typed on the hosted page (called by the page, not by integrators).
@@ -70,6 +108,7 @@ pub(super) fn refused_code(err: RedeemError) -> ApiError {
 async fn check_promotion_code(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    client: ClientAddr,
     Query(query): Query<LangQuery>,
     ApiJson(body): ApiJson<CodeIn>,
 ) -> ApiResult<Json<CodeOut>> {
@@ -84,11 +123,8 @@ async fn check_promotion_code(
     if !session.allow_promotion_codes {
         return Err(ApiError::bad_request("This checkout takes no promotion code.").param("code"));
     }
-    state
-        .limiter
-        .take(&format!("checkout-code:{id}"), TRIES_PER_MINUTE)
-        .await?;
     let account = &session.account_id;
+    take_try(&state, &client, &id, account).await?;
     let plan = state
         .store
         .plan(account, &session.plan_id)
@@ -99,6 +135,9 @@ async fn check_promotion_code(
     let whom = Redeeming {
         account,
         customer_id: session.customer_id.as_ref(),
+        email: session.customer_email.as_deref(),
+        subscription_id: None,
+        charge_id: None,
         plan_id: &session.plan_id,
         addon_ids: &[],
         now,
@@ -113,10 +152,9 @@ async fn check_promotion_code(
     let amount: i64 = lines.iter().map(|l| l.amount_cents).sum();
     let off: i64 = lines.iter().map(|l| l.discount_cents).sum();
     if amount == 0 {
-        return Err(ApiError::bad_request(
-            "This code makes the first period free; this checkout takes a first payment.",
-        )
-        .param("code"));
+        // This checkout takes a first payment; a code that makes it free is refused, in the
+        // words of one that does not exist.
+        return Err(not_valid());
     }
     let locale = super::i18n::Locale::choose(query.lang.as_deref(), None);
     Ok(Json(CodeOut {

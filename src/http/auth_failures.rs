@@ -75,7 +75,8 @@ impl ClientAddr {
         )))
     }
 
-    fn key(&self) -> String {
+    /// The address as a key of counts and limits.
+    pub fn key(&self) -> String {
         match self {
             Self::Ip(ip) => ip.to_string(),
             Self::Unknown => "unknown".to_owned(),

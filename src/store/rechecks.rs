@@ -32,8 +32,12 @@ impl Store {
         // reconciler) at worst count one ask too few, which only shortens one wait.
         let previous = charge_recheck::Entity::find_by_id(charge.id.clone())
             .one(self.conn())
-            .await?
-            .map_or(0, |row| row.attempts);
+            .await?;
+        let quiet_since = previous
+            .as_ref()
+            .and_then(|row| row.quiet_since)
+            .unwrap_or(now_ms);
+        let previous = previous.map_or(0, |row| row.attempts);
         let attempt = u32::try_from(previous).unwrap_or(0).saturating_add(1);
         let delay = recheck_delay(base, attempt).as_millis() as i64;
         let row = charge_recheck::ActiveModel {
@@ -43,6 +47,7 @@ impl Store {
             recheck_at: Set(now_ms + delay),
             last_reason: Set(Some(reason.to_owned())),
             updated_at: Set(now_ms),
+            quiet_since: Set(Some(quiet_since)),
         };
         let txn = self.begin().await?;
         charge_recheck::Entity::insert(row)
@@ -53,6 +58,7 @@ impl Store {
                         charge_recheck::Column::RecheckAt,
                         charge_recheck::Column::LastReason,
                         charge_recheck::Column::UpdatedAt,
+                        charge_recheck::Column::QuietSince,
                     ])
                     .to_owned(),
             )
@@ -60,6 +66,30 @@ impl Store {
             .await?;
         txn.commit().await?;
         Ok(attempt)
+    }
+
+    /// Notes that a post of `charge` went out just now whose answer we did not get: it may
+    /// still reach the processor, so the quiet counts again from `now_ms`.
+    pub async fn note_unanswered_post(
+        &self,
+        charge: &ChargeAttemptId,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        charge_recheck::Entity::update_many()
+            .col_expr(charge_recheck::Column::QuietSince, Some(now_ms).into())
+            .filter(charge_recheck::Column::ChargeId.eq(charge.clone()))
+            .exec(self.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// Since when (real time) no post of `charge` whose answer we did not get went out, as
+    /// far as its recheck row knows; None without a row.
+    pub async fn quiet_since(&self, charge: &ChargeAttemptId) -> StoreResult<Option<i64>> {
+        Ok(charge_recheck::Entity::find_by_id(charge.clone())
+            .one(self.conn())
+            .await?
+            .and_then(|row| row.quiet_since))
     }
 
     /// Attempts still pending that were last touched before `before_ms`, oldest first: the

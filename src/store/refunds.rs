@@ -16,7 +16,9 @@
 //! `posted_at` just before, only while it is pending and unsent. A refund never sent (its
 //! request cut off after step 1) is closed by `close_unposted_refund`, only while it is still
 //! unsent; one of the two conditional updates wins, so a refund closed as unsent is never
-//! sent. A refund that was sent is never closed by time: only the processor's answer settles it.
+//! sent. A refund that was sent is never closed by time: only the processor's answer settles it,
+//! or an operator who closes one the processor never shows (`close_unshown_refund`), once no
+//! post of ours can still reach the processor.
 //!
 //! Every write here goes through a `StoreTxn` (on SQLite the one writer and its group commit):
 //! a write on the read pool would meet `SQLITE_BUSY` beside the writer under a burst.
@@ -252,6 +254,49 @@ impl Store {
         txn.commit().await?;
         metrics::counter!("refund_outcomes_total", "outcome" => "declined").increment(1);
         Ok(true)
+    }
+
+    /// Closes `declined` a refund the processor never showed, for an operator (`reason` kept as
+    /// its message): only while it is pending, was posted before `posted_before_ms` and has no
+    /// processor id (a conditional update; the amount's reservation goes with it). False when
+    /// it is not such a refund (any more).
+    pub async fn close_unshown_refund(
+        &self,
+        id: &RefundId,
+        posted_before_ms: i64,
+        reason: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<Refund>> {
+        let txn = self.begin().await?;
+        let closed = refund::Entity::update_many()
+            .col_expr(refund::Column::Status, RefundStatus::Declined.into())
+            .col_expr(
+                refund::Column::ProcessorMessage,
+                Some(reason.to_owned()).into(),
+            )
+            .col_expr(refund::Column::RecheckAt, Option::<i64>::None.into())
+            .col_expr(refund::Column::UpdatedAt, now_ms.into())
+            .col_expr(refund::Column::FinalizedAt, Some(now_ms).into())
+            .filter(refund::Column::Id.eq(id))
+            .filter(refund::Column::Status.eq(RefundStatus::Pending))
+            .filter(refund::Column::ProcessorRefundId.is_null())
+            .filter(refund::Column::PostedAt.lt(posted_before_ms))
+            .exec_with_returning(txn.conn())
+            .await?;
+        let Some(refund) = closed.into_iter().next() else {
+            return Ok(None);
+        };
+        release(txn.conn(), &refund.charge_id, refund.amount_cents, false).await?;
+        txn.commit().await?;
+        metrics::counter!("refund_outcomes_total", "outcome" => "declined").increment(1);
+        Ok(Some(refund))
+    }
+
+    /// A refund by its id alone, for an operator.
+    pub async fn refund_by_id(&self, id: &RefundId) -> StoreResult<Option<Refund>> {
+        Ok(refund::Entity::find_by_id(id.clone())
+            .one(self.conn())
+            .await?)
     }
 
     /// Notes the processor's id and status of a still-pending refund.

@@ -14,6 +14,8 @@ crate::db_tests!(
     a_checkout_with_a_coupon_charges_its_discounted_seats_and_the_subscription_keeps_it,
     a_declined_checkout_payment_gives_its_redemption_back,
     a_code_field_is_offered_only_where_the_merchant_allows_it,
+    a_first_time_code_goes_to_one_first_purchase_of_an_address,
+    a_free_first_period_code_answers_as_a_wrong_one_and_tries_are_limited_per_address_and_account,
 );
 
 async fn coupon(app: &TestApp, body: Value) -> String {
@@ -173,6 +175,175 @@ async fn a_code_field_is_offered_only_where_the_merchant_allows_it(app: TestApp)
         0,
         "checking counts nothing"
     );
+}
+
+/// `POST /checkout/{session}/promotion-code` with `code`, from `from` (an address a proxy on
+/// this host names in `X-Forwarded-For`; loopback is a trusted proxy by default).
+async fn check_code(app: &TestApp, session: &str, code: &str, from: &str) -> (u16, Value) {
+    read(
+        app.client
+            .post(app.url(&format!("/checkout/{session}/promotion-code")))
+            .header("x-forwarded-for", from)
+            .json(&json!({"code": code}))
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await
+}
+
+/// Pays `session` with the card `number` and the code `code` typed on the page.
+async fn pay_with_code(app: &TestApp, session: &str, number: &str, code: &str) -> (u16, Value) {
+    let token = card_token(app, number).await;
+    let mut body = token.payment_method();
+    body["promotion_code"] = json!(code);
+    read(
+        app.client
+            .post(app.url(&format!("/checkout/{session}/complete")))
+            .json(&body)
+            .send()
+            .await
+            .expect("send"),
+    )
+    .await
+}
+
+/// Issue 46, R7 (CONTRACT §14): a `first_time_only` code is for a customer with no approved or
+/// pending charge and no other subscription, and a checkout's payer is known by the address
+/// (a customer made by an earlier checkout is the same person, whatever the case); of one
+/// address's concurrent first purchases exactly one gets the code; a declined payment gives
+/// the first purchase back.
+async fn a_first_time_code_goes_to_one_first_purchase_of_an_address(app: TestApp) {
+    let plan = plan(&app, true).await;
+    let coupon = coupon(
+        &app,
+        json!({"name": "10 %", "percent_off_bps": 1_000, "duration": "once"}),
+    )
+    .await;
+    let body = json!({"coupon_id": coupon, "code": "PRIMERA", "first_time_only": true});
+    let (status, made) = read(app.post("/v1/promotion-codes", body).await).await;
+    assert_eq!(status, 201, "{made}");
+    let with_field = json!({"allow_promotion_codes": true});
+
+    // Ana bought before, without a code; her address in other letters is still Ana.
+    let first = new_session(&app, &plan, json!({})).await;
+    let (status, paid) = pay(&app, first["id"].as_str().expect("id"), "4242424242424242").await;
+    assert_eq!(status, 200, "{paid}");
+    let mut again = with_field.clone();
+    again["customer"] = json!({"email": "ANA@Example.co", "name": "Ana Gómez"});
+    let again = new_session(&app, &plan, again).await;
+    let again_id = again["id"].as_str().expect("id");
+    let (status, refused) = check_code(&app, again_id, "primera", "198.51.100.1").await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = pay_with_code(&app, again_id, "4242424242424242", "PRIMERA").await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["param"], "promotion_code");
+
+    // Bea's first purchase is declined: it gives the code back, and her next one takes it.
+    let mut bea = with_field.clone();
+    bea["customer"] = json!({"email": "bea@example.co", "name": "Bea Ruiz"});
+    let declined = new_session(&app, &plan, bea.clone()).await;
+    let declined_id = declined["id"].as_str().expect("id");
+    let (status, answer) = pay_with_code(&app, declined_id, "4111111111111111", "PRIMERA").await;
+    assert_eq!(status, 422, "{answer}");
+    let (status, answer) = pay_with_code(&app, declined_id, "4242424242424242", "PRIMERA").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["summary"]["amount_in_cents"], 4_491_000);
+
+    // Cami opens four checkouts and pays them at once with the code: one gets it.
+    let mut cami = with_field;
+    cami["customer"] = json!({"email": "cami@example.co", "name": "Cami Díaz"});
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        let session = new_session(&app, &plan, cami.clone()).await;
+        sessions.push(session["id"].as_str().expect("id").to_owned());
+    }
+    let answers = futures::future::join_all(
+        sessions
+            .iter()
+            .map(|id| pay_with_code(&app, id, "4242424242424242", "PRIMERA")),
+    )
+    .await;
+    let discounted = answers
+        .iter()
+        .filter(|(status, answer)| {
+            *status == 200 && answer["summary"]["amount_in_cents"] == 4_491_000
+        })
+        .count();
+    assert_eq!(discounted, 1, "{answers:?}");
+    for (status, answer) in &answers {
+        assert!(
+            *status == 400 || answer["summary"]["amount_in_cents"] == 4_491_000,
+            "{answers:?}"
+        );
+    }
+    assert_eq!(
+        coupon_redeemed(&app, &coupon).await,
+        2,
+        "Bea's and one of Cami's"
+    );
+}
+
+/// Issue 46, R8: a code that would make the first period free is answered as one that does
+/// not exist, on the field and on the payment; codes are tried at most 20 times a minute from
+/// one client address and 300 times a minute on one account's sessions, however many sessions
+/// are made for it.
+async fn a_free_first_period_code_answers_as_a_wrong_one_and_tries_are_limited_per_address_and_account(
+    app: TestApp,
+) {
+    let plan = plan(&app, true).await;
+    let free = coupon(
+        &app,
+        json!({"name": "Gratis", "percent_off_bps": 10_000, "duration": "once"}),
+    )
+    .await;
+    code(&app, &free, "GRATIS").await;
+    let with_field = json!({"allow_promotion_codes": true});
+    let session = new_session(&app, &plan, with_field.clone()).await;
+    let id = session["id"].as_str().expect("id");
+    let (status, wrong) = check_code(&app, id, "NADA", "198.51.100.1").await;
+    assert_eq!(status, 400, "{wrong}");
+    let (status, gratis) = check_code(&app, id, "gratis", "198.51.100.1").await;
+    assert_eq!((status, &gratis), (400, &wrong), "the same answer");
+    let (status, wrong) = pay_with_code(&app, id, "4242424242424242", "NADA").await;
+    assert_eq!(status, 400, "{wrong}");
+    let (status, gratis) = pay_with_code(&app, id, "4242424242424242", "GRATIS").await;
+    assert_eq!((status, &gratis), (400, &wrong), "the same answer");
+
+    // One address, a new session for every try: the 21st try of the minute is refused.
+    app.lift_rate_limit().await;
+    let mut sessions = Vec::new();
+    for _ in 0..51 {
+        let session = new_session(&app, &plan, with_field.clone()).await;
+        sessions.push(session["id"].as_str().expect("id").to_owned());
+    }
+    for (i, session) in sessions.iter().enumerate().take(20) {
+        let (status, answer) = check_code(&app, session, &format!("X{i}"), "203.0.113.7").await;
+        assert_eq!(status, 400, "try {i}: {answer}");
+    }
+    let (status, answer) = check_code(&app, &sessions[20], "X20", "203.0.113.7").await;
+    assert_eq!(status, 429, "{answer}");
+    assert_eq!(answer["error"]["type"], "rate_limit");
+    let (status, answer) = check_code(&app, &sessions[21], "X21", "203.0.113.8").await;
+    assert_eq!(status, 400, "another address has its own: {answer}");
+
+    // Many addresses, ten tries on each fresh session: the account's tries of the minute so
+    // far are the first session's four, the twenty and the one above; the 301st is refused.
+    let mut tries = 4 + 20 + 1;
+    'sessions: for session in &sessions[22..50] {
+        for _ in 0..10 {
+            if tries == 300 {
+                break 'sessions;
+            }
+            let from = format!("192.0.2.{}", tries % 250 + 1);
+            let (status, answer) = check_code(&app, session, "X", &from).await;
+            assert_eq!(status, 400, "try {}: {answer}", tries + 1);
+            tries += 1;
+        }
+    }
+    assert_eq!(tries, 300);
+    let (status, answer) = check_code(&app, &sessions[50], "X", "192.0.2.252").await;
+    assert_eq!(status, 429, "the account's 301st try: {answer}");
 }
 
 /// Types `code` in the page's field, applies it, and waits for the discount to show.

@@ -20,6 +20,7 @@ crate::db_tests!(config = crate::common::proxied_shop::fast_reconciler;
     a_create_that_times_out_after_the_processor_acted_is_found_not_posted_again,
     a_failing_lookup_in_the_reconciler_never_posts_again,
     a_definite_refusal_of_a_repost_while_the_first_post_may_exist_is_not_an_error,
+    reposts_refused_past_the_in_flight_bound_decline_the_charge,
     one_failing_charge_does_not_stop_the_reconciler,
     a_checkout_paid_while_the_processor_rate_limits_is_posted_again_and_completes,
 );
@@ -222,6 +223,50 @@ async fn a_definite_refusal_of_a_repost_while_the_first_post_may_exist_is_not_an
     );
     let types = shop.event_types(&app, &id).await;
     assert!(!types.contains(&"charge.declined".to_owned()), "{types:?}");
+    assert_invariants(&app).await;
+}
+
+/// Issue 46: the first post never reaches the processor, and every re-post under its reference
+/// is refused for certain. While the first post may still be on its way (the in-flight bound,
+/// 6 s here, an hour by default) the charge stays pending; after it, nothing of ours can reach
+/// the processor, which refuses the charge: it ends `error`, its fee freed, and the
+/// subscription is `past_due`, as after a first post refused, instead of pending for ever.
+async fn reposts_refused_past_the_in_flight_bound_decline_the_charge(app: TestApp) {
+    let shop = Shop::open(&app, APPROVED_CARD).await;
+    let available = shop.balance(&app).await.0;
+    shop.proxy.fail("POST", "/transactions", Fault::Reset, 1);
+    let invalid = json!({"error": {"type": "INPUT_VALIDATION_ERROR",
+        "messages": {"payment_source_id": ["Fuente de pago inválida"]}}});
+    shop.proxy
+        .fail("POST", "/transactions", Fault::Answer(422, invalid), 1_000);
+    let started = std::time::Instant::now();
+    let id = shop.subscribe(&app).await;
+    eventually(BOUND, || async { shop.posted_references().len() >= 3 }).await;
+    let reference = shop.posted_references()[0].clone();
+    if started.elapsed() < Duration::from_secs(5) {
+        let charge = shop.charge(&reference).await;
+        assert_eq!(
+            charge.status,
+            ChargeStatus::Pending,
+            "refused re-posts within the bound are not a decline: {charge:?}"
+        );
+    }
+    eventually(BOUND, || async {
+        shop.charge(&reference).await.status != ChargeStatus::Pending
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(6),
+        "not before the bound"
+    );
+    let charge = shop.charge(&reference).await;
+    assert_eq!(charge.status, ChargeStatus::Error, "{charge:?}");
+    assert_eq!(shop.at_processor(&reference).await, None, "never charged");
+    eventually(BOUND, || async {
+        shop.subscription(&app, &id).await["status"] == "past_due"
+    })
+    .await;
+    assert_eq!(shop.balance(&app).await, (available, 0), "the fee is freed");
     assert_invariants(&app).await;
 }
 

@@ -18,6 +18,7 @@ crate::db_tests!(
     a_refund_the_processor_never_shows_stays_pending_with_its_amount_held,
     a_refund_held_up_on_its_way_is_found_when_it_arrives,
     a_refund_recorded_but_never_posted_is_settled_by_the_reconciler,
+    an_operator_closes_a_refund_the_processor_never_shows_once_nothing_can_arrive,
 );
 
 /// The fault proxy's reconciler timing, three times faster: a refund is asked about 0.1, 0.4,
@@ -148,6 +149,60 @@ async fn a_refund_the_processor_never_shows_stays_pending_with_its_amount_held(a
         1,
         "never posted again"
     );
+    assert_invariants(&app).await;
+}
+
+/// Issue 46: a refund the processor never shows stays pending, but an operator who checked the
+/// merchant's processor account can close it: refused (409) while a post of ours may still reach
+/// the processor (the in-flight bound, 6 s here), then `declined` with the operator's reason and
+/// its amount freed, so the charge can be refunded again. Without the admin token: 401.
+async fn an_operator_closes_a_refund_the_processor_never_shows_once_nothing_can_arrive(
+    app: TestApp,
+) {
+    let shop = Shop::open(&app, APPROVED_CARD).await;
+    let sub = shop.subscribe(&app).await;
+    let charge = charge_of(&shop, &app, &sub).await;
+    let charge_id = charge["id"].as_str().expect("id");
+    shop.proxy.fail("POST", "/refunds", Fault::Reset, 1);
+    let started = std::time::Instant::now();
+    let (status, created) = ask_refund(&shop, &app, charge_id).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().expect("id").to_owned();
+    let close = |token: Option<&'static str>| {
+        let id = id.clone();
+        let app = &app;
+        async move {
+            let mut request = app
+                .client
+                .post(app.url(&format!("/admin/refunds/{id}/close")))
+                .json(&json!({"reason": "No está en el panel de Wompi del comercio."}));
+            request = match token {
+                Some(token) => request.bearer_auth(token),
+                None => request.bearer_auth(crate::common::ADMIN_TOKEN),
+            };
+            read(request.send().await.expect("send")).await
+        }
+    };
+    let (status, refused) = close(Some("adm_not_the_token_at_all_000000000")).await;
+    assert_eq!(status, 401, "{refused}");
+    let (status, early) = close(None).await;
+    if started.elapsed() < Duration::from_secs(6) {
+        assert_eq!(status, 409, "a post may still arrive: {early}");
+    }
+    eventually(Duration::from_secs(30), || async {
+        started.elapsed() >= Duration::from_secs(7)
+    })
+    .await;
+    let (status, closed) = close(None).await;
+    assert_eq!(status, 200, "{closed}");
+    assert_eq!(closed["status"], "declined");
+    let stored = shop.charge(charge_id).await;
+    assert_eq!(stored.refunding_cents, 0, "the amount is freed");
+    assert_eq!(stored.refunded_cents, 0);
+    let (status, again) = close(None).await;
+    assert_eq!(status, 409, "closed once: {again}");
+    let (status, second) = ask_refund(&shop, &app, charge_id).await;
+    assert_eq!(status, 201, "a new refund may begin: {second}");
     assert_invariants(&app).await;
 }
 

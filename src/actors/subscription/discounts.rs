@@ -37,6 +37,9 @@ impl Context<'_> {
         let whom = Redeeming {
             account: &sub.account_id,
             customer_id: Some(&sub.customer_id),
+            email: None,
+            subscription_id: Some(&sub.id),
+            charge_id: None,
             plan_id: &sub.plan_id,
             addon_ids: &addon_ids,
             now,

@@ -10,8 +10,8 @@ use crate::domain::tax::TaxCode;
 use crate::domain::time::Cycle;
 use serde_json::Value;
 use utoipa::openapi::schema::{
-    AllOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType,
-    Type,
+    AdditionalProperties, AllOfBuilder, AnyOfBuilder, Array, ArrayBuilder, Object, ObjectBuilder,
+    OneOfBuilder, Schema, SchemaType, Type,
 };
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
@@ -138,6 +138,91 @@ pub fn coupon_duration() -> Ref {
 
 pub fn tax_code() -> Ref {
     Ref::from_schema_name("TaxCode")
+}
+
+/// A NIT as `domain::tax_id::TaxId::parse` reads one: 6 to 15 digits, optionally `-` and a
+/// check digit (whether it is DIAN's depends on the digits, which no pattern can say).
+pub const NIT_PATTERN: &str = "^[0-9]{6,15}(-[0-9])?$";
+
+/// The seller's NIT (`PATCH /v1/account/invoicing`).
+pub fn optional_nit() -> Object {
+    ObjectBuilder::new()
+        .schema_type(string_type(true))
+        .pattern(Some(NIT_PATTERN))
+        .build()
+}
+
+/// The numbers each kind of identity document takes, as `TaxId::parse` checks them.
+const TAX_ID_NUMBERS: [(&[&str], &str); 3] = [
+    (&["NIT"], NIT_PATTERN),
+    (&["CC", "TI"], "^[0-9]{3,15}$"),
+    (&["CE", "PP", "DIE"], "^[0-9A-Za-z]{3,20}$"),
+];
+
+/// Makes `TaxIdIn` say what its `type` asks of its `number`: one of three shapes, told apart
+/// by `type`, each with its number's pattern (the derive can give the number one pattern only).
+pub fn tax_id_in(openapi: &mut OpenApi) {
+    let Some(components) = openapi.components.as_mut() else {
+        return;
+    };
+    let Some(RefOr::T(Schema::Object(derived))) = components.schemas.remove("TaxIdIn") else {
+        return;
+    };
+    let shapes = TAX_ID_NUMBERS
+        .iter()
+        .fold(OneOfBuilder::new(), |one_of, (kinds, pattern)| {
+            one_of.item(
+                ObjectBuilder::new()
+                    .property("type", strings(kinds, false))
+                    .required("type")
+                    .property(
+                        "number",
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .pattern(Some(*pattern)),
+                    )
+                    .required("number")
+                    .additional_properties(Some(AdditionalProperties::FreeForm(false))),
+            )
+        });
+    let mut schema = shapes
+        .description(derived.description.clone())
+        .examples(derived.examples.clone())
+        .build();
+    schema.title = derived.title.clone();
+    components
+        .schemas
+        .insert("TaxIdIn".to_owned(), Schema::OneOf(schema).into());
+}
+
+/// Adds to the body schema `name` that at most one of two optional fields is sent (null counts
+/// as not sent): either is absent or null.
+pub fn at_most_one_of(openapi: &mut OpenApi, name: &str, fields: [&str; 2]) {
+    let absent = |field: &str| {
+        ObjectBuilder::new().property(field, ObjectBuilder::new().schema_type(Type::Null))
+    };
+    let rule = AnyOfBuilder::new()
+        .item(absent(fields[0]))
+        .item(absent(fields[1]))
+        .build();
+    constrain(openapi, name, rule.into());
+}
+
+/// Adds to a checkout session's body that `allow_promotion_codes: true` comes with neither a
+/// coupon nor a code (the page's field is for the customer's own).
+pub fn code_field_or_coupon(openapi: &mut OpenApi, name: &str) {
+    let field_off = ObjectBuilder::new().property(
+        "allow_promotion_codes",
+        one_of_values([Value::Bool(false), Value::Null]),
+    );
+    let no_coupon = ObjectBuilder::new()
+        .property("coupon_id", ObjectBuilder::new().schema_type(Type::Null))
+        .property(
+            "promotion_code",
+            ObjectBuilder::new().schema_type(Type::Null),
+        );
+    let rule = AnyOfBuilder::new().item(field_off).item(no_coupon).build();
+    constrain(openapi, name, rule.into());
 }
 
 pub fn tax_id_kind() -> Object {

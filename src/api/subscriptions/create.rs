@@ -41,6 +41,9 @@ pub(super) async fn create_subscription(
         let whom = Redeeming {
             account: caller.account_id(),
             customer_id: Some(&sub.customer_id),
+            email: None,
+            subscription_id: None,
+            charge_id: None,
             plan_id: &sub.plan_id,
             addon_ids: &[],
             now,

@@ -30,7 +30,7 @@ mod create;
 mod discount;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
+    let mut router = OpenApiRouter::new()
         .routes(routes!(create::create_subscription, list_subscriptions))
         .routes(routes!(get_subscription, update_subscription))
         .routes(routes!(actions::cancel_subscription))
@@ -41,7 +41,18 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(actions::charge_now))
         .routes(routes!(actions::attach_addon, actions::list_addons))
         .routes(routes!(actions::detach_addon))
-        .routes(routes!(discount::set_discount, discount::delete_discount))
+        .routes(routes!(discount::set_discount, discount::delete_discount));
+    // A coupon by its id or by a code, as `redeem_of` takes it: at most one on a create,
+    // exactly one on a discount.
+    let openapi = router.get_openapi_mut();
+    let redeemed = ["coupon_id", "promotion_code"];
+    super::openapi::schemas::at_most_one_of(openapi, "SubscriptionIn", redeemed);
+    super::openapi::schemas::require_one_of(
+        openapi,
+        "DiscountIn",
+        redeemed.map(|field| (field, utoipa::openapi::schema::Type::String)),
+    );
+    router
 }
 
 #[derive(Debug, Serialize, ToSchema)]

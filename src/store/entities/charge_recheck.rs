@@ -17,6 +17,9 @@ pub struct Model {
     pub recheck_at: i64,
     pub last_reason: Option<String>,
     pub updated_at: i64,
+    /// Real time since which no post of the charge went out whose answer we did not get
+    /// (migration 000025); None on rows from before it, until their next question.
+    pub quiet_since: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

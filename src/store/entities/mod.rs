@@ -14,6 +14,7 @@ pub mod dashboard_session;
 pub mod dian_document;
 pub mod dian_range;
 pub mod event;
+pub mod first_purchase;
 pub mod idempotency_key;
 mod ids;
 pub mod invoice;
