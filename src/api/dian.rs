@@ -347,41 +347,28 @@ async fn get_invoice_attached_document(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    use crate::store::dian::documents::AttachedParts;
+    use crate::documents::electronic::{NotAttached, attached_document};
     let id = InvoiceId::given(id);
-    let parts = state
-        .store
-        .dian_attached_parts(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"))?;
-    let (document, signed_xml, application_response, accepted_at) = match parts {
-        AttachedParts::Ready {
-            document,
-            signed_xml,
-            application_response,
-            accepted_at,
-        } => (document, signed_xml, application_response, accepted_at),
-        AttachedParts::NoDocument => {
+    let xml = match attached_document(&state.store, caller.account_id(), &id).await? {
+        Ok(xml) => xml,
+        Err(NotAttached::NoInvoice) => {
+            return Err(ApiError::not_found(format!("No invoice with id `{id}`.")).param("id"));
+        }
+        Err(NotAttached::NoDocument) => {
             return Err(ApiError::conflict(
                 "The invoice has no electronic document (DIAN was off when it was issued).",
             ));
         }
-        AttachedParts::NotAccepted(status) => {
+        Err(NotAttached::NotAccepted(status)) => {
             return Err(ApiError::conflict(format!(
                 "DIAN has not accepted the invoice: its electronic document is {status}."
             )));
         }
-        AttachedParts::NoResponse => {
+        Err(NotAttached::NoResponse) => {
             return Err(ApiError::conflict(
                 "DIAN accepted the invoice before its ApplicationResponse was kept; there is no AttachedDocument to give.",
             ));
         }
     };
-    let xml = crate::dian::attached::attached_document(&crate::dian::attached::Accepted {
-        document: &document,
-        signed_xml: &signed_xml,
-        application_response: &application_response,
-        accepted_at: from_millis(accepted_at),
-    });
     Ok(([(header::CONTENT_TYPE, "application/xml")], xml).into_response())
 }

@@ -195,3 +195,48 @@ mod tests {
         );
     }
 }
+
+/// Why an invoice has no AttachedDocument to give.
+#[derive(Debug)]
+pub enum NotAttached {
+    /// No such invoice of the account.
+    NoInvoice,
+    /// DIAN was off when it was issued.
+    NoDocument,
+    /// DIAN has not accepted it (yet): its status.
+    NotAccepted(crate::domain::dian::DianStatus),
+    /// Accepted before DIAN's ApplicationResponse was kept (migration 000022).
+    NoResponse,
+}
+
+/// The AttachedDocument of `account`'s invoice `id` (CONTRACT §12a): the signed invoice as DIAN
+/// accepted it and DIAN's ApplicationResponse, in the container the buyer receives. The API,
+/// the hosted invoice and the receipt all give this one.
+pub async fn attached_document(
+    store: &Store,
+    account: &crate::ids::AccountId,
+    id: &crate::ids::InvoiceId,
+) -> Result<Result<String, NotAttached>, StoreError> {
+    use crate::store::dian::documents::AttachedParts;
+    let Some(parts) = store.dian_attached_parts(account, id).await? else {
+        return Ok(Err(NotAttached::NoInvoice));
+    };
+    Ok(match parts {
+        AttachedParts::Ready {
+            document,
+            signed_xml,
+            application_response,
+            accepted_at,
+        } => Ok(crate::dian::attached::attached_document(
+            &crate::dian::attached::Accepted {
+                document: &document,
+                signed_xml: &signed_xml,
+                application_response: &application_response,
+                accepted_at: crate::domain::time::from_millis(accepted_at),
+            },
+        )),
+        AttachedParts::NoDocument => Err(NotAttached::NoDocument),
+        AttachedParts::NotAccepted(status) => Err(NotAttached::NotAccepted(status)),
+        AttachedParts::NoResponse => Err(NotAttached::NoResponse),
+    })
+}

@@ -7,6 +7,9 @@
 //! electronic invoice's representation (`electronic`): its QR code an inline `<svg>` drawn
 //! with presentation attributes only, which the page's `style-src 'self'` lets through. The
 //! PDFs are drawn off the async workers, at most `PDFS_PER_MINUTE` a minute per invoice.
+//! Once DIAN accepted it, the invoice's XML is at `/invoices/{token}/xml` (the AttachedDocument
+//! the buyer receives, CONTRACT §12a) and an accepted credit note's signed XML at
+//! `/invoices/{token}/credit-notes/{id}/xml` (CONTRACT §13: the customer gets PDF and XML).
 
 use super::electronic;
 use super::qr::Qr;
@@ -34,6 +37,11 @@ pub fn router() -> OpenApiRouter<AppState> {
             "/invoices/{token}/credit-notes/{id}/pdf",
             get(credit_note_pdf),
         )
+        .route("/invoices/{token}/xml", get(invoice_xml))
+        .route(
+            "/invoices/{token}/credit-notes/{id}/xml",
+            get(credit_note_xml),
+        )
         .route(
             "/documents/invoice.css",
             get(|| async {
@@ -60,6 +68,8 @@ struct NoteLink {
     issued_on: String,
     total: String,
     href: String,
+    /// Its signed XML, once DIAN accepted it.
+    xml_href: Option<String>,
 }
 
 /// An electronic document's QR code, inline: its side in modules (quiet zone included), the
@@ -75,6 +85,8 @@ struct QrView {
 struct InvoicePage<'a> {
     sheet: &'a Sheet,
     pdf_href: String,
+    /// The AttachedDocument, once DIAN accepted the invoice.
+    xml_href: Option<String>,
     credit_notes: Vec<NoteLink>,
     qr: Option<QrView>,
 }
@@ -128,7 +140,11 @@ async fn show_page(
         Ok(notes) => notes,
         Err(err) => return internal(err),
     };
-    let ids: Vec<DocumentId> = notes.iter().map(|note| note.id.clone().into()).collect();
+    let ids: Vec<DocumentId> = notes
+        .iter()
+        .map(|note| note.id.clone().into())
+        .chain(std::iter::once(invoice.id.clone().into()))
+        .collect();
     let docs = match state.store.dian_documents(&invoice.account_id, &ids).await {
         Ok(docs) => docs,
         Err(err) => return internal(err),
@@ -156,6 +172,8 @@ async fn show_page(
             issued_on: super::sheet::date(note.issued_at, locale),
             total: super::sheet::money(note.total_cents, locale),
             href: format!("/invoices/{token}/credit-notes/{}/pdf?lang={lang}", note.id),
+            xml_href: accepted(docs.get(&DocumentId::from(note.id.clone())))
+                .then(|| format!("/invoices/{token}/credit-notes/{}/xml", note.id)),
         })
         .collect();
     let qr = sheet
@@ -173,6 +191,8 @@ async fn show_page(
     let page = InvoicePage {
         sheet: &sheet,
         pdf_href: format!("/invoices/{token}/pdf?lang={lang}"),
+        xml_href: accepted(docs.get(&DocumentId::from(invoice.id.clone())))
+            .then(|| format!("/invoices/{token}/xml")),
         credit_notes,
         qr,
     };
@@ -246,6 +266,78 @@ async fn credit_note_pdf(
     match electronic::credit_note_sheet(&state.store, &note, &invoice, &account, locale).await {
         Ok(sheet) => secured(super::pdf_response(sheet).await),
         Err(err) => internal(err),
+    }
+}
+
+/// Whether DIAN accepted the document: only then is its XML the customer's to keep.
+fn accepted(doc: Option<&crate::store::dian::DianDocument>) -> bool {
+    doc.is_some_and(|doc| doc.status == crate::domain::dian::DianStatus::Accepted)
+}
+
+/// An XML file to keep, named `name`.
+fn xml_file(name: &str, xml: String) -> Response {
+    secured(
+        (
+            [
+                (header::CONTENT_TYPE, "application/xml".to_owned()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"{name}.xml\""),
+                ),
+            ],
+            xml,
+        )
+            .into_response(),
+    )
+}
+
+/// The AttachedDocument of the invoice at `token`, once DIAN accepted it; 404 otherwise (the
+/// page offers it only then).
+async fn invoice_xml(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+    let invoice = match found(&state, &token).await {
+        Ok(Some((invoice, _))) => invoice,
+        Ok(None) => return not_found(),
+        Err(response) => return response,
+    };
+    match electronic::attached_document(&state.store, &invoice.account_id, &invoice.id).await {
+        Ok(Ok(xml)) => xml_file(&invoice.number, xml),
+        Ok(Err(_)) => not_found(),
+        Err(err) => internal(err),
+    }
+}
+
+/// The signed XML of one of the invoice's credit notes, once DIAN accepted it.
+async fn credit_note_xml(
+    State(state): State<AppState>,
+    Path((token, id)): Path<(String, String)>,
+) -> Response {
+    let id = CreditNoteId::given(id);
+    let invoice = match found(&state, &token).await {
+        Ok(Some((invoice, _))) => invoice,
+        Ok(None) => return not_found(),
+        Err(response) => return response,
+    };
+    let account_id = &invoice.account_id;
+    let note = match state.store.credit_note(account_id, &id).await {
+        Ok(Some(note)) if note.invoice_id == invoice.id => note,
+        Ok(_) => return not_found(),
+        Err(err) => return internal(err),
+    };
+    let doc_id = DocumentId::from(note.id.clone());
+    let docs = match state
+        .store
+        .dian_documents(account_id, std::slice::from_ref(&doc_id))
+        .await
+    {
+        Ok(docs) => docs,
+        Err(err) => return internal(err),
+    };
+    let Some(doc) = docs.get(&doc_id).filter(|doc| accepted(Some(doc))) else {
+        return not_found();
+    };
+    match &doc.xml {
+        Some(xml) => xml_file(&note.number, xml.clone()),
+        None => not_found(),
     }
 }
 

@@ -41,6 +41,8 @@ pub struct DocText {
     pub final_consumer: &'static str,
     pub dane: &'static str,
     pub download_pdf: &'static str,
+    /// The AttachedDocument's download, once DIAN accepted the invoice.
+    pub download_xml: &'static str,
     pub credit_notes: &'static str,
     pub not_electronic: &'static str,
     /// With DIAN (CONTRACT §12): the documents' titles, the number's label, what a document
@@ -89,6 +91,7 @@ pub static ES: DocText = DocText {
     final_consumer: "Consumidor final",
     dane: "DANE",
     download_pdf: "Descargar PDF",
+    download_xml: "Descargar XML",
     credit_notes: "Notas crédito",
     not_electronic: "Representación impresa; la factura electrónica se emite cuando la facturación con la DIAN está activa.",
     electronic_invoice: "Factura electrónica de venta",
@@ -150,6 +153,7 @@ pub static EN: DocText = DocText {
     final_consumer: "Final consumer",
     dane: "DANE",
     download_pdf: "Download PDF",
+    download_xml: "Download XML",
     credit_notes: "Credit notes",
     not_electronic: "Printed representation; the electronic invoice is issued once invoicing with DIAN is on.",
     electronic_invoice: "Electronic sales invoice",

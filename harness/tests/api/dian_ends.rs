@@ -433,6 +433,12 @@ async fn an_accepted_invoice_has_its_attached_document(app: TestApp) {
     )
     .await;
     assert_eq!(status, 409, "not accepted yet: {body}");
+    // The customer's copy (CONTRACT §13: PDF and XML) is offered only once DIAN accepted it.
+    let hosted = invoice["hosted_url"].as_str().expect("hosted").to_owned();
+    let page = app.client.get(&hosted).send().await.expect("page");
+    assert!(!page.text().await.expect("html").contains("download-xml"));
+    let early = app.client.get(format!("{hosted}/xml")).send().await.expect("xml");
+    assert_eq!(early.status(), 404);
     add_range(&app, 990_000_000, 995_000_000).await;
     let done = settled_dian(&app, &format!("/v1/invoices/{id}")).await;
     assert_eq!(done["dian"]["status"], "accepted", "{done}");
@@ -456,6 +462,41 @@ async fn an_accepted_invoice_has_its_attached_document(app: TestApp) {
     let cufe = done["dian"]["cufe"].as_str().expect("cufe");
     assert!(attached.contains(cufe));
     validate_attached(&made, &attached);
+    // The hosted invoice and the portal give the customer the same AttachedDocument.
+    let html = app.client.get(&hosted).send().await.expect("page");
+    let html = html.text().await.expect("html");
+    assert!(html.contains("id=\"download-xml\""), "{html}");
+    let theirs = app.client.get(format!("{hosted}/xml")).send().await.expect("xml");
+    assert_eq!(theirs.status(), 200);
+    assert!(
+        theirs.headers()[reqwest::header::CONTENT_DISPOSITION]
+            .to_str()
+            .expect("ascii")
+            .starts_with("attachment;")
+    );
+    assert_eq!(theirs.text().await.expect("xml"), attached);
+    let (status, portal) = read(
+        app.post(
+            "/v1/portal-sessions",
+            json!({"customer_id": sub["customer_id"]}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{portal}");
+    let portal_page = app
+        .client
+        .get(portal["url"].as_str().expect("url"))
+        .send()
+        .await
+        .expect("portal")
+        .text()
+        .await
+        .expect("html");
+    assert!(
+        portal_page.contains(&format!("{hosted}/xml")),
+        "the portal offers the XML: {portal_page}"
+    );
     let (_, page) = read(app.get("/openapi.json").await).await;
     assert!(
         page["paths"]["/v1/invoices/{id}/attached-document"]["get"].is_object(),

@@ -74,6 +74,9 @@ struct DocView {
     date: String,
     total: String,
     pdf_url: String,
+    /// Its XML (an invoice's AttachedDocument, a credit note's signed XML), once DIAN
+    /// accepted it.
+    xml_url: Option<String>,
     credit_note: bool,
 }
 
@@ -259,6 +262,8 @@ async fn render(
             date: date(ms_of(&invoice.issued_at), locale),
             total: money(invoice.total_cents, locale),
             pdf_url: format!("{}/pdf?lang={}", invoice.hosted_url, locale.code()),
+            xml_url: dian_accepted(invoice.dian.as_ref().map(|d| d.status.as_str()))
+                .then(|| format!("{}/xml", invoice.hosted_url)),
             credit_note: false,
         });
         for note in data
@@ -277,6 +282,8 @@ async fn render(
                     note.id,
                     locale.code()
                 ),
+                xml_url: dian_accepted(note.dian.as_ref().map(|d| d.status.as_str()))
+                    .then(|| format!("{}/credit-notes/{}/xml", invoice.hosted_url, note.id)),
                 credit_note: true,
             });
         }
@@ -351,4 +358,9 @@ fn respond(status: StatusCode, html: askama::Result<String>, processor: &str) ->
          connect-src 'self' {processor}; form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
     );
     crate::http::pages::harden((status, Html(html)).into_response(), &policy)
+}
+
+/// Whether a document's DIAN status (as the API answers it) is `accepted`.
+fn dian_accepted(status: Option<&str>) -> bool {
+    status == Some(crate::domain::dian::DianStatus::Accepted.as_str())
 }
