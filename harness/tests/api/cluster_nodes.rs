@@ -523,6 +523,8 @@ struct Calls {
     now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     total: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Calls whose path holds this text are answered 503, not forwarded, this many times.
+    refuse: std::sync::Arc<std::sync::Mutex<Option<(String, usize)>>>,
 }
 
 impl Calls {
@@ -530,6 +532,32 @@ impl Calls {
         use std::sync::atomic::Ordering::SeqCst;
         self.most.store(self.now.load(SeqCst), SeqCst);
         self.total.store(0, SeqCst);
+    }
+
+    /// Answers the next `times` calls whose path holds `about` 503 without forwarding them, as
+    /// a node does while the shard they are about moves.
+    fn refuse(&self, about: &str, times: usize) {
+        *self.refuse.lock().expect("lock") = Some((about.to_owned(), times));
+    }
+
+    /// Whether this call is one to refuse (counting it off).
+    fn refused(&self, path: &str) -> bool {
+        let mut refuse = self.refuse.lock().expect("lock");
+        match refuse.as_mut() {
+            Some((about, left)) if *left > 0 && path.contains(about.as_str()) => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn refusals_left(&self) -> usize {
+        self.refuse
+            .lock()
+            .expect("lock")
+            .as_ref()
+            .map_or(0, |(_, left)| *left)
     }
 
     fn most(&self) -> usize {
@@ -564,6 +592,13 @@ async fn counting_proxy(target: String, calls: Calls) -> String {
                 .await
                 .unwrap_or_default();
             let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            if calls.refused(path) {
+                calls.now.fetch_sub(1, SeqCst);
+                return Response::builder()
+                    .status(503)
+                    .body(Body::empty())
+                    .expect("response");
+            }
             let method =
                 reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).expect("method");
             let mut forward = client.request(method, format!("{target}{path}"));
@@ -777,4 +812,86 @@ async fn a_resume_fenced_with_its_charge_changes_nothing_and_its_retry_resumes()
     crate::subscriptions::advance(&app, 1).await;
     assert_eq!(resumed(crate::subscriptions::events(&app, &sub).await), 1);
     crate::common::assert_invariants(&app).await;
+}
+
+/// Issue 46: a new event's wake for a webhook endpoint another node holds is tried again when
+/// that node does not take it (here its first three internal calls about the endpoint are
+/// refused, as while the endpoint's shard moves): the delivery arrives within seconds, not at
+/// the owner's 30-second sweep.
+#[tokio::test]
+async fn a_refused_wake_for_another_nodes_endpoint_is_tried_again() {
+    use crate::common::receiver::{Receiver, Reply};
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let a = spawn_on_with(url.clone(), short_leases).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let b_base = format!("http://{}", listener.local_addr().expect("addr"));
+    let calls = Calls::default();
+    let b_url = counting_proxy(b_base.clone(), calls.clone()).await;
+    let mut config = billing::config::Config::new(url.clone());
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    config.node_url = Some(b_url);
+    short_leases(&mut config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(billing::run(config, listener, async move {
+        let _ = stopped.await;
+    }));
+    crate::common::wait_until_ready(&a.client, &b_base, Duration::from_secs(30)).await;
+    let b = TestApp::attached(b_base, url.clone());
+    eventually(Duration::from_secs(20), || async {
+        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
+        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
+    })
+    .await;
+    let (shop_a, plan, customer, method) = shop(&a, &b).await;
+    let held_b = owned(&b).await;
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    // An endpoint whose shard node B holds (others made on the way are deleted).
+    let endpoint = loop {
+        let (status, endpoint) = read(
+            shop_a
+                .post(
+                    "/v1/webhook-endpoints",
+                    json!({"url": receiver.url, "events": ["subscription.created"]}),
+                )
+                .await,
+        )
+        .await;
+        assert_eq!(status, 201, "{endpoint}");
+        let id = endpoint["id"].as_str().expect("id").to_owned();
+        if held_b.contains(&shard_of(&id)) {
+            break id;
+        }
+        let gone = shop_a
+            .request(Method::DELETE, &format!("/v1/webhook-endpoints/{id}"))
+            .send()
+            .await
+            .expect("send");
+        assert!(gone.status().is_success());
+    };
+    calls.refuse(&endpoint, 3);
+    let started = std::time::Instant::now();
+    let (status, sub) = read(
+        shop_a
+            .post(
+                "/v1/subscriptions",
+                json!({"customer_id": customer, "plan_id": plan, "cycle": "monthly",
+                    "payment_method_id": method}),
+            )
+            .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{sub}");
+    eventually(Duration::from_secs(10), || async { receiver.count() >= 1 }).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "delivered by the wake, not the sweep"
+    );
+    assert_eq!(calls.refusals_left(), 0, "node B refused the first wakes");
+    drop(a);
+    let _ = stop.send(());
+    served.await.expect("node B").expect("node B failed");
 }

@@ -437,7 +437,12 @@ async fn an_accepted_invoice_has_its_attached_document(app: TestApp) {
     let hosted = invoice["hosted_url"].as_str().expect("hosted").to_owned();
     let page = app.client.get(&hosted).send().await.expect("page");
     assert!(!page.text().await.expect("html").contains("download-xml"));
-    let early = app.client.get(format!("{hosted}/xml")).send().await.expect("xml");
+    let early = app
+        .client
+        .get(format!("{hosted}/xml"))
+        .send()
+        .await
+        .expect("xml");
     assert_eq!(early.status(), 404);
     add_range(&app, 990_000_000, 995_000_000).await;
     let done = settled_dian(&app, &format!("/v1/invoices/{id}")).await;
@@ -466,7 +471,12 @@ async fn an_accepted_invoice_has_its_attached_document(app: TestApp) {
     let html = app.client.get(&hosted).send().await.expect("page");
     let html = html.text().await.expect("html");
     assert!(html.contains("id=\"download-xml\""), "{html}");
-    let theirs = app.client.get(format!("{hosted}/xml")).send().await.expect("xml");
+    let theirs = app
+        .client
+        .get(format!("{hosted}/xml"))
+        .send()
+        .await
+        .expect("xml");
     assert_eq!(theirs.status(), 200);
     assert!(
         theirs.headers()[reqwest::header::CONTENT_DISPOSITION]
