@@ -97,6 +97,8 @@ async fn finish(
             tax_id_number: None,
             legal_name: None,
             address: None,
+            phone: None,
+            whatsapp_opt_in: false,
         })
         .await?;
     }

@@ -81,6 +81,7 @@ id_type! {
     CouponId => "co_",
     PromotionCodeId => "promo_",
     NumberingRangeId => "nr_",
+    NoticeId => "ntc_",
 }
 
 /// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and

@@ -34,6 +34,7 @@ mod m20261130_000022_dian_ends;
 mod m20261130_000023_seller_as_issued;
 mod m20261201_000024_first_purchases;
 mod m20261201_000025_quiet_posts;
+mod m20261202_000027_notices;
 
 pub struct Migrator;
 
@@ -66,6 +67,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000023_seller_as_issued::Migration),
             Box::new(m20261201_000024_first_purchases::Migration),
             Box::new(m20261201_000025_quiet_posts::Migration),
+            Box::new(m20261202_000027_notices::Migration),
         ]
     }
 }

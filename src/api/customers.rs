@@ -86,6 +86,11 @@ pub struct CustomerIn {
     )]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
+    /// E.164 (`+573001234567`), for WhatsApp notices.
+    #[schema(pattern = r"^\+[1-9][0-9]{7,14}$")]
+    pub phone: Option<String>,
+    /// Whether the customer agreed to WhatsApp notices (default false; CONTRACT §15).
+    pub whatsapp_opt_in: Option<bool>,
 }
 
 /// Body of `PATCH /v1/customers/{id}`: what it names changes; the rest stays.
@@ -107,6 +112,11 @@ pub struct CustomerPatchIn {
     )]
     pub legal_name: Option<String>,
     pub address: Option<AddressIn>,
+    /// E.164 (`+573001234567`), for WhatsApp notices.
+    #[schema(pattern = r"^\+[1-9][0-9]{7,14}$")]
+    pub phone: Option<String>,
+    /// Whether the customer agreed to WhatsApp notices (default false; CONTRACT §15).
+    pub whatsapp_opt_in: Option<bool>,
 }
 
 /// A tax identity as stored, with DIAN's check digit for a NIT.
@@ -143,6 +153,8 @@ pub struct CustomerOut {
     pub legal_name: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub address: Option<Box<RawValue>>,
+    pub phone: Option<String>,
+    pub whatsapp_opt_in: bool,
     #[schema(format = DateTime)]
     pub created_at: String,
 }
@@ -163,6 +175,8 @@ impl From<Customer> for CustomerOut {
             created_at: rfc3339(from_millis(customer.created_at)),
             tax_id,
             legal_name: customer.legal_name,
+            phone: customer.phone,
+            whatsapp_opt_in: customer.whatsapp_opt_in,
             id: customer.id.into_string(),
             email: customer.email,
             name: customer.name,
@@ -249,6 +263,8 @@ async fn create_customer(
             .map(parse_legal_name)
             .transpose()?,
         address: body.address.as_ref().map(parse_address).transpose()?,
+        phone: body.phone.as_deref().map(parse_phone).transpose()?,
+        whatsapp_opt_in: body.whatsapp_opt_in.unwrap_or(false),
     };
     let customer = state.store.insert_customer(customer).await?;
     Ok((StatusCode::CREATED, Json(customer.into())))
@@ -266,6 +282,8 @@ async fn update_customer(
     let patch = CustomerPatch {
         email: body.email.as_deref().map(parse_email).transpose()?,
         name: body.name.as_deref().map(parse_name).transpose()?,
+        phone: body.phone.as_deref().map(parse_phone).transpose()?,
+        whatsapp_opt_in: body.whatsapp_opt_in,
         ..invoicing_patch(
             body.tax_id.as_ref(),
             body.legal_name.as_deref(),
@@ -295,7 +313,22 @@ pub(super) fn invoicing_patch(
         tax_id: tax_id.map(|id| (id.kind.as_str().to_owned(), id.number)),
         legal_name: legal_name.map(parse_legal_name).transpose()?,
         address: address.map(parse_address).transpose()?,
+        phone: None,
+        whatsapp_opt_in: None,
     })
+}
+
+/// A phone number in E.164: `+`, a country code not starting with 0, 8 to 15 digits in all.
+fn parse_phone(raw: &str) -> ApiResult<String> {
+    let digits = raw.strip_prefix('+').unwrap_or_default();
+    let valid = (8..=15).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !digits.starts_with('0');
+    if valid {
+        Ok(raw.to_owned())
+    } else {
+        Err(ApiError::bad_request("phone must be in E.164 form, as +573001234567.").param("phone"))
+    }
 }
 
 fn no_customer(id: &CustomerId) -> ApiError {

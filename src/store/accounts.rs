@@ -77,6 +77,7 @@ impl Store {
             created_at: Set(new.created_at),
             default_tax_code: Set(crate::domain::tax::TaxCode::Iva19),
             invoicing: Set(None),
+            notices: Set(None),
             portal: Set(None),
             dian: Set(None),
             dian_software_pin: Set(None),

@@ -118,6 +118,9 @@ pub struct CustomerPatch {
     pub legal_name: Option<String>,
     /// JSON `{line, city_code, country}`.
     pub address: Option<String>,
+    /// E.164.
+    pub phone: Option<String>,
+    pub whatsapp_opt_in: Option<bool>,
 }
 
 impl Store {
@@ -229,6 +232,12 @@ impl Store {
         }
         if let Some(legal_name) = patch.legal_name {
             model.legal_name = Set(Some(legal_name));
+        }
+        if let Some(phone) = patch.phone {
+            model.phone = Set(Some(phone));
+        }
+        if let Some(opt_in) = patch.whatsapp_opt_in {
+            model.whatsapp_opt_in = Set(opt_in);
         }
         if let Some(address) = patch.address {
             model.address = Set(Some(address));

@@ -4,23 +4,19 @@
 //! backed by a CHECK, so of two customers racing for the last redemption exactly one wins,
 //! whatever the nodes and connections; a rollback gives the redemption back.
 
-use super::entities::{
-    charge_attempt, coupon, customer, first_purchase, promotion_code, subscription,
-};
+use super::entities::{coupon, promotion_code};
 use super::invoices::DraftLine;
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
-use crate::domain::charge_status::ChargeStatus;
 use crate::domain::discount::{AppliesTo, Discount, Off};
 use crate::ids::{
     AccountId, AddonId, ChargeAttemptId, CouponId, CustomerId, PlanId, PromotionCodeId,
     SubscriptionId,
 };
 use crate::store::Scoped;
-use sea_orm::sea_query::{Expr, ExprTrait, Func, OnConflict};
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter,
-    QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, Set,
 };
 
 pub use coupon::Model as Coupon;
@@ -306,8 +302,8 @@ async fn check<C: sea_orm::ConnectionTrait>(
             return Err(RedeemError::OtherCustomer);
         }
         if code.first_time_only {
-            let key = first_purchase_key(conn, whom).await?;
-            if has_bought_before(conn, whom, key.as_deref()).await? {
+            let key = super::first_purchases::key(conn, whom).await?;
+            if super::first_purchases::bought_before(conn, whom, key.as_deref()).await? {
                 return Err(RedeemError::NotFirstTime);
             }
         }
@@ -333,80 +329,6 @@ async fn check<C: sea_orm::ConnectionTrait>(
         off,
         applies_to,
     })
-}
-
-/// Who a first purchase is, as `first_purchases` keys it: the e-mail in lower case (a
-/// checkout's payer, or the customer's own address), else the customer's id.
-async fn first_purchase_key<C: sea_orm::ConnectionTrait>(
-    conn: &C,
-    whom: &Redeeming<'_>,
-) -> StoreResult<Option<String>> {
-    if let Some(email) = whom.email {
-        return Ok(Some(email.to_lowercase()));
-    }
-    let Some(id) = whom.customer_id else {
-        return Ok(None);
-    };
-    let known = customer::Entity::find_scoped(whom.account, id.clone())
-        .one(conn)
-        .await?;
-    Ok(Some(match known {
-        Some(customer) => customer.email.to_lowercase(),
-        None => format!("id:{id}"),
-    }))
-}
-
-/// Whether this is not the customer's first purchase in the account (CONTRACT §14): a customer
-/// with this id or this e-mail (in any case) has an approved or pending charge or a
-/// subscription, other than what this purchase itself wrote.
-async fn has_bought_before<C: sea_orm::ConnectionTrait>(
-    conn: &C,
-    whom: &Redeeming<'_>,
-    key: Option<&str>,
-) -> StoreResult<bool> {
-    let mut same = Condition::any();
-    if let Some(id) = whom.customer_id {
-        same = same.add(customer::Column::Id.eq(id));
-    }
-    if let Some(key) = key.filter(|key| !key.starts_with("id:")) {
-        same = same.add(Expr::expr(Func::lower(Expr::col(customer::Column::Email))).eq(key));
-    }
-    if same.is_empty() {
-        return Ok(false);
-    }
-    let customers: Vec<CustomerId> = customer::Entity::scoped(whom.account)
-        .filter(same)
-        .select_only()
-        .column(customer::Column::Id)
-        .into_tuple()
-        .all(conn)
-        .await?;
-    let mut customers = customers;
-    if let Some(id) = whom.customer_id
-        && !customers.contains(id)
-    {
-        customers.push(id.clone());
-    }
-    if customers.is_empty() {
-        return Ok(false);
-    }
-    let mut charges = charge_attempt::Entity::scoped(whom.account)
-        .filter(charge_attempt::Column::CustomerId.is_in(customers.iter().cloned()))
-        .filter(
-            charge_attempt::Column::Status.is_in([ChargeStatus::Approved, ChargeStatus::Pending]),
-        );
-    if let Some(own) = whom.charge_id {
-        charges = charges.filter(charge_attempt::Column::Id.ne(own.clone()));
-    }
-    if charges.count(conn).await? > 0 {
-        return Ok(true);
-    }
-    let mut subscriptions = subscription::Entity::scoped(whom.account)
-        .filter(subscription::Column::CustomerId.is_in(customers));
-    if let Some(own) = whom.subscription_id {
-        subscriptions = subscriptions.filter(subscription::Column::Id.ne(own.clone()));
-    }
-    Ok(subscriptions.count(conn).await? > 0)
 }
 
 /// `times_redeemed < max_redemptions` (or no maximum), as SQL.
@@ -440,52 +362,6 @@ impl StoreTxn {
                 .exec(self.conn())
                 .await?;
         }
-        Ok(())
-    }
-
-    /// Claims `whom`'s first purchase for a `first_time_only` code: of a customer's concurrent
-    /// first purchases one inserts the row, the others find it (waiting, on PostgreSQL, for
-    /// the first to commit or roll back) and are refused.
-    async fn claim_first_purchase(&self, whom: &Redeeming<'_>) -> Result<(), RedeemError> {
-        let Some(key) = first_purchase_key(self.conn(), whom).await? else {
-            return Ok(());
-        };
-        let claim = first_purchase::ActiveModel {
-            account_id: Set(whom.account.clone()),
-            customer_key: Set(key),
-            charge_id: Set(whom.charge_id.cloned()),
-            created_at: Set(whom.now),
-        };
-        let inserted = first_purchase::Entity::insert(claim)
-            .on_conflict(
-                OnConflict::columns([
-                    first_purchase::Column::AccountId,
-                    first_purchase::Column::CustomerKey,
-                ])
-                .do_nothing()
-                .to_owned(),
-            )
-            .exec_without_returning(self.conn())
-            .await
-            .map_err(StoreError::from)?;
-        if inserted == 0 {
-            return Err(RedeemError::NotFirstTime);
-        }
-        Ok(())
-    }
-
-    /// Gives back the first purchase a declined checkout payment claimed, in the transaction
-    /// that releases it.
-    pub async fn release_first_purchase(
-        &self,
-        account: &AccountId,
-        charge_id: &ChargeAttemptId,
-    ) -> StoreResult<()> {
-        first_purchase::Entity::delete_many()
-            .filter(first_purchase::Entity::of(account))
-            .filter(first_purchase::Column::ChargeId.eq(charge_id.clone()))
-            .exec(self.conn())
-            .await?;
         Ok(())
     }
 

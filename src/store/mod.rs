@@ -17,6 +17,7 @@ pub mod credit_notes;
 mod dashboard_sessions;
 pub mod dian;
 pub mod entities;
+pub mod first_purchases;
 mod group;
 pub mod idempotency;
 mod invoice_rows;

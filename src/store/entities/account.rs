@@ -32,6 +32,8 @@ pub struct Model {
     pub default_tax_code: TaxCode,
     /// The seller's invoicing settings (JSON of `store::accounts::Seller`).
     pub invoicing: Option<String>,
+    /// The notice settings (JSON of `domain::notices::NoticeSettings`); None: nothing is sent.
+    pub notices: Option<String>,
     /// What customers may do in the portal (JSON of `domain::portal::PortalConfig`; `None`:
     /// the defaults).
     pub portal: Option<String>,

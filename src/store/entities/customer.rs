@@ -19,6 +19,10 @@ pub struct Model {
     pub legal_name: Option<String>,
     /// JSON `{line, city_code, country}`.
     pub address: Option<String>,
+    /// E.164 (`+573001234567`), for WhatsApp notices.
+    pub phone: Option<String>,
+    /// Whether the customer agreed to WhatsApp notices (CONTRACT §15).
+    pub whatsapp_opt_in: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

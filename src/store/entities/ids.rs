@@ -10,8 +10,8 @@
 use crate::ids::{
     AccountId, AddonId, AttemptId, BalanceTransactionId, CatalogItemId, ChargeAttemptId,
     ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId,
-    DocumentId, EventId, InvoiceId, NumberingRangeId, PaymentMethodId, PlanId, PortalActionId,
-    PortalSessionId, PromotionCodeId, RefundId, SubscriptionId, WebhookEndpointId,
+    DocumentId, EventId, InvoiceId, NoticeId, NumberingRangeId, PaymentMethodId, PlanId,
+    PortalActionId, PortalSessionId, PromotionCodeId, RefundId, SubscriptionId, WebhookEndpointId,
 };
 
 /// A stored string that is not an id of the column's type (a catalog item's with neither a
@@ -129,6 +129,7 @@ id_columns!(
     CouponId,
     PromotionCodeId,
     NumberingRangeId,
+    NoticeId,
 );
 
 text_id_column!(CatalogItemId, |raw| CatalogItemId::parse(&raw).ok_or(raw));

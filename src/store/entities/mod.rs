@@ -19,6 +19,7 @@ pub mod idempotency_key;
 mod ids;
 pub mod invoice;
 pub mod invoice_series;
+pub mod notice;
 pub mod payment_method;
 pub mod portal_action;
 pub mod portal_session;
