@@ -111,6 +111,25 @@ pub struct Config {
         hide = true
     )]
     pub in_flight_bound_ms: u64,
+    /// How long, in milliseconds, one e-mail may take at an SMTP server (connect to the last
+    /// reply) before its outcome counts as unknown and it is tried again.
+    #[arg(
+        long,
+        env = "BILLING_SMTP_TIMEOUT_MS",
+        default_value_t = 30_000,
+        global = true,
+        hide = true
+    )]
+    pub smtp_timeout_ms: u64,
+    /// How often, in milliseconds, each node looks for notices whose time has come.
+    #[arg(
+        long,
+        env = "BILLING_NOTICES_INTERVAL_MS",
+        default_value_t = 2_000,
+        global = true,
+        hide = true
+    )]
+    pub notices_interval_ms: u64,
     /// The URL other nodes reach this node at, for requests about subscriptions whose shard
     /// this node holds (PostgreSQL; default http://<bind>). Unique per node: a node started
     /// on the URL of a node that died takes its shards over at once.
@@ -239,6 +258,8 @@ impl Config {
             reconcile_interval_ms: 5_000,
             processor_recheck_base_ms: 5_000,
             in_flight_bound_ms: 3_600_000,
+            smtp_timeout_ms: 30_000,
+            notices_interval_ms: 2_000,
             node_url: None,
             lease_ttl_ms: 10_000,
             lease_renew_ms: 2_000,

@@ -39,6 +39,7 @@ pub mod filing;
 pub mod http;
 pub mod ids;
 pub mod logging;
+pub mod notices;
 pub mod processor;
 pub mod refunds;
 pub mod secrets;
@@ -270,6 +271,9 @@ pub async fn run(
         Arc::clone(&dian_sandbox),
         &config,
     );
+    let config = Arc::new(config);
+    let notices =
+        notices::Notices::new(store.clone(), runtime.clock().clone(), Arc::clone(&config));
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
     let limiter = Arc::new(RateLimiter::new(&store));
     let auth_failures = Arc::new(AuthFailures::new(&store));
@@ -277,7 +281,7 @@ pub async fn run(
         charger,
         runtime: runtime.clone(),
         store,
-        config: Arc::new(config),
+        config,
         admin_token_hash,
         limiter,
         auth_failures,
@@ -288,6 +292,7 @@ pub async fn run(
         keys: Arc::default(),
         dian_sandbox,
         filing: filing.clone(),
+        notices: notices.clone(),
         requests: http::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {
@@ -306,6 +311,10 @@ pub async fn run(
     ));
     tokio::spawn(filing.run(
         Duration::from_millis(state.config.dian_interval_ms.max(10)),
+        purge_stopped.clone(),
+    ));
+    tokio::spawn(notices.run(
+        Duration::from_millis(state.config.notices_interval_ms.max(10)),
         purge_stopped.clone(),
     ));
     actors::spawn_background(

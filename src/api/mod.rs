@@ -18,6 +18,7 @@ pub mod ingress;
 pub mod internal;
 pub mod invoices;
 pub mod invoicing;
+pub mod notices;
 pub mod numbering_ranges;
 pub mod openapi;
 pub mod payment_methods;
@@ -161,6 +162,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(balance::router())
         .merge(payment_methods::router())
         .merge(portal::router())
+        .merge(notices::router())
         .merge(charges::router())
         .merge(invoices::router())
         .merge(subscriptions::router())

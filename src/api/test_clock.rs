@@ -113,6 +113,8 @@ async fn advance_clock(
     // webhook delivery due by the new instant, first attempts and retries alike.
     state.filing.flush(account).await?;
     state.runtime.flush_endpoints(account).await?;
+    // And the notices due by then (the receipts the renewals caused, the failed payments').
+    state.notices.flush(account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
     }))

@@ -50,6 +50,12 @@ pub fn next_allowed(at: DateTime<Utc>) -> DateTime<Utc> {
     at
 }
 
+/// The start (00:00, Colombian) of the Colombian day `at` falls on: "one a day" counts from it.
+pub fn colombian_day_start(at: DateTime<Utc>) -> DateTime<Utc> {
+    let date = at.with_timezone(&COLOMBIA).date_naive();
+    at_local(date, NaiveTime::MIN)
+}
+
 fn at_local(date: NaiveDate, time: NaiveTime) -> DateTime<Utc> {
     COLOMBIA
         .from_local_datetime(&date.and_time(time))

@@ -13,6 +13,7 @@ pub mod dian;
 pub mod discount;
 pub mod holidays;
 pub mod money;
+pub mod notices;
 pub mod portal;
 pub mod recheck;
 pub mod schedule;

@@ -128,6 +128,20 @@ pub struct Redeeming<'a> {
     pub now: i64,
 }
 
+impl Redeeming<'_> {
+    /// Who buys, as a first purchase is judged.
+    fn buyer(&self) -> super::first_purchases::Buyer<'_> {
+        super::first_purchases::Buyer {
+            account: self.account,
+            customer_id: self.customer_id,
+            email: self.email,
+            subscription_id: self.subscription_id,
+            charge_id: self.charge_id,
+            now: self.now,
+        }
+    }
+}
+
 impl Store {
     pub async fn insert_coupon(&self, coupon: Coupon) -> StoreResult<Coupon> {
         let model: coupon::ActiveModel = coupon.into();
@@ -302,8 +316,9 @@ async fn check<C: sea_orm::ConnectionTrait>(
             return Err(RedeemError::OtherCustomer);
         }
         if code.first_time_only {
-            let key = super::first_purchases::key(conn, whom).await?;
-            if super::first_purchases::bought_before(conn, whom, key.as_deref()).await? {
+            let buyer = whom.buyer();
+            let key = super::first_purchases::key(conn, &buyer).await?;
+            if super::first_purchases::bought_before(conn, &buyer, key.as_deref()).await? {
                 return Err(RedeemError::NotFirstTime);
             }
         }
@@ -412,8 +427,8 @@ impl StoreTxn {
             if counted.rows_affected != 1 {
                 return Err(RedeemError::Spent("promotion code"));
             }
-            if code.first_time_only {
-                self.claim_first_purchase(whom).await?;
+            if code.first_time_only && !self.claim_first_purchase(&whom.buyer()).await? {
+                return Err(RedeemError::NotFirstTime);
             }
         }
         Ok(discount)

@@ -3,21 +3,33 @@
 //! subscriptions, and the claim in `first_purchases` that lets one of a person's concurrent
 //! first purchases have it.
 
-use super::coupons::{RedeemError, Redeeming};
 use super::entities::{charge_attempt, customer, first_purchase, subscription};
 use super::txn::StoreTxn;
 use super::{StoreError, StoreResult};
 use crate::domain::charge_status::ChargeStatus;
-use crate::ids::{AccountId, ChargeAttemptId, CustomerId};
+use crate::ids::{AccountId, ChargeAttemptId, CustomerId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, Func, OnConflict};
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect, Set};
+
+/// Who buys, as far as a first purchase is concerned (`coupons::Redeeming::buyer`).
+pub struct Buyer<'a> {
+    pub account: &'a AccountId,
+    /// `None` for a customer the payment is to create (a checkout's).
+    pub customer_id: Option<&'a CustomerId>,
+    /// The payer's e-mail where there is no customer yet.
+    pub email: Option<&'a str>,
+    /// What this very purchase wrote already, which is not another purchase.
+    pub subscription_id: Option<&'a SubscriptionId>,
+    pub charge_id: Option<&'a ChargeAttemptId>,
+    pub now: i64,
+}
 
 /// Who a first purchase is, as `first_purchases` keys it: the e-mail in lower case (a
 /// checkout's payer, or the customer's own address), else the customer's id.
 pub(super) async fn key<C: sea_orm::ConnectionTrait>(
     conn: &C,
-    whom: &Redeeming<'_>,
+    whom: &Buyer<'_>,
 ) -> StoreResult<Option<String>> {
     if let Some(email) = whom.email {
         return Ok(Some(email.to_lowercase()));
@@ -39,7 +51,7 @@ pub(super) async fn key<C: sea_orm::ConnectionTrait>(
 /// subscription, other than what this purchase itself wrote.
 pub(super) async fn bought_before<C: sea_orm::ConnectionTrait>(
     conn: &C,
-    whom: &Redeeming<'_>,
+    whom: &Buyer<'_>,
     key: Option<&str>,
 ) -> StoreResult<bool> {
     let mut same = Condition::any();
@@ -90,13 +102,10 @@ pub(super) async fn bought_before<C: sea_orm::ConnectionTrait>(
 impl StoreTxn {
     /// Claims `whom`'s first purchase for a `first_time_only` code: of a customer's concurrent
     /// first purchases one inserts the row, the others find it (waiting, on PostgreSQL, for
-    /// the first to commit or roll back) and are refused.
-    pub(super) async fn claim_first_purchase(
-        &self,
-        whom: &Redeeming<'_>,
-    ) -> Result<(), RedeemError> {
+    /// the first to commit or roll back) and are refused: false.
+    pub(super) async fn claim_first_purchase(&self, whom: &Buyer<'_>) -> StoreResult<bool> {
         let Some(key) = key(self.conn(), whom).await? else {
-            return Ok(());
+            return Ok(true);
         };
         let claim = first_purchase::ActiveModel {
             account_id: Set(whom.account.clone()),
@@ -116,10 +125,7 @@ impl StoreTxn {
             .exec_without_returning(self.conn())
             .await
             .map_err(StoreError::from)?;
-        if inserted == 0 {
-            return Err(RedeemError::NotFirstTime);
-        }
-        Ok(())
+        Ok(inserted == 1)
     }
 
     /// Gives back the first purchase a declined checkout payment claimed, in the transaction

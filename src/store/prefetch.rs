@@ -332,6 +332,8 @@ pub(crate) mod fixture {
                 tax_id_number: None,
                 legal_name: None,
                 address: None,
+                phone: None,
+                whatsapp_opt_in: false,
             })
             .await
             .expect("customer");

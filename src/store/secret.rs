@@ -94,6 +94,7 @@ mod tests {
             created_at: 0,
             default_tax_code: crate::domain::tax::TaxCode::Iva19,
             invoicing: None,
+            notices: None,
             portal: None,
             dian: None,
             dian_software_pin: Some(SECRETS[4].into()),

@@ -152,7 +152,11 @@ pub(crate) async fn fan_out<C: ConnectionTrait>(
     event: &event::Model,
 ) -> StoreResult<Vec<WebhookDelivery>> {
     let endpoints = subscribed_endpoints(conn, &event.account_id, &event.event_type).await?;
-    insert_deliveries(conn, event, &endpoints, event.created_at).await
+    let deliveries = insert_deliveries(conn, event, &endpoints, event.created_at).await?;
+    // The other sink: the notices the event causes (CONTRACT §15), in the same transaction.
+    let notices = super::notices::notices_for(conn, &[event]).await?;
+    super::notices::insert_notices(conn, notices).await?;
+    Ok(deliveries)
 }
 
 impl Store {

@@ -36,6 +36,7 @@ mod logs;
 mod model;
 mod multi_node;
 mod nequi;
+mod notices;
 mod openapi;
 mod portal;
 mod portal_browser;

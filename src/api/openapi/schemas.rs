@@ -225,6 +225,26 @@ pub fn code_field_or_coupon(openapi: &mut OpenApi, name: &str) {
     constrain(openapi, name, rule.into());
 }
 
+pub fn smtp_security() -> Object {
+    strings(crate::domain::notices::SmtpSecurity::WORDS, false)
+}
+
+pub fn optional_smtp_security() -> Object {
+    strings(crate::domain::notices::SmtpSecurity::WORDS, true)
+}
+
+pub fn optional_notice_locale() -> Object {
+    strings(crate::domain::notices::NoticeLocale::WORDS, true)
+}
+
+pub fn optional_notice_kind() -> Object {
+    strings(crate::domain::notices::NoticeKind::WORDS, true)
+}
+
+pub fn optional_notice_status() -> Object {
+    strings(crate::domain::notices::NoticeStatus::WORDS, true)
+}
+
 pub fn tax_id_kind() -> Object {
     strings(crate::domain::tax_id::TaxIdKind::WORDS, false)
 }
@@ -327,6 +347,13 @@ pub fn constrain(openapi: &mut OpenApi, name: &str, rule: Schema) {
     let Some(mut body) = components.schemas.remove(name) else {
         return;
     };
+    // A body constrained before gets one more rule beside the others, not a nested `allOf`
+    // (a generated client names its models from the first level).
+    if let RefOr::T(Schema::AllOf(all)) = &mut body {
+        all.items.push(rule.into());
+        components.schemas.insert(name.to_owned(), body);
+        return;
+    }
     let examples = match &mut body {
         RefOr::T(Schema::Object(object)) => std::mem::take(&mut object.examples),
         _ => Vec::new(),

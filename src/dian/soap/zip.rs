@@ -32,44 +32,69 @@ fn u32le(value: usize) -> [u8; 4] {
 
 /// A ZIP archive of one file, `name`, holding `content` deflated.
 pub fn zip_one(name: &str, content: &[u8]) -> Result<Vec<u8>, ZipError> {
-    let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
-    encoder.write_all(content)?;
-    let compressed = encoder.finish()?;
-    let crc = crc32fast::hash(content).to_le_bytes();
-    let name = name.as_bytes();
+    zip_files(&[(name, content)])
+}
+
+/// A ZIP archive of `files` (name, content), each deflated, in order: what DIAN's web service
+/// carries (one file) and what a customer's receipt attaches (the PDF and the
+/// AttachedDocument).
+pub fn zip_files(files: &[(&str, &[u8])]) -> Result<Vec<u8>, ZipError> {
+    struct Entry<'a> {
+        name: &'a [u8],
+        crc: [u8; 4],
+        compressed: usize,
+        size: usize,
+        offset: usize,
+    }
     // Version 2.0, UTF-8 name (bit 11), deflate (8), no time: 1980-01-01 00:00.
-    let common = |out: &mut Vec<u8>| {
+    let common = |out: &mut Vec<u8>, entry: &Entry<'_>| {
         out.extend_from_slice(&u16le(20));
         out.extend_from_slice(&u16le(0x0800));
         out.extend_from_slice(&u16le(8));
         out.extend_from_slice(&u16le(0));
         out.extend_from_slice(&u16le(0x21));
-        out.extend_from_slice(&crc);
-        out.extend_from_slice(&u32le(compressed.len()));
-        out.extend_from_slice(&u32le(content.len()));
-        out.extend_from_slice(&u16le(name.len()));
+        out.extend_from_slice(&entry.crc);
+        out.extend_from_slice(&u32le(entry.compressed));
+        out.extend_from_slice(&u32le(entry.size));
+        out.extend_from_slice(&u16le(entry.name.len()));
         out.extend_from_slice(&u16le(0));
     };
-    let mut out = Vec::with_capacity(compressed.len() + 2 * name.len() + 100);
-    out.extend_from_slice(&0x0403_4b50_u32.to_le_bytes());
-    common(&mut out);
-    out.extend_from_slice(name);
-    out.extend_from_slice(&compressed);
+    let mut out = Vec::new();
+    let mut entries = Vec::with_capacity(files.len());
+    for (name, content) in files {
+        let mut encoder = DeflateEncoder::new(Vec::new(), Compression::default());
+        encoder.write_all(content)?;
+        let compressed = encoder.finish()?;
+        let entry = Entry {
+            name: name.as_bytes(),
+            crc: crc32fast::hash(content).to_le_bytes(),
+            compressed: compressed.len(),
+            size: content.len(),
+            offset: out.len(),
+        };
+        out.extend_from_slice(&0x0403_4b50_u32.to_le_bytes());
+        common(&mut out, &entry);
+        out.extend_from_slice(entry.name);
+        out.extend_from_slice(&compressed);
+        entries.push(entry);
+    }
     let central_at = out.len();
-    out.extend_from_slice(&0x0201_4b50_u32.to_le_bytes());
-    out.extend_from_slice(&u16le(20));
-    common(&mut out);
-    out.extend_from_slice(&u16le(0)); // comment length
-    out.extend_from_slice(&u16le(0)); // disk
-    out.extend_from_slice(&u16le(0)); // internal attributes
-    out.extend_from_slice(&u32le(0)); // external attributes
-    out.extend_from_slice(&u32le(0)); // the local header's offset
-    out.extend_from_slice(name);
+    for entry in &entries {
+        out.extend_from_slice(&0x0201_4b50_u32.to_le_bytes());
+        out.extend_from_slice(&u16le(20));
+        common(&mut out, entry);
+        out.extend_from_slice(&u16le(0)); // comment length
+        out.extend_from_slice(&u16le(0)); // disk
+        out.extend_from_slice(&u16le(0)); // internal attributes
+        out.extend_from_slice(&u32le(0)); // external attributes
+        out.extend_from_slice(&u32le(entry.offset));
+        out.extend_from_slice(entry.name);
+    }
     let central_len = out.len() - central_at;
     out.extend_from_slice(&0x0605_4b50_u32.to_le_bytes());
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&u16le(1));
-    out.extend_from_slice(&u16le(1));
+    out.extend_from_slice(&u16le(entries.len()));
+    out.extend_from_slice(&u16le(entries.len()));
     out.extend_from_slice(&u32le(central_len));
     out.extend_from_slice(&u32le(central_at));
     out.extend_from_slice(&u16le(0));

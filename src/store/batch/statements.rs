@@ -16,9 +16,10 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 
-/// The statements inserting `rows` and their deliveries to each account's active endpoints
-/// subscribed to their type (read once per account); the endpoints are noted on `txn`, to be
-/// told once it commits.
+/// The statements inserting `rows`, their deliveries to each account's active endpoints
+/// subscribed to their type (read once per account) and the notices they cause
+/// (`store::notices::notices_for`); the endpoints are noted on `txn`, to be told once it
+/// commits.
 pub(super) async fn event_statements(
     txn: &StoreTxn,
     rows: Vec<&Event>,
@@ -39,9 +40,14 @@ pub(super) async fn event_statements(
         }
     }
     txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
+    // The other sink: the notices the events cause (CONTRACT §15), read once per account.
+    let notices = super::super::notices::notices_for(conn, &rows).await?;
     Ok(insert_all(backend, rows.into_iter().cloned())
         .into_iter()
         .chain(insert_all(backend, deliveries))
+        .chain(super::super::notices::insert_notices_statement(
+            backend, notices,
+        ))
         .collect())
 }
 

@@ -138,6 +138,7 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
         }
         ("patch", "/admin/accounts/{id}") => json!({"rate_limit_per_minute": 1}),
         ("post", "/admin/accounts/{id}/balance/top-ups") => json!({"amount_cents": 1}),
+        ("post", "/admin/refunds/{id}/close") => json!({"reason": "Not at the processor."}),
         _ => return None,
     };
     Some(body)

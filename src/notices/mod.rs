@@ -1,0 +1,244 @@
+//! Delivering notices to customers (CONTRACT §15). Notices are written by the events that cause
+//! them (`store::notices::notices_for`, in the event's transaction); here a loop on every node
+//! takes those whose time has come by their account's clock, one claim at a time (a claim is a
+//! conditional update that also moves `due_at` a lease ahead, so an attempt cut off by a crash
+//! is taken again), and sends each:
+//!
+//! 1. The account's settings as they are now: a channel or a kind turned off since the notice was
+//!    written suppresses it; so does a customer without an address.
+//! 2. A collection message (`payment_failed`) keeps Ley 2300 de 2023: outside the allowed hours,
+//!    or when the customer already had one today, it waits for the next allowed instant (not an
+//!    attempt).
+//! 3. The message is rendered (`message`) and sent (`smtp`) with the notice's own `Message-ID`,
+//!    the same on every attempt. SMTP's 250 is `sent`; a 5xx reply is `failed` with the reply;
+//!    anything else (a 4xx, a refused connection, a timeout: the message may or may not have
+//!    arrived) is tried again with backoff, at least 5 attempts over at least an hour, then
+//!    `failed`. A rare duplicate after an unknown outcome carries the same `Message-ID`.
+//!
+//! WhatsApp is not delivered by this build: notices are written for e-mail only.
+
+pub mod message;
+pub mod smtp;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::domain::notices::{Channel, NoticeKind, NoticeSettings};
+use crate::ids::AccountId;
+use crate::store::notices::{Notice, NoticeEnd};
+use crate::store::{Store, StoreResult};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Notices taken per pass.
+const BATCH: u64 = 50;
+/// How long a claim holds a notice before another worker may take it again.
+const LEASE_MS: i64 = 120_000;
+/// The waits between attempts whose outcome was unknown (the last repeats): six attempts
+/// span an hour and a half.
+const BACKOFF_MS: [i64; 5] = [60_000, 300_000, 900_000, 1_800_000, 3_600_000];
+/// After this many unknown outcomes a notice is `failed`.
+const MAX_ATTEMPTS: i32 = 6;
+
+#[derive(Clone)]
+pub struct Notices(Arc<Inner>);
+
+struct Inner {
+    store: Store,
+    clock: Clock,
+    config: Arc<Config>,
+    /// This worker's name in claims.
+    claim: String,
+    /// SMTP's timeout for one message.
+    timeout: Duration,
+}
+
+impl Notices {
+    pub fn new(store: Store, clock: Clock, config: Arc<Config>) -> Self {
+        let timeout = Duration::from_millis(config.smtp_timeout_ms.max(100));
+        Self(Arc::new(Inner {
+            store,
+            clock,
+            config,
+            claim: format!("ntcw_{}", uuid::Uuid::new_v4().simple()),
+            timeout,
+        }))
+    }
+
+    /// Sends what falls due, every `interval`, until `stop` changes.
+    pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+        loop {
+            let now = chrono::Utc::now().timestamp_millis();
+            if let Err(err) = self.pass(None, now).await {
+                tracing::warn!(error = ?err, "a notices pass failed");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Sends every notice of `account` due by its clock's now (a test-clock advance's promise).
+    pub async fn flush(&self, account: &AccountId) -> StoreResult<()> {
+        for _ in 0..20 {
+            let now = chrono::Utc::now().timestamp_millis();
+            if self.pass(Some(account), now).await? == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One pass: takes and sends what is due; how many it took.
+    async fn pass(&self, account: Option<&AccountId>, real_now: i64) -> StoreResult<usize> {
+        let due = self.0.store.due_notices(account, real_now, BATCH).await?;
+        let mut taken = 0;
+        for notice in due {
+            let now = self.0.clock.fresh_now_ms(&notice.account_id).await?;
+            if !self
+                .0
+                .store
+                .claim_notice(&notice, &self.0.claim, now + LEASE_MS)
+                .await?
+            {
+                continue;
+            }
+            taken += 1;
+            let end = match self.attempt(&notice, now).await {
+                Ok(end) => end,
+                Err(err) => NoticeEnd::Retry {
+                    at: now + BACKOFF_MS[0],
+                    error: format!("reading what the notice is about failed: {err}"),
+                },
+            };
+            let status = end_status(&end);
+            metrics::counter!("notices_total", "kind" => notice.kind.clone(),
+                "channel" => notice.channel.clone(), "status" => status)
+            .increment(1);
+            self.0
+                .store
+                .finish_notice(&notice.id, &self.0.claim, end)
+                .await?;
+        }
+        Ok(taken)
+    }
+
+    /// What one attempt at `notice` comes to, at `now` on its account's clock.
+    async fn attempt(&self, notice: &Notice, now: i64) -> StoreResult<NoticeEnd> {
+        let store = &self.0.store;
+        let Some(kind) = NoticeKind::parse(&notice.kind) else {
+            return Ok(suppressed("the kind is unknown to this build", None));
+        };
+        let settings: NoticeSettings = store.notice_settings(&notice.account_id).await?;
+        let channel = Channel::parse(&notice.channel);
+        let on = match channel {
+            Some(Channel::Email) => settings.email.enabled,
+            Some(Channel::Whatsapp) | None => false,
+        };
+        if !on {
+            return Ok(suppressed("the channel is turned off", None));
+        }
+        if !settings.kinds.on(kind) {
+            return Ok(suppressed("the kind is turned off", None));
+        }
+        if kind.is_collection()
+            && let Some(at) = self.held_back(notice, now).await?
+        {
+            return Ok(NoticeEnd::Later { at });
+        }
+        let public_url = self.0.config.public_url();
+        let Some(message) = message::compose(store, notice, kind, &settings, &public_url).await?
+        else {
+            return Ok(suppressed("what it is about is gone", None));
+        };
+        let Some(recipient) = message.to.clone() else {
+            return Ok(suppressed("the customer has no e-mail address", None));
+        };
+        let message_id = match &notice.message_id {
+            Some(id) => id.clone(),
+            None => {
+                let id = smtp::message_id(&notice.id, &self.0.config.public_url());
+                store.set_notice_message_id(&notice.id, &id).await?;
+                id
+            }
+        };
+        let Some(server) = settings.email.smtp.as_ref() else {
+            return Ok(suppressed("the channel has no SMTP server", None));
+        };
+        let sent = smtp::send(
+            server,
+            &settings.email,
+            &message,
+            &message_id,
+            &smtp::Reach {
+                policy: self.0.config.webhook_policy(message.sandbox),
+                resolver: self.0.config.host_resolver(),
+                timeout: self.0.timeout,
+            },
+        )
+        .await;
+        Ok(match sent {
+            smtp::Outcome::Sent => NoticeEnd::Sent {
+                at: now,
+                recipient,
+                subject: message.subject,
+            },
+            smtp::Outcome::Refused(reply) => NoticeEnd::Failed {
+                error: reply,
+                recipient: Some(recipient),
+            },
+            smtp::Outcome::Unknown(why) if notice.attempts >= MAX_ATTEMPTS => NoticeEnd::Failed {
+                error: format!("{why} (after {} attempts)", notice.attempts),
+                recipient: Some(recipient),
+            },
+            smtp::Outcome::Unknown(why) => {
+                let step = usize::try_from(notice.attempts.max(1) - 1).unwrap_or(0);
+                NoticeEnd::Retry {
+                    at: now + BACKOFF_MS[step.min(BACKOFF_MS.len() - 1)],
+                    error: why,
+                }
+            }
+        })
+    }
+
+    /// When a collection message may go if not now: outside Ley 2300's hours, the next
+    /// allowed instant; after another one to the customer today, tomorrow's first.
+    async fn held_back(&self, notice: &Notice, now: i64) -> StoreResult<Option<i64>> {
+        use crate::domain::collection_hours::next_allowed;
+        use crate::domain::time::from_millis;
+        let at = from_millis(now);
+        let allowed = next_allowed(at);
+        if allowed > at {
+            return Ok(Some(allowed.timestamp_millis()));
+        }
+        let day_start = crate::domain::collection_hours::colombian_day_start(at);
+        let today = self
+            .0
+            .store
+            .collection_notices_since(
+                &notice.account_id,
+                &notice.customer_id,
+                day_start.timestamp_millis(),
+                &notice.id,
+            )
+            .await?;
+        if today.is_empty() {
+            return Ok(None);
+        }
+        let tomorrow = day_start + chrono::Duration::days(1);
+        Ok(Some(next_allowed(tomorrow).timestamp_millis()))
+    }
+}
+
+fn suppressed(reason: &'static str, recipient: Option<String>) -> NoticeEnd {
+    NoticeEnd::Suppressed { reason, recipient }
+}
+
+fn end_status(end: &NoticeEnd) -> &'static str {
+    match end {
+        NoticeEnd::Sent { .. } => "sent",
+        NoticeEnd::Failed { .. } => "failed",
+        NoticeEnd::Suppressed { .. } => "suppressed",
+        NoticeEnd::Retry { .. } | NoticeEnd::Later { .. } => "scheduled",
+    }
+}
