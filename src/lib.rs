@@ -23,6 +23,7 @@
 pub mod accounts;
 pub mod actors;
 pub mod api;
+pub mod background;
 pub mod bootstrap;
 pub mod charges;
 pub mod checkout;
@@ -292,7 +293,7 @@ pub async fn run(
         keys: Arc::default(),
         dian_sandbox,
         filing: filing.clone(),
-        notices: notices.clone(),
+        background: background::Background::new(vec![Arc::new(notices.clone())]),
         requests: http::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {

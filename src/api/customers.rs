@@ -139,6 +139,8 @@ pub struct TaxIdOut {
     "tax_id": {"type": "NIT", "number": "900123456", "check_digit": 8},
     "legal_name": "Gómez Asociados S.A.S.",
     "address": {"line": "Calle 93 # 11-26", "city_code": "11001", "country": "CO"},
+    "phone": "+573001234567",
+    "whatsapp_opt_in": false,
     "created_at": "2026-11-02T14:30:00Z"
 })))]
 pub struct CustomerOut {

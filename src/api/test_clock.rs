@@ -114,7 +114,7 @@ async fn advance_clock(
     state.filing.flush(account).await?;
     state.runtime.flush_endpoints(account).await?;
     // And the notices due by then (the receipts the renewals caused, the failed payments').
-    state.notices.flush(account).await?;
+    state.background.flush(account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
     }))

@@ -52,8 +52,8 @@ pub struct Shared {
     pub dian_sandbox: Arc<crate::dian::sandbox::SandboxDian>,
     /// Filing electronic documents with DIAN (the test clock flushes it).
     pub filing: crate::filing::Filing,
-    /// The delivery of notices to customers (`notices`).
-    pub notices: crate::notices::Notices,
+    /// The loops a test-clock advance flushes (`background`): the notices' delivery.
+    pub background: crate::background::Background,
     /// The keyed requests' own tasks, which the shutdown waits for (`api::idempotency`).
     pub requests: super::idempotency::RequestTasks,
 }

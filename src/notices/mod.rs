@@ -79,7 +79,7 @@ impl Notices {
     }
 
     /// Sends every notice of `account` due by its clock's now (a test-clock advance's promise).
-    pub async fn flush(&self, account: &AccountId) -> StoreResult<()> {
+    pub async fn flush_account(&self, account: &AccountId) -> StoreResult<()> {
         for _ in 0..20 {
             let now = chrono::Utc::now().timestamp_millis();
             if self.pass(Some(account), now).await? == 0 {
@@ -227,6 +227,15 @@ impl Notices {
         }
         let tomorrow = day_start + chrono::Duration::days(1);
         Ok(Some(next_allowed(tomorrow).timestamp_millis()))
+    }
+}
+
+impl crate::background::Flush for Notices {
+    fn flush<'a>(
+        &'a self,
+        account: &'a AccountId,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<()>> + Send + 'a>> {
+        Box::pin(self.flush_account(account))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod idempotency;
 mod invoice_rows;
 pub mod invoices;
 mod nodelay;
+pub mod notice_sink;
 pub mod notices;
 pub mod outbox;
 pub mod ownership;

@@ -154,8 +154,8 @@ pub(crate) async fn fan_out<C: ConnectionTrait>(
     let endpoints = subscribed_endpoints(conn, &event.account_id, &event.event_type).await?;
     let deliveries = insert_deliveries(conn, event, &endpoints, event.created_at).await?;
     // The other sink: the notices the event causes (CONTRACT §15), in the same transaction.
-    let notices = super::notices::notices_for(conn, &[event]).await?;
-    super::notices::insert_notices(conn, notices).await?;
+    let notices = super::notice_sink::notices_for(conn, &[event]).await?;
+    super::notice_sink::insert_notices(conn, notices).await?;
     Ok(deliveries)
 }
 

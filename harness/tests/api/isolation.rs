@@ -45,6 +45,18 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         .await;
     let (status, endpoint) = read(endpoint).await;
     assert_eq!(status, 201, "{endpoint}");
+    // A notice of B's: e-mail on while its first invoice is issued (to a port where nothing
+    // listens), then off, so that its receipt ends suppressed and nothing moves later.
+    let notices_on = |on: bool| {
+        json!({"email": {"enabled": on, "from_address": "b@example.co",
+            "smtp": {"host": "127.0.0.1", "port": 9, "security": "none"}}})
+    };
+    let patch = |body: Value| {
+        app.request(reqwest::Method::PATCH, "/v1/account/notices")
+            .json(&body)
+            .send()
+    };
+    assert_eq!(patch(notices_on(true)).await.expect("send").status(), 200);
     let (shop, method) = shop(app, "4242424242424242").await;
     let addon =
         json!({"name": "Extra", "monthly_amount_cents": 100_000, "annual_amount_cents": 1_000_000});
@@ -56,6 +68,19 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
     let path = format!("/v1/subscriptions/{}/addons", id(&sub));
     let (status, body) = read(app.post(&path, attach).await).await;
     assert_eq!(status, 200, "{body}");
+    assert_eq!(patch(notices_on(false)).await.expect("send").status(), 200);
+    eventually(Duration::from_secs(30), || async {
+        let (_, page) = read(app.get("/v1/notices").await).await;
+        page["data"]
+            .as_array()
+            .is_some_and(|data| !data.is_empty() && data.iter().all(|n| n["status"] != "scheduled"))
+    })
+    .await;
+    let (_, notices) = read(app.get("/v1/notices").await).await;
+    let notice = notices["data"][0]["id"]
+        .as_str()
+        .expect("a notice")
+        .to_owned();
     let session = json!({"plan_id": shop.plan, "cycle": "monthly", "customer_id": shop.customer});
     let (status, session) = read(app.post("/v1/checkout-sessions", session).await).await;
     assert_eq!(status, 201, "{session}");
@@ -133,6 +158,7 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         (Kind::PortalSession, id(&portal)),
         (Kind::Coupon, id(&coupon)),
         (Kind::PromotionCode, id(&code)),
+        (Kind::Notice, notice),
     ])
 }
 

@@ -41,11 +41,11 @@ pub(super) async fn event_statements(
     }
     txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
     // The other sink: the notices the events cause (CONTRACT §15), read once per account.
-    let notices = super::super::notices::notices_for(conn, &rows).await?;
+    let notices = super::super::notice_sink::notices_for(conn, &rows).await?;
     Ok(insert_all(backend, rows.into_iter().cloned())
         .into_iter()
         .chain(insert_all(backend, deliveries))
-        .chain(super::super::notices::insert_notices_statement(
+        .chain(super::super::notice_sink::insert_notices_statement(
             backend, notices,
         ))
         .collect())

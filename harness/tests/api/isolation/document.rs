@@ -25,6 +25,7 @@ pub(super) enum Kind {
     PortalSession,
     Coupon,
     PromotionCode,
+    Notice,
 }
 
 impl Kind {
@@ -59,6 +60,7 @@ impl Kind {
             "portal-sessions" => Some(Kind::PortalSession),
             "coupons" => Some(Kind::Coupon),
             "promotion-codes" => Some(Kind::PromotionCode),
+            "notices" => Some(Kind::Notice),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -88,6 +90,7 @@ impl Kind {
             Kind::PortalSession => ids::PortalSessionId::generate().into_string(),
             Kind::Coupon => ids::CouponId::generate().into_string(),
             Kind::PromotionCode => ids::PromotionCodeId::generate().into_string(),
+            Kind::Notice => ids::NoticeId::generate().into_string(),
         }
     }
 }
