@@ -4,14 +4,16 @@
 //! event that causes it; `(account_id, cause, channel)` is unique, so a cause gives at most one
 //! notice a channel however often its event is written or replayed. `due_at` is when the
 //! delivery worker takes it next (its `scheduled_for` first, then its backoff); `claim` lets
-//! one worker at a time send it.
+//! one worker at a time send it. A failed payment's notice links to `/pay/<token>`: the token's
+//! SHA-256 in `pay_links`, which opens the portal's card update for its subscription for as
+//! long as that subscription is `past_due`.
 
 use sea_orm_migration::prelude::*;
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-const UP: [&str; 6] = [
+const UP: [&str; 7] = [
     "ALTER TABLE accounts ADD COLUMN notices TEXT NULL",
     "ALTER TABLE customers ADD COLUMN phone TEXT NULL",
     "ALTER TABLE customers ADD COLUMN whatsapp_opt_in BOOLEAN NOT NULL DEFAULT FALSE",
@@ -41,9 +43,17 @@ const UP: [&str; 6] = [
     )",
     "CREATE UNIQUE INDEX notices_once_per_cause ON notices (account_id, cause, channel)",
     "CREATE INDEX notices_due ON notices (due_at) WHERE due_at IS NOT NULL",
+    "CREATE TABLE pay_links (
+        token_hash TEXT NOT NULL PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        subscription_id TEXT NOT NULL,
+        customer_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    )",
 ];
 
-const DOWN: [&str; 4] = [
+const DOWN: [&str; 5] = [
+    "DROP TABLE pay_links",
     "DROP TABLE notices",
     "ALTER TABLE customers DROP COLUMN whatsapp_opt_in",
     "ALTER TABLE customers DROP COLUMN phone",

@@ -11,6 +11,10 @@ use crate::store::notices::Notice;
 use crate::store::{Store, StoreError, StoreResult};
 use askama::Template;
 
+/// A failed payment's link token: `pay_` and 43 random characters.
+pub const PAY_TOKEN_PREFIX: &str = "pay_";
+const PAY_TOKEN_LEN: usize = 43;
+
 /// A file a notice carries.
 pub struct File {
     pub name: String,
@@ -59,6 +63,7 @@ struct Words {
     next_try: &'static str,
     ends_on: &'static str,
     view_invoice: &'static str,
+    update_card: &'static str,
     footer: &'static str,
 }
 
@@ -71,6 +76,7 @@ const ES: Words = Words {
     next_try: "Próximo intento",
     ends_on: "Se cancela el",
     view_invoice: "Ver la factura",
+    update_card: "Actualizar mi medio de pago",
     footer: "Recibes este mensaje porque tienes una suscripción con este comercio.",
 };
 
@@ -83,6 +89,7 @@ const EN: Words = Words {
     next_try: "Next attempt",
     ends_on: "Canceled on",
     view_invoice: "View the invoice",
+    update_card: "Update my payment method",
     footer: "You receive this message because you have a subscription with this merchant.",
 };
 
@@ -228,6 +235,19 @@ pub async fn compose(
                 });
             }
             if sub.status == Status::PastDue {
+                // The link opens the portal's card update for this subscription for as long as
+                // it is past due (`api::portal::pay`); only its hash is kept.
+                let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
+                store
+                    .insert_pay_link(crate::store::notices::PayLink {
+                        token_hash: crate::secrets::sha256_hex(&token),
+                        account_id: account_id.clone(),
+                        subscription_id: sub.id.clone(),
+                        customer_id: sub.customer_id.clone(),
+                        created_at: notice.scheduled_for,
+                    })
+                    .await?;
+                button = Some((words.update_card, format!("{public_url}/pay/{token}")));
                 facts.push(Fact {
                     label: words.next_try,
                     value: date(sub.next_charge_date),

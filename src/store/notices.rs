@@ -12,6 +12,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::Value;
 use std::collections::HashMap;
 
+pub use super::entities::pay_link::Model as PayLink;
 pub use notice::Model as Notice;
 
 /// What `GET /v1/notices` filters by.
@@ -260,6 +261,25 @@ impl Store {
             == 1;
         txn.commit().await?;
         Ok(done)
+    }
+
+    /// Keeps a failed payment's link: `token_hash` opens `subscription`'s card update.
+    pub async fn insert_pay_link(&self, link: PayLink) -> StoreResult<()> {
+        use sea_orm::{ActiveModelTrait, IntoActiveModel};
+        link.into_active_model()
+            .reset_all()
+            .insert(self.writer())
+            .await?;
+        Ok(())
+    }
+
+    /// The link whose token hashes to `token_hash`.
+    pub async fn pay_link(&self, token_hash: &str) -> StoreResult<Option<PayLink>> {
+        Ok(
+            super::entities::pay_link::Entity::find_by_id(token_hash.to_owned())
+                .one(self.conn())
+                .await?,
+        )
     }
 
     /// Whether the customer canceled `subscription` through the portal (a notice says who).

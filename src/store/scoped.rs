@@ -9,7 +9,7 @@
 use super::entities::{
     balance_transaction, catalog_item, charge_attempt, charge_conflict, charge_recheck,
     checkout_session, coupon, credit_note, customer, dian_document, dian_range, event,
-    first_purchase, idempotency_key, invoice, invoice_series, notice, payment_method,
+    first_purchase, idempotency_key, invoice, invoice_series, notice, pay_link, payment_method,
     portal_action, portal_session, processor_event, promotion_code, refund, subscription,
     subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
 };
@@ -63,6 +63,7 @@ scoped!(
     invoice,
     invoice_series,
     notice,
+    pay_link,
     payment_method,
     portal_action,
     portal_session,

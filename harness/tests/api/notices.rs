@@ -501,8 +501,54 @@ async fn a_declined_charges_notice_keeps_the_hours_the_law_allows(app: TestApp) 
                 .is_some_and(|s| s.starts_with("No pudimos cobrar"))
         })
         .expect("the payment_failed e-mail");
+    let text = mail["text"].as_str().expect("text");
+    assert!(text.contains("$ 30.000,00"), "{mail}");
+    // Its link opens the portal's card update for this subscription while it is past due.
+    let link = text
+        .split_whitespace()
+        .find(|word| word.contains("/pay/pay_"))
+        .expect("a /pay/ link")
+        .to_owned();
     assert!(
-        mail["text"].as_str().expect("text").contains("$ 30.000,00"),
-        "{mail}"
+        mail["html"].as_str().expect("html").contains(&link),
+        "the button too"
+    );
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let opened = no_redirects.get(&link).send().await.expect("send");
+    assert_eq!(opened.status(), 303);
+    assert_eq!(opened.headers()["cache-control"], "no-store");
+    let portal = opened.headers()["location"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(portal.contains("/portal/bpt_"), "{portal}");
+    let page = app.client.get(&portal).send().await.expect("portal");
+    assert_eq!(page.status(), 200);
+    let forged = format!("{}x", &link[..link.len() - 1]);
+    assert_eq!(
+        no_redirects
+            .get(&forged)
+            .send()
+            .await
+            .expect("send")
+            .status(),
+        404
+    );
+    // Once the subscription is no longer past due, the link says there is nothing to pay.
+    let (status, _) = read(
+        app.post(
+            &format!("/v1/subscriptions/{sub_id}/cancel"),
+            json!({"at_period_end": false}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        no_redirects.get(&link).send().await.expect("send").status(),
+        404
     );
 }

@@ -12,6 +12,7 @@ mod config;
 mod customer;
 mod i18n;
 mod page;
+mod pay;
 mod session;
 
 use crate::domain::portal::FlowKind;
@@ -37,8 +38,8 @@ pub use session::PortalCaller;
 pub const SESSION_TTL_MS: i64 = 60 * 60 * 1000;
 
 /// The token in a session's URL: `bpt_` and 43 letters or digits (about 256 bits).
-const TOKEN_PREFIX: &str = "bpt_";
-const TOKEN_LEN: usize = 43;
+pub(super) const TOKEN_PREFIX: &str = "bpt_";
+pub(super) const TOKEN_LEN: usize = 43;
 
 /// The integrator's routes (API key): sessions and the configuration.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -50,7 +51,9 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// The customer's routes (the session's token): the page, its assets and its JSON.
 pub fn customer_router(state: &AppState) -> axum::Router<AppState> {
-    page::router().merge(customer::router(state))
+    page::router()
+        .merge(customer::router(state))
+        .merge(pay::router())
 }
 
 /// The one action a session opens directly.

@@ -20,6 +20,7 @@ mod ids;
 pub mod invoice;
 pub mod invoice_series;
 pub mod notice;
+pub mod pay_link;
 pub mod payment_method;
 pub mod portal_action;
 pub mod portal_session;
