@@ -552,3 +552,51 @@ async fn a_declined_charges_notice_keeps_the_hours_the_law_allows(app: TestApp) 
         404
     );
 }
+
+/// The receipt as a customer's mail program shows it: its HTML part opened in Chromium at a
+/// phone's width and a desktop's, nothing wider than the screen, nothing axe-core (WCAG 2 AA)
+/// finds; screenshots in `test-artifacts/`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_reads_well_on_a_phone_and_a_desktop() {
+    let Some(browser) = crate::common::browser::Browser::start().await else {
+        return;
+    };
+    let app = crate::common::spawn_app_with(crate::common::Backend::Sqlite, quick_notices)
+        .await
+        .expect("sqlite");
+    let sink = SmtpSink::start();
+    turn_email_on(&app, &sink).await;
+    subscribe(&app, "ana@example.co", "4242424242424242").await;
+    eventually(Duration::from_secs(20), || async {
+        !sink.messages().is_empty()
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mail = as_read(&sink.messages()[0], dir.path());
+    let html = dir.path().join("receipt.html");
+    std::fs::write(&html, mail["html"].as_str().expect("html")).expect("write");
+    let url = format!("file://{}", html.display());
+    for (width, height, name) in [(412, 915, "phone"), (1280, 900, "desktop")] {
+        browser
+            .client
+            .set_window_size(width, height)
+            .await
+            .expect("resize");
+        browser.client.goto(&url).await.expect("open the e-mail");
+        browser.wait_for_text("h1", "Gracias por tu pago").await;
+        let wider: Value = browser
+            .client
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .expect("widths");
+        assert_eq!(wider, json!(0), "nothing wider than the {name}'s screen");
+        if let Some(violations) = browser.accessibility_violations().await {
+            assert!(violations.is_empty(), "axe-core, {name}: {violations:#?}");
+        }
+        browser.screenshot(&format!("notice-receipt-{name}")).await;
+    }
+    browser.close().await;
+}
