@@ -9,6 +9,17 @@
 
 pub use sea_orm_migration::prelude::*;
 
+/// Runs `statements` in order, as a migration's `up` or `down` that is plain SQL.
+async fn run_all(manager: &SchemaManager<'_>, statements: &[&str]) -> Result<(), DbErr> {
+    for statement in statements {
+        manager
+            .get_connection()
+            .execute_unprepared(statement)
+            .await?;
+    }
+    Ok(())
+}
+
 mod m20261122_000001_foundation;
 mod m20261122_000002_processor;
 mod m20261122_000003_subscriptions;

@@ -13,18 +13,18 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE charge_rechecks ADD COLUMN quiet_since BIGINT NULL")
-            .await?;
-        Ok(())
+        crate::run_all(
+            manager,
+            &["ALTER TABLE charge_rechecks ADD COLUMN quiet_since BIGINT NULL"],
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE charge_rechecks DROP COLUMN quiet_since")
-            .await?;
-        Ok(())
+        crate::run_all(
+            manager,
+            &["ALTER TABLE charge_rechecks DROP COLUMN quiet_since"],
+        )
+        .await
     }
 }

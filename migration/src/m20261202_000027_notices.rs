@@ -63,22 +63,10 @@ const DOWN: [&str; 5] = [
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for statement in UP {
-            manager
-                .get_connection()
-                .execute_unprepared(statement)
-                .await?;
-        }
-        Ok(())
+        crate::run_all(manager, &UP).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        for statement in DOWN {
-            manager
-                .get_connection()
-                .execute_unprepared(statement)
-                .await?;
-        }
-        Ok(())
+        crate::run_all(manager, &DOWN).await
     }
 }

@@ -569,6 +569,42 @@ impl Calls {
     }
 }
 
+/// Node B of two on `url`, reached by the other nodes through a proxy that counts their calls
+/// (`calls`), started once node A (`a`) runs; answers when the shards are split between them.
+/// Stop it by sending on the channel, then await the task.
+async fn node_b_behind_a_proxy(
+    a: &TestApp,
+    url: &str,
+    calls: &Calls,
+) -> (
+    TestApp,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let b_base = format!("http://{}", listener.local_addr().expect("addr"));
+    let b_url = counting_proxy(b_base.clone(), calls.clone()).await;
+    let mut config = billing::config::Config::new(url.to_owned());
+    config.admin_token = Some(ADMIN_TOKEN.to_owned());
+    config.actor_idle_secs = 120;
+    config.node_url = Some(b_url);
+    short_leases(&mut config);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(billing::run(config, listener, async move {
+        let _ = stopped.await;
+    }));
+    crate::common::wait_until_ready(&a.client, &b_base, Duration::from_secs(30)).await;
+    let b = TestApp::attached(b_base, url.to_owned());
+    eventually(Duration::from_secs(20), || async {
+        let (held_a, held_b) = (owned(a).await, owned(&b).await);
+        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
+    })
+    .await;
+    (b, stop, served)
+}
+
 /// A proxy forwarding every request to `target`, counting them; its URL.
 async fn counting_proxy(target: String, calls: Calls) -> String {
     use axum::body::Body;
@@ -647,28 +683,8 @@ async fn a_top_up_tells_each_other_node_once_however_many_subscriptions_it_wakes
     };
     let a = spawn_on_with(url.clone(), short_leases).await;
     // Node B, reached by the other nodes through a proxy that counts their calls.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let b_base = format!("http://{}", listener.local_addr().expect("addr"));
     let calls = Calls::default();
-    let b_url = counting_proxy(b_base.clone(), calls.clone()).await;
-    let mut config = billing::config::Config::new(url.clone());
-    config.admin_token = Some(ADMIN_TOKEN.to_owned());
-    config.actor_idle_secs = 120;
-    config.node_url = Some(b_url);
-    short_leases(&mut config);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(billing::run(config, listener, async move {
-        let _ = stopped.await;
-    }));
-    crate::common::wait_until_ready(&a.client, &b_base, Duration::from_secs(30)).await;
-    let b = TestApp::attached(b_base, url.clone());
-    eventually(Duration::from_secs(20), || async {
-        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
-        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
-    })
-    .await;
+    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls).await;
     // The processor's events go straight to B: none of B's charges' outcomes is forwarded.
     let (shop_a, _, customer, method) = shop(&a, &b).await;
     let shop_b = through(&shop_a, &b);
@@ -825,27 +841,9 @@ async fn a_refused_wake_for_another_nodes_endpoint_is_tried_again() {
         return;
     };
     let a = spawn_on_with(url.clone(), short_leases).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let b_base = format!("http://{}", listener.local_addr().expect("addr"));
+    // Node B, reached by the other nodes through a proxy that counts their calls.
     let calls = Calls::default();
-    let b_url = counting_proxy(b_base.clone(), calls.clone()).await;
-    let mut config = billing::config::Config::new(url.clone());
-    config.admin_token = Some(ADMIN_TOKEN.to_owned());
-    config.node_url = Some(b_url);
-    short_leases(&mut config);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(billing::run(config, listener, async move {
-        let _ = stopped.await;
-    }));
-    crate::common::wait_until_ready(&a.client, &b_base, Duration::from_secs(30)).await;
-    let b = TestApp::attached(b_base, url.clone());
-    eventually(Duration::from_secs(20), || async {
-        let (held_a, held_b) = (owned(&a).await, owned(&b).await);
-        held_a.len() == 128 && held_b.len() == 128 && held_a.is_disjoint(&held_b)
-    })
-    .await;
+    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls).await;
     let (shop_a, plan, customer, method) = shop(&a, &b).await;
     let held_b = owned(&b).await;
     let receiver = Receiver::start(&[], Reply::Status(200)).await;
