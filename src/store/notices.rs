@@ -263,6 +263,24 @@ impl Store {
         Ok(done)
     }
 
+    /// How many notices there are in each status, every account's (the operator's dashboard).
+    pub async fn count_notices_by_status(&self) -> StoreResult<Vec<(String, u64)>> {
+        use sea_orm::sea_query::Func;
+        let rows: Vec<(String, i64)> = notice::Entity::find()
+            .select_only()
+            .column(notice::Column::Status)
+            .expr(Func::count(Expr::col(notice::Column::Id)))
+            .group_by(notice::Column::Status)
+            .order_by_asc(notice::Column::Status)
+            .into_tuple()
+            .all(self.conn())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(status, count)| (status, u64::try_from(count).unwrap_or(0)))
+            .collect())
+    }
+
     /// Keeps a failed payment's link: `token_hash` opens `subscription`'s card update.
     pub async fn insert_pay_link(&self, link: PayLink) -> StoreResult<()> {
         use sea_orm::{ActiveModelTrait, IntoActiveModel};

@@ -34,6 +34,9 @@ struct Page {
     failures: Vec<FailureRow>,
     range_warnings: Vec<RangeWarning>,
     dian_waiting: Vec<WaitingRow>,
+    /// Notices to customers by status (CONTRACT §15): `scheduled`, `sent`, `failed`,
+    /// `suppressed`, with how many.
+    notices: Vec<(String, u64)>,
 }
 
 /// DIAN documents of one account that have waited more than a day for an operator (CONTRACT
@@ -223,6 +226,7 @@ pub(super) async fn page(
             .collect(),
         range_warnings: range_warnings(state).await?,
         dian_waiting: dian_waiting(state).await?,
+        notices: store.count_notices_by_status().await?,
     };
     Ok(render(&page))
 }
@@ -334,6 +338,7 @@ mod tests {
             conflicts: 0,
             range_warnings: Vec::new(),
             dian_waiting: Vec::new(),
+            notices: Vec::new(),
             failures: Vec::new(),
         };
         let html = render(&page);
