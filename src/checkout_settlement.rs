@@ -109,6 +109,7 @@ async fn finish(
         processor_payment_source_id: session.attempt_payment_source_id.unwrap_or_default(),
         brand: session.attempt_brand.clone(),
         last4: session.attempt_last4.clone(),
+        expires_at: session.attempt_expires_at,
         kind: session
             .attempt_source_kind
             .clone()

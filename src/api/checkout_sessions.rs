@@ -400,6 +400,7 @@ async fn create_checkout_session(
         attempt_name: None,
         attempt_brand: None,
         attempt_last4: None,
+        attempt_expires_at: None,
         attempt_card_token: None,
         last_error: None,
         created_at: now,

@@ -105,6 +105,21 @@ struct EventData {
     /// `credit_note.created`: the credit note (its `amount_in_cents` is the refund's).
     #[schema(nullable = false)]
     credit_note_id: Option<String>,
+    /// `notice.sent`, `notice.failed`: the notice (CONTRACT §15), with its `kind`, `channel`,
+    /// `customer_id`, `to` and, when it failed, `last_error`; `invoice_id` and
+    /// `charge_attempt_id` name what it was about.
+    #[schema(nullable = false)]
+    notice_id: Option<String>,
+    #[schema(nullable = false)]
+    kind: Option<String>,
+    #[schema(nullable = false)]
+    channel: Option<String>,
+    #[schema(nullable = false)]
+    customer_id: Option<String>,
+    #[schema(nullable = false)]
+    to: Option<String>,
+    #[schema(nullable = false)]
+    last_error: Option<String>,
 }
 
 fn event_out(body: String) -> EventOut {

@@ -178,6 +178,7 @@ pub(super) async fn add_payment_method(
         processor_payment_source_id: source.id,
         brand: source.brand,
         last4: source.last_four,
+        expires_at: source.expires_at,
         kind: source.kind.as_str().to_owned(),
         created_at: chrono::Utc::now().timestamp_millis(),
     };

@@ -328,6 +328,7 @@ async fn complete_checkout(
         name,
         brand: source.brand,
         last4: source.last_four,
+        expires_at: source.expires_at,
         token,
         discount: discount.and_then(|d| serde_json::to_string(&d).ok()),
     };

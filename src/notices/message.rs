@@ -245,6 +245,7 @@ pub async fn compose(
                         subscription_id: sub.id.clone(),
                         customer_id: sub.customer_id.clone(),
                         created_at: notice.scheduled_for,
+                        payment_method_id: None,
                     })
                     .await?;
                 button = Some((words.update_card, format!("{public_url}/pay/{token}")));
@@ -294,7 +295,94 @@ pub async fn compose(
             });
         }
         NoticeKind::CardExpiring | NoticeKind::RenewalUpcoming | NoticeKind::TrialEnding => {
-            return Ok(None);
+            let Some(reminder) = remind(store, notice, kind).await? else {
+                return Ok(None);
+            };
+            let when = date(reminder.charge_at);
+            let amount = money(reminder.amount_cents);
+            let card = match (&reminder.card.brand, &reminder.card.last4) {
+                (Some(brand), Some(last4)) => format!("{brand} ···· {last4}"),
+                (None, Some(last4)) => format!("···· {last4}"),
+                _ => String::new(),
+            };
+            let plan = &reminder.plan;
+            match kind {
+                NoticeKind::RenewalUpcoming => {
+                    subject = if es {
+                        format!("Tu suscripción anual a {plan} se renueva el {when}")
+                    } else {
+                        format!("Your annual {plan} subscription renews on {when}")
+                    };
+                    paragraphs.push(if es {
+                        format!(
+                            "El {when} cobraremos {amount} por un año más de {plan} con {merchant}. \
+                             Si quieres cambiar o cancelar tu plan, hazlo antes de esa fecha."
+                        )
+                    } else {
+                        format!(
+                            "On {when} we will charge {amount} for another year of {plan} with \
+                             {merchant}. To change or cancel your plan, do so before then."
+                        )
+                    });
+                }
+                NoticeKind::TrialEnding => {
+                    subject = if es {
+                        format!("Tu periodo de prueba de {plan} termina el {when}")
+                    } else {
+                        format!("Your {plan} trial ends on {when}")
+                    };
+                    paragraphs.push(if es {
+                        format!(
+                            "Tu prueba gratuita de {plan} con {merchant} termina el {when}; ese \
+                             día cobraremos {amount}. Si no quieres continuar, cancela antes."
+                        )
+                    } else {
+                        format!(
+                            "Your free trial of {plan} with {merchant} ends on {when}; that day \
+                             we will charge {amount}. If you do not want to go on, cancel before."
+                        )
+                    });
+                }
+                _ => {
+                    subject = if es {
+                        format!("Tu tarjeta vence antes de tu próximo pago a {merchant}")
+                    } else {
+                        format!("Your card expires before your next payment to {merchant}")
+                    };
+                    paragraphs.push(if es {
+                        format!(
+                            "Tu tarjeta {card} vence antes del {when}, cuando cobraremos \
+                             {amount}. Actualízala para que tu suscripción a {plan} siga activa."
+                        )
+                    } else {
+                        format!(
+                            "Your card {card} expires before {when}, when we will charge \
+                             {amount}. Update it to keep your {plan} subscription active."
+                        )
+                    });
+                    let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
+                    store
+                        .insert_pay_link(crate::store::notices::PayLink {
+                            token_hash: crate::secrets::sha256_hex(&token),
+                            account_id: account_id.clone(),
+                            subscription_id: reminder.subscription_id.clone(),
+                            customer_id: notice.customer_id.clone(),
+                            created_at: notice.scheduled_for,
+                            payment_method_id: Some(reminder.card.id.clone()),
+                        })
+                        .await?;
+                    button = Some((words.update_card, format!("{public_url}/pay/{token}")));
+                }
+            }
+            title = subject.clone();
+            facts.push(Fact {
+                label: words.amount,
+                value: amount,
+            });
+            facts.push(Fact {
+                label: words.date,
+                value: when,
+            });
         }
     }
     let greeting = format!("{} {},", words.hello, customer.name);
@@ -331,5 +419,82 @@ pub async fn compose(
         html,
         attachments,
         sandbox: account.sandbox,
+    }))
+}
+
+/// What a reminder announces, read when it is sent: `None` when it no longer holds (the
+/// subscription canceled or changed its date, the card replaced), and the notice is then
+/// suppressed.
+struct Reminder {
+    subscription_id: crate::ids::SubscriptionId,
+    plan: String,
+    charge_at: i64,
+    amount_cents: i64,
+    card: crate::store::charges::PaymentMethod,
+}
+
+async fn remind(
+    store: &Store,
+    notice: &Notice,
+    kind: NoticeKind,
+) -> StoreResult<Option<Reminder>> {
+    use crate::domain::time::Cycle;
+    let account_id = &notice.account_id;
+    let (Some(sub_id), Some(at)) = (
+        &notice.subscription_id,
+        crate::store::reminders::announced_at(&notice.cause),
+    ) else {
+        return Ok(None);
+    };
+    let Some(sub) = store.subscription(account_id, sub_id).await? else {
+        return Ok(None);
+    };
+    let holds = sub.due_at == Some(at)
+        && !sub.cancel_at_period_end
+        && match kind {
+            NoticeKind::RenewalUpcoming => sub.status == Status::Active && sub.cycle == Cycle::Annual,
+            NoticeKind::TrialEnding => sub.status == Status::Trialing,
+            _ => matches!(sub.status, Status::Active | Status::Trialing),
+        };
+    if !holds {
+        return Ok(None);
+    }
+    let Some(card) = store
+        .payment_method(account_id, &sub.default_payment_method_id)
+        .await?
+    else {
+        return Ok(None);
+    };
+    if kind == NoticeKind::CardExpiring && !card.expires_at.is_some_and(|end| end <= at) {
+        return Ok(None);
+    }
+    let Some(plan) = store.plan(account_id, &sub.plan_id).await? else {
+        return Ok(None);
+    };
+    let mut addons = Vec::new();
+    for attached in store.subscription_addons(&sub.id).await? {
+        if attached.detach_at_period_end {
+            continue;
+        }
+        if let Some(addon) = store.addon(account_id, &attached.addon_id).await? {
+            addons.push(addon);
+        }
+    }
+    let start = crate::domain::time::from_millis(at);
+    let end = crate::domain::time::period_boundary(start, sub.cycle, 1).timestamp_millis();
+    let lines = crate::store::catalog::period_lines(
+        &plan,
+        &addons,
+        sub.cycle,
+        sub.quantity,
+        (at, end),
+        sub.discount().as_ref(),
+    );
+    Ok(Some(Reminder {
+        subscription_id: sub.id.clone(),
+        plan: plan.name.clone(),
+        charge_at: at,
+        amount_cents: lines.iter().map(|line| line.amount_cents).sum(),
+        card,
     }))
 }

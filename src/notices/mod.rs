@@ -18,6 +18,7 @@
 //! WhatsApp is not delivered by this build: notices are written for e-mail only.
 
 pub mod message;
+mod reminders;
 pub mod smtp;
 
 use crate::clock::Clock;
@@ -50,6 +51,8 @@ struct Inner {
     claim: String,
     /// SMTP's timeout for one message.
     timeout: Duration,
+    /// How far each account's reminders have been written (`reminders`).
+    marks: reminders::Marks,
 }
 
 impl Notices {
@@ -61,12 +64,20 @@ impl Notices {
             config,
             claim: format!("ntcw_{}", uuid::Uuid::new_v4().simple()),
             timeout,
+            marks: reminders::Marks::default(),
         }))
     }
 
     /// Sends what falls due, every `interval`, until `stop` changes.
     pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+        let mut reminded_at: Option<tokio::time::Instant> = None;
         loop {
+            if reminded_at.is_none_or(|at| at.elapsed() >= reminders::EVERY) {
+                reminded_at = Some(tokio::time::Instant::now());
+                if let Err(err) = self.remind(None).await {
+                    tracing::warn!(error = ?err, "writing reminders failed");
+                }
+            }
             let now = chrono::Utc::now().timestamp_millis();
             if let Err(err) = self.pass(None, now).await {
                 tracing::warn!(error = ?err, "a notices pass failed");
@@ -80,11 +91,21 @@ impl Notices {
 
     /// Sends every notice of `account` due by its clock's now (a test-clock advance's promise).
     pub async fn flush_account(&self, account: &AccountId) -> StoreResult<()> {
-        for _ in 0..20 {
+        self.remind(Some(account)).await?;
+        // An attempt another worker (this node's loop, or another node) has under way is
+        // waited for, within a bound: the advance answers once what fell due was tried.
+        let deadline = tokio::time::Instant::now() + self.0.timeout + Duration::from_secs(2);
+        for _ in 0..200 {
             let now = chrono::Utc::now().timestamp_millis();
-            if self.pass(Some(account), now).await? == 0 {
+            if self.pass(Some(account), now).await? > 0 {
+                continue;
+            }
+            if self.0.store.notices_in_flight(account).await? == 0
+                || tokio::time::Instant::now() >= deadline
+            {
                 break;
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
     }
@@ -117,7 +138,7 @@ impl Notices {
             .increment(1);
             self.0
                 .store
-                .finish_notice(&notice.id, &self.0.claim, end)
+                .finish_notice(&notice, &self.0.claim, end, now)
                 .await?;
         }
         Ok(taken)

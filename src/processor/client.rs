@@ -193,6 +193,9 @@ pub struct PaymentSource {
     pub brand: Option<String>,
     /// The last four digits of the card, or of the Nequi phone number.
     pub last_four: Option<String>,
+    /// A card's end (`public_data.exp_month`, `exp_year`): the first instant, Colombian time,
+    /// after its expiry month; none for Nequi or when the processor does not say.
+    pub expires_at: Option<i64>,
 }
 
 /// A transaction to post (`ProcessorClient::create_transaction`).
@@ -428,5 +431,28 @@ fn payment_source(data: Value) -> Result<PaymentSource, ProcessorError> {
             SourceKind::Nequi => None,
         },
         last_four,
+        expires_at: match kind {
+            SourceKind::Card => card_end(&public["exp_month"], &public["exp_year"]),
+            SourceKind::Nequi => None,
+        },
     })
+}
+
+/// The first instant (Colombian time) after a card's expiry month, from the processor's
+/// `exp_month` ("08") and two-digit `exp_year` ("30"); none when either is not a valid one.
+pub fn card_end(month: &Value, year: &Value) -> Option<i64> {
+    let number = |v: &Value| -> Option<u32> {
+        v.as_str()
+            .and_then(|t| t.parse().ok())
+            .or(v.as_u64().and_then(|n| u32::try_from(n).ok()))
+    };
+    let (month, year) = (number(month)?, number(year)?);
+    if !(1..=12).contains(&month) || year > 99 {
+        return None;
+    }
+    let year = 2000 + i32::try_from(year).ok()?;
+    let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
+    let first = chrono::NaiveDate::from_ymd_opt(next_year, next_month, 1)?.and_hms_opt(0, 0, 0)?;
+    let local = first.and_local_timezone(crate::domain::dian::COLOMBIA).single()?;
+    Some(local.timestamp_millis())
 }

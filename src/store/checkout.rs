@@ -30,6 +30,7 @@ pub struct CheckoutAttempt {
     pub name: String,
     pub brand: Option<String>,
     pub last4: Option<String>,
+    pub expires_at: Option<i64>,
     /// The card or Nequi token tried: a token is tried once per session.
     pub token: String,
     /// JSON of the `Discount` the attempt redeemed, given back if it is declined.
@@ -178,6 +179,7 @@ impl StoreTxn {
             .col_expr(C::AttemptName, attempt.name.clone().into())
             .col_expr(C::AttemptBrand, attempt.brand.clone().into())
             .col_expr(C::AttemptLast4, attempt.last4.clone().into())
+            .col_expr(C::AttemptExpiresAt, attempt.expires_at.into())
             .col_expr(C::AttemptCardToken, attempt.token.clone().into())
             .col_expr(C::AttemptDiscount, attempt.discount.clone().into())
             .col_expr(C::UpdatedAt, now_ms.into())

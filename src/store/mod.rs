@@ -32,6 +32,7 @@ pub mod prefetch;
 pub mod rate_windows;
 pub mod rechecks;
 pub mod refunds;
+pub mod reminders;
 mod scoped;
 mod secret;
 mod series;

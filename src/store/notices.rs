@@ -203,14 +203,26 @@ impl Store {
         Ok(taken)
     }
 
+    /// How many of `account`'s notices some worker holds a claim on now (an attempt under way).
+    pub async fn notices_in_flight(&self, account: &AccountId) -> StoreResult<u64> {
+        use sea_orm::PaginatorTrait;
+        Ok(notice::Entity::scoped(account)
+            .filter(notice::Column::Claim.is_not_null())
+            .filter(notice::Column::Status.eq(NoticeStatus::Scheduled.as_str()))
+            .count(self.conn())
+            .await?)
+    }
+
     /// Ends or reschedules a claimed notice with what its attempt came to; nothing when the
     /// claim is no longer this one's.
     pub async fn finish_notice(
         &self,
-        id: &NoticeId,
+        notice: &Notice,
         claim: &str,
         end: NoticeEnd,
+        now: i64,
     ) -> StoreResult<bool> {
+        let id = &notice.id;
         let mut update = notice::Entity::update_many()
             .col_expr(notice::Column::Claim, Option::<String>::None.into());
         let (status, due_at) = match &end {
@@ -259,6 +271,32 @@ impl Store {
             .await?
             .rows_affected
             == 1;
+        // Its end is an event (`notice.sent`, `notice.failed`), in the same transaction.
+        let ended = match &end {
+            NoticeEnd::Sent { .. } => Some("notice.sent"),
+            NoticeEnd::Failed { .. } => Some("notice.failed"),
+            _ => None,
+        };
+        if let (true, Some(event_type)) = (done, ended) {
+            let mut data = serde_json::json!({
+                "notice_id": notice.id, "kind": notice.kind, "channel": notice.channel,
+                "customer_id": notice.customer_id, "subscription_id": notice.subscription_id,
+                "metadata": null, "invoice_id": notice.invoice_id,
+                "charge_attempt_id": notice.charge_id, "to": end.recipient(),
+                "last_error": end.error(),
+            });
+            if let Some(fields) = data.as_object_mut() {
+                fields.retain(|key, value| key == "metadata" || !Value::is_null(value));
+            }
+            txn.insert_event(super::outbox::event_row(
+                &notice.account_id,
+                notice.subscription_id.as_ref(),
+                event_type,
+                data,
+                now,
+            ))
+            .await?;
+        }
         txn.commit().await?;
         Ok(done)
     }

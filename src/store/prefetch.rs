@@ -347,6 +347,7 @@ pub(crate) mod fixture {
                 last4: Some("4242".into()),
                 kind: "card".into(),
                 created_at: 0,
+                expires_at: None,
             })
             .await
             .expect("payment method");

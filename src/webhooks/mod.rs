@@ -22,6 +22,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "invoice.dian_accepted",
     "invoice.dian_rejected",
     "credit_note.created",
+    "notice.sent",
+    "notice.failed",
 ];
 
 /// The largest event body we send (spec: 64 KB).

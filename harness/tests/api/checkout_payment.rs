@@ -403,6 +403,7 @@ async fn a_payment_cut_off_before_it_was_posted_completes_after_a_restart(app: T
         name: "Ana Gómez".into(),
         brand: Some("VISA".into()),
         last4: Some("4242".into()),
+        expires_at: None,
         token: "tok_test_1_a".into(),
         discount: None,
     };

@@ -51,6 +51,7 @@ mod readme;
 mod reconcile_shards;
 mod refund_faults;
 mod refunds;
+mod reminders;
 mod resumptions;
 mod sandbox_admin;
 mod secrets_in_logs;

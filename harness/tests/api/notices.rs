@@ -78,14 +78,14 @@ impl Handler for Sink {
 }
 
 /// A real SMTP server on a free loopback port, in a thread of its own.
-struct SmtpSink {
+pub(crate) struct SmtpSink {
     port: u16,
     received: Arc<Mutex<Vec<Vec<u8>>>>,
     answer: Arc<Mutex<Answer>>,
 }
 
 impl SmtpSink {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -115,12 +115,12 @@ impl SmtpSink {
         *self.answer.lock().expect("lock") = answer;
     }
 
-    fn messages(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn messages(&self) -> Vec<Vec<u8>> {
         self.received.lock().expect("lock").clone()
     }
 }
 
-async fn turn_email_on(app: &TestApp, sink: &SmtpSink) -> Value {
+pub(crate) async fn turn_email_on(app: &TestApp, sink: &SmtpSink) -> Value {
     // The tests poll the notices' list.
     app.lift_rate_limit().await;
     let (status, settings) = read(
@@ -177,7 +177,7 @@ async fn subscribe(app: &TestApp, email: &str, number: &str) -> (Value, Value) {
     (customer, sub)
 }
 
-async fn notices(app: &TestApp, query: &str) -> Vec<Value> {
+pub(crate) async fn notices(app: &TestApp, query: &str) -> Vec<Value> {
     let (status, page) = read(app.get(&format!("/v1/notices?{query}")).await).await;
     assert_eq!(status, 200, "{page}");
     page["data"].as_array().expect("data").clone()
@@ -185,7 +185,7 @@ async fn notices(app: &TestApp, query: &str) -> Vec<Value> {
 
 /// `raw` read by Python's `email` package, as a mail program reads it: the headers, each
 /// part's type, the text, and the attachments written to `dir`.
-fn as_read(raw: &[u8], dir: &std::path::Path) -> Value {
+pub(crate) fn as_read(raw: &[u8], dir: &std::path::Path) -> Value {
     let path = dir.join("message.eml");
     std::fs::write(&path, raw).expect("write");
     let script = r#"

@@ -1,7 +1,8 @@
 //! `GET /pay/{token}`: the link a failed payment's notice carries (CONTRACT §15). While its
 //! subscription is `past_due` it opens a portal session on the card update of that
 //! subscription (an hour, as any session) and sends the customer there; afterwards it says
-//! there is nothing to pay. The token is the credential (only its hash is kept); the answer is
+//! there is nothing to pay. A card's expiry reminder carries one too, open while the expiring
+//! card is still the subscription's. The token is the credential (only its hash is kept); the answer is
 //! never cached and sends no `Referer`.
 
 use super::{SESSION_TTL_MS, TOKEN_LEN, TOKEN_PREFIX};
@@ -58,7 +59,20 @@ async fn open(state: &AppState, token: &str) -> crate::store::StoreResult<Option
     let due = store
         .subscription(account, &link.subscription_id)
         .await?
-        .is_some_and(|sub| sub.status == Status::PastDue && sub.customer_id == link.customer_id);
+        .is_some_and(|sub| {
+            let open = match &link.payment_method_id {
+                // A card's expiry reminder: while that card is still the one charged.
+                Some(card) => {
+                    sub.default_payment_method_id == *card
+                        && matches!(
+                            sub.status,
+                            Status::Active | Status::Trialing | Status::PastDue
+                        )
+                }
+                None => sub.status == Status::PastDue,
+            };
+            open && sub.customer_id == link.customer_id
+        });
     if !due
         || !store
             .portal_config(account)

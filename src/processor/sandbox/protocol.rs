@@ -121,7 +121,13 @@ async fn tokenize_card(
     } else {
         "UNKNOWN"
     };
-    let id = format!("tok_test_{}_{letter}", sandbox.next());
+    // The card's expiry travels in the token, as its scenario does: `tok_test_<n>_<mmyy>_<letter>`.
+    let id = format!(
+        "tok_test_{}_{:02}{}_{letter}",
+        sandbox.next(),
+        month,
+        card.exp_year
+    );
     (StatusCode::CREATED, Json(json!({"status": "CREATED", "data": {
         "id": id, "created_at": chrono::Utc::now().to_rfc3339(), "brand": brand, "name": format!("{brand}-{last_four}"),
         "last_four": last_four, "bin": &number[..6], "exp_year": card.exp_year, "exp_month": card.exp_month,
@@ -188,6 +194,11 @@ async fn create_payment_source(
         );
     };
     let body = payment_source_body(id, &source, &token, &email);
+    let mut body = body;
+    if let Some((month, year)) = card_expiry(&token) {
+        body["public_data"]["exp_month"] = json!(month);
+        body["public_data"]["exp_year"] = json!(year);
+    }
     (StatusCode::CREATED, Json(json!({"data": body}))).into_response()
 }
 
@@ -201,6 +212,15 @@ fn card_source(token: &str) -> Result<SourceId, &'static str> {
         scenario,
         phone_number: None,
     })
+}
+
+/// The expiry a card token carries (`tok_test_<n>_<mmyy>_<letter>`): ("08", "30").
+fn card_expiry(token: &str) -> Option<(String, String)> {
+    let mut parts = token.strip_prefix("tok_test_")?.split('_');
+    let (_, mmyy) = (parts.next()?, parts.next()?);
+    parts.next()?;
+    (mmyy.len() == 4 && mmyy.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| (mmyy[..2].to_owned(), mmyy[2..].to_owned()))
 }
 
 /// A Nequi payment source needs a token the customer has accepted.

@@ -34,6 +34,7 @@ pub struct Model {
     pub attempt_name: Option<String>,
     pub attempt_brand: Option<String>,
     pub attempt_last4: Option<String>,
+    pub attempt_expires_at: Option<i64>,
     pub attempt_card_token: Option<String>,
     pub last_error: Option<String>,
     pub created_at: i64,

@@ -1,7 +1,8 @@
 //! A failed payment's link (`/pay/<token>`, CONTRACT §15): the token's SHA-256 and the
-//! subscription whose card it lets the customer replace while it is `past_due`.
+//! subscription whose card it lets the customer replace while it is `past_due`, or, for a
+//! card's expiry reminder, while that card (`payment_method_id`) is still the subscription's.
 
-use crate::ids::{AccountId, CustomerId, SubscriptionId};
+use crate::ids::{AccountId, CustomerId, PaymentMethodId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -13,6 +14,7 @@ pub struct Model {
     pub subscription_id: SubscriptionId,
     pub customer_id: CustomerId,
     pub created_at: i64,
+    pub payment_method_id: Option<PaymentMethodId>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -16,6 +16,9 @@ pub struct Model {
     /// `card` or `nequi` (`processor::client::SourceKind`).
     pub kind: String,
     pub created_at: i64,
+    /// A card's end: the first instant (Colombian time) after its expiry month, as the
+    /// processor gave it when the card was attached; none for Nequi.
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

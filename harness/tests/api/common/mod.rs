@@ -342,13 +342,24 @@ pub async fn sandbox_processor(
 /// A card tokenized at the account's sandbox processor, as the browser would, with both
 /// acceptance tokens.
 pub async fn card_token(app: &TestApp, number: &str) -> CardToken {
+    card_token_expiring(app, number, "08", "30").await
+}
+
+/// A card token as `card_token`'s, of a card that expires at the end of `month` (`"08"`) of
+/// `year` (`"30"`).
+pub async fn card_token_expiring(
+    app: &TestApp,
+    number: &str,
+    month: &str,
+    year: &str,
+) -> CardToken {
     let (client, creds) = sandbox_processor(app).await;
     let acceptance = client.acceptance_tokens(&creds).await.expect("acceptance");
     let card = billing::processor::client::CardDetails {
         number: number.into(),
         cvc: "123".into(),
-        exp_month: "08".into(),
-        exp_year: "30".into(),
+        exp_month: month.into(),
+        exp_year: year.into(),
         card_holder: "Ana Gómez".into(),
     };
     let token = client.tokenize_card(&creds, &card).await.expect("token");
