@@ -456,3 +456,43 @@ pub fn card_end(month: &Value, year: &Value) -> Option<i64> {
     let local = first.and_local_timezone(crate::domain::dian::COLOMBIA).single()?;
     Some(local.timestamp_millis())
 }
+
+#[cfg(test)]
+mod card_end_tests {
+    use super::card_end;
+    use serde_json::json;
+
+    fn utc(text: &str) -> i64 {
+        chrono::DateTime::parse_from_rfc3339(text)
+            .expect("rfc3339")
+            .timestamp_millis()
+    }
+
+    #[test]
+    fn a_card_lives_through_its_expiry_month_in_colombian_time() {
+        // 08/30: valid all of August 2030, Bogotá's clock (UTC−5).
+        assert_eq!(
+            card_end(&json!("08"), &json!("30")),
+            Some(utc("2030-09-01T05:00:00Z"))
+        );
+        // December rolls the year over.
+        assert_eq!(
+            card_end(&json!("12"), &json!("26")),
+            Some(utc("2027-01-01T05:00:00Z"))
+        );
+        assert_eq!(card_end(&json!(3), &json!(29)), Some(utc("2029-04-01T05:00:00Z")));
+    }
+
+    #[test]
+    fn what_is_not_a_month_and_a_two_digit_year_says_nothing() {
+        for (month, year) in [
+            (json!("13"), json!("30")),
+            (json!("00"), json!("30")),
+            (json!("08"), json!("2030")),
+            (json!(null), json!("30")),
+            (json!("ago"), json!("30")),
+        ] {
+            assert_eq!(card_end(&month, &year), None, "{month} {year}");
+        }
+    }
+}
