@@ -12,7 +12,6 @@ use super::periods::{Resuming, charge_event_type, period_effect};
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
-use crate::domain::reattempts::Network;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
 use crate::ids::{ChargeAttemptId, SubscriptionId};
@@ -21,8 +20,7 @@ use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::catalog::Customer;
 use crate::store::charges::{
-    BeginChargeError, ChargeAttempt, NewCharge, PaymentMethod, ProcessorEvent, decline_code,
-    final_status,
+    BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, decline_code, final_status,
 };
 use crate::store::invoices::DraftLine;
 use crate::store::prefetch::DueSnapshot;
@@ -244,79 +242,6 @@ impl Context<'_> {
         self.submit_with(account, &charge, payer).await?;
         // As it began: a caller that shows it reads it again (a renewal does not).
         Ok(Some(charge))
-    }
-
-    /// Why the card network's reattempt limits stop the attempt `new`, if they do: one more
-    /// on its payment method would go past a limit of its brand (`domain::reattempts`),
-    /// counted by the database over the charges already made on it.
-    async fn reattempt_refusal(
-        &self,
-        new: &NewCharge,
-        snapshot: Option<&DueSnapshot>,
-    ) -> Result<Option<String>, StoreError> {
-        let prefetched = snapshot
-            .and_then(|s| s.payer.as_ref())
-            .map(|(method, _)| method)
-            .filter(|method| method.id == new.payment_method_id)
-            .cloned();
-        let method = match prefetched {
-            Some(method) => Some(method),
-            None => {
-                self.store()
-                    .payment_method(&new.account, &new.payment_method_id)
-                    .await?
-            }
-        };
-        let Some(network) = Network::of_brand(method.and_then(|m| m.brand).as_deref()) else {
-            return Ok(None);
-        };
-        for window in network.windows() {
-            let sent = self
-                .store()
-                .count_sent_attempts(
-                    &new.account,
-                    &new.payment_method_id,
-                    window.since(new.now_ms),
-                    window.same_amount.then_some(new.amount_cents),
-                )
-                .await?;
-            if !window.allows_another(sent) {
-                return Ok(Some(format!(
-                    "Not sent: {network:?} allows at most {} attempts in {} day(s) on a card{}, \
-                     and {sent} were made",
-                    window.limit,
-                    window.span_ms / 86_400_000,
-                    if window.same_amount { " for one amount" } else { "" },
-                )));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Records the attempt `new` as declined without posting it (`refusal` says why) and
-    /// moves `sub` as a soft decline does, in one transaction with a resumption's event; no
-    /// fee is reserved, no processor is called, no money moves.
-    async fn decline_unsent(
-        &self,
-        sub: &mut Subscription,
-        account: &Account,
-        new: NewCharge,
-        refusal: &str,
-        resuming: Option<Resuming>,
-        now: i64,
-    ) -> Result<(), ActionError> {
-        metrics::counter!("charges_over_network_limit_total").increment(1);
-        let txn = self.store().begin().await?;
-        if let Some(resuming) = resuming {
-            txn.insert_event(resuming.event).await?;
-        }
-        let charge = txn.record_unsent_decline(new, refusal).await?;
-        // Its event says DECLINED, with `decline_code: network_limit`; the row keeps no
-        // processor status, since no processor saw it.
-        transition(&txn, sub, account, &charge, "DECLINED", now).await?;
-        txn.commit().await?;
-        self.arm(sub, now);
-        Ok(())
     }
 
     /// A charge an action waits on (a proration): the fee's reservation and the attempt, which

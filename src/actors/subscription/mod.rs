@@ -14,6 +14,7 @@ mod discounts;
 pub mod in_flight;
 pub mod messages;
 mod periods;
+mod reattempts;
 mod timer;
 
 use super::tree::{ActorStats, KindView};
