@@ -46,7 +46,7 @@ mod m20261130_000023_seller_as_issued;
 mod m20261201_000024_first_purchases;
 mod m20261201_000025_quiet_posts;
 mod m20261202_000027_notices;
-mod m20261203_000028_declines;
+mod m20261203_000029_declines;
 
 pub struct Migrator;
 
@@ -80,7 +80,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000024_first_purchases::Migration),
             Box::new(m20261201_000025_quiet_posts::Migration),
             Box::new(m20261202_000027_notices::Migration),
-            Box::new(m20261203_000028_declines::Migration),
+            Box::new(m20261203_000029_declines::Migration),
         ]
     }
 }
