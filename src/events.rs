@@ -46,6 +46,9 @@ fn event_data(sub: &Subscription, charge: Option<(&ChargeAttempt, &str)>) -> Val
         data["charge_attempt_id"] = json!(charge.id);
         data["status"] = json!(raw_status);
         data["amount_in_cents"] = json!(charge.amount_cents);
+        if let Some(decline) = charge.decline_code {
+            data["decline_code"] = json!(decline);
+        }
     }
     data
 }

@@ -47,6 +47,7 @@ mod m20261201_000024_first_purchases;
 mod m20261201_000025_quiet_posts;
 mod m20261202_000027_notices;
 mod m20261202_000028_card_expiry;
+mod m20261203_000029_declines;
 
 pub struct Migrator;
 
@@ -81,6 +82,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000025_quiet_posts::Migration),
             Box::new(m20261202_000027_notices::Migration),
             Box::new(m20261202_000028_card_expiry::Migration),
+            Box::new(m20261203_000029_declines::Migration),
         ]
     }
 }

@@ -75,6 +75,11 @@ pub struct ChargeOut {
     pub status: ChargeStatus,
     /// The processor's raw status (APPROVED, DECLINED, …), once it gave one.
     pub processor_status: Option<String>,
+    /// Why a declined charge was declined: `insufficient_funds`, `expired_card`,
+    /// `stolen_card`, `lost_card`, `invalid_card`, `do_not_honor`, `closed_account`,
+    /// `try_again_later`, `generic_decline`, or `network_limit` (a retry the card network's
+    /// reattempt limit stopped: never sent, `processor_status` null). Null otherwise.
+    pub decline_code: Option<String>,
     #[schema(schema_with = super::openapi::schemas::charge_purpose)]
     pub purpose: ChargePurpose,
     /// The start of the period the charge pays, for a period's charge.
@@ -100,6 +105,7 @@ impl From<ChargeAttempt> for ChargeOut {
             currency: CURRENCY.to_owned(),
             status: charge.status,
             processor_status: charge.processor_status,
+            decline_code: charge.decline_code.map(|code| code.as_str().to_owned()),
             purpose: charge.purpose,
             fee_cents: charge.fee_cents,
             refunded_amount_cents: charge.refunded_cents,

@@ -64,6 +64,15 @@ pub fn retry_at(first_failure_ms: i64, failed_attempts: u32, retry_days: &[i64])
         .map(|days| first_failure_ms + days * 86_400_000)
 }
 
+/// When a subscription whose first failure was at `first_failure_ms` is canceled if no retry
+/// is paid: the schedule's last retry day (`None` with no retry days: the first failure
+/// cancels). A hard decline, which is not retried, is canceled on this same date.
+pub fn cancel_at(first_failure_ms: i64, retry_days: &[i64]) -> Option<i64> {
+    retry_days
+        .last()
+        .map(|days| first_failure_ms + days * 86_400_000)
+}
+
 /// Parses the account's "1,3,5,7" retry setting.
 pub fn parse_retry_days(raw: &str) -> Vec<i64> {
     raw.split(',')

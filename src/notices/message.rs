@@ -5,6 +5,7 @@
 //! rows as they are then.
 
 use crate::documents::text::Locale;
+use crate::domain::decline::Decline;
 use crate::domain::notices::{NoticeKind, NoticeLocale, NoticeSettings};
 use crate::domain::subscription::Status;
 use crate::store::notices::Notice;
@@ -64,6 +65,10 @@ struct Words {
     ends_on: &'static str,
     view_invoice: &'static str,
     update_card: &'static str,
+    /// What "next attempt" says after a hard decline: none, the card is not tried again.
+    no_retry: &'static str,
+    /// The reason of a retry the card network's limit stopped (no processor's words).
+    network_limit: &'static str,
     footer: &'static str,
 }
 
@@ -77,6 +82,8 @@ const ES: Words = Words {
     ends_on: "Se cancela el",
     view_invoice: "Ver la factura",
     update_card: "Actualizar mi medio de pago",
+    no_retry: "Ninguno: no volveremos a intentar con esta tarjeta; necesitamos una nueva",
+    network_limit: "Se alcanzó el límite de reintentos de la red de tu tarjeta",
     footer: "Recibes este mensaje porque tienes una suscripción con este comercio.",
 };
 
@@ -90,6 +97,8 @@ const EN: Words = Words {
     ends_on: "Canceled on",
     view_invoice: "View the invoice",
     update_card: "Update my payment method",
+    no_retry: "None: we will not try this card again; we need a new one",
+    network_limit: "Your card network's limit on repeated attempts was reached",
     footer: "You receive this message because you have a subscription with this merchant.",
 };
 
@@ -211,24 +220,35 @@ pub async fn compose(
                 format!("We could not take your payment to {merchant}")
             };
             title = subject.clone();
-            paragraphs.push(if es {
-                "Tu banco no aprobó el cobro. Actualiza tu medio de pago para mantener tu \
-                 suscripción activa."
-                    .to_owned()
-            } else {
-                "Your bank did not approve the charge. Update your payment method to keep your \
-                 subscription active."
-                    .to_owned()
+            // A hard decline (`Decline::is_hard`) is not retried: the customer is asked for a
+            // new card at once, and no next attempt is promised.
+            let decline = charge.decline_code;
+            let hard = decline.is_some_and(Decline::is_hard);
+            paragraphs.push(match (es, hard) {
+                (true, false) => "Tu banco no aprobó el cobro. Actualiza tu medio de pago para \
+                                  mantener tu suscripción activa."
+                    .to_owned(),
+                (false, false) => "Your bank did not approve the charge. Update your payment \
+                                   method to keep your subscription active."
+                    .to_owned(),
+                (true, true) => "Tu banco rechazó la tarjeta y no volveremos a intentar con \
+                                 ella. Agrega una tarjeta nueva para mantener tu suscripción \
+                                 activa: la cobraremos en cuanto la agregues."
+                    .to_owned(),
+                (false, true) => "Your bank refused the card, and we will not try it again. Add \
+                                  a new card to keep your subscription active: we will charge \
+                                  it as soon as you add it."
+                    .to_owned(),
             });
             facts.push(Fact {
                 label: words.amount,
                 value: money(charge.amount_cents),
             });
-            if let Some(reason) = charge
-                .processor_message
-                .as_deref()
-                .filter(|r| !r.is_empty())
-            {
+            let reason = match decline {
+                Some(Decline::NetworkLimit) => Some(words.network_limit),
+                _ => charge.processor_message.as_deref().filter(|r| !r.is_empty()),
+            };
+            if let Some(reason) = reason {
                 facts.push(Fact {
                     label: words.reason,
                     value: reason.to_owned(),
@@ -251,14 +271,21 @@ pub async fn compose(
                 button = Some((words.update_card, format!("{public_url}/pay/{token}")));
                 facts.push(Fact {
                     label: words.next_try,
-                    value: date(sub.next_charge_date),
+                    value: if hard {
+                        words.no_retry.to_owned()
+                    } else {
+                        date(sub.next_charge_date)
+                    },
                 });
                 let retry_days =
                     crate::domain::subscription::parse_retry_days(&account.dunning_retry_days);
-                if let (Some(first), Some(&last)) = (sub.first_failure_at, retry_days.last()) {
+                let ends = sub
+                    .first_failure_at
+                    .and_then(|first| crate::domain::subscription::cancel_at(first, &retry_days));
+                if let Some(ends) = ends {
                     facts.push(Fact {
                         label: words.ends_on,
-                        value: date(first + last * 86_400_000),
+                        value: date(ends),
                     });
                 }
             }

@@ -515,6 +515,24 @@ impl StoreTxn {
         begin_charge_in(&self.txn, new).await
     }
 
+    /// Records the attempt `new` as declined without sending it: the card network's
+    /// reattempt limit stopped it (`domain::reattempts`). No fee is reserved (no money can
+    /// move), it has no transaction, and its `message` says why; `decline_code` is
+    /// `network_limit`.
+    pub async fn record_unsent_decline(
+        &self,
+        mut new: NewCharge,
+        message: &str,
+    ) -> StoreResult<ChargeAttempt> {
+        new.fee_cents = 0;
+        let mut charge = super::charges::attempt_of(new);
+        charge.status = ChargeStatus::Declined;
+        charge.processor_message = Some(message.to_owned());
+        charge.decline_code = Some(crate::domain::decline::Decline::NetworkLimit);
+        charge.finalized_at = Some(charge.updated_at);
+        Ok(charge.into_active_model().reset_all().insert(&self.txn).await?)
+    }
+
     /// Records the processor event whose effect this transaction applies; false when its
     /// checksum was already recorded.
     pub async fn record_processor_event(

@@ -6,8 +6,9 @@
 //! counter, no due renewal left undone, one invoice of its amount per approved charge and no
 //! gap in a numbering series. From the processor, per charge attempt, asked by its
 //! reference: an approved charge is an APPROVED transaction of the same amount; a declined or
-//! voided one is that status there; an errored one is ERROR there or was never created; a
-//! transaction the processor approved is never recorded as anything but approved.
+//! voided one is that status there (a retry the card network's limit stopped was never sent,
+//! and is not there); an errored one is ERROR there or was never created; a transaction the
+//! processor approved is never recorded as anything but approved.
 
 pub mod queries;
 
@@ -65,6 +66,7 @@ pub async fn audit(store: &Store, charger: &Charger, now_ms: i64) -> anyhow::Res
             (Some(tx), "voided") => tx.status == "VOIDED",
             (Some(tx), "error") => tx.status == "ERROR",
             (None, "error") => true,
+            (None, "declined") => charge.decline_code.as_deref() == Some("network_limit"),
             _ => false,
         };
         if !agrees {

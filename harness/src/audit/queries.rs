@@ -26,6 +26,8 @@ pub struct AuditedCharge {
     pub reference: String,
     pub status: String,
     pub amount_cents: i64,
+    /// Why a declined charge was declined; `network_limit` is one never sent.
+    pub decline_code: Option<String>,
 }
 
 impl crate::Raw<'_> {
@@ -215,8 +217,8 @@ impl crate::Raw<'_> {
     /// with the processor (`crate::audit`).
     pub async fn audited_charges(&self) -> StoreResult<Vec<AuditedCharge>> {
         let backend = self.conn().get_database_backend();
-        let sql = "SELECT id, account_id, reference, status, amount_cents FROM charge_attempts \
-                   ORDER BY id";
+        let sql = "SELECT id, account_id, reference, status, amount_cents, decline_code \
+                   FROM charge_attempts ORDER BY id";
         let mut charges = Vec::new();
         for row in self
             .conn()
@@ -229,6 +231,7 @@ impl crate::Raw<'_> {
                 reference: row.try_get_by_index(2)?,
                 status: row.try_get_by_index(3)?,
                 amount_cents: row.try_get_by_index(4)?,
+                decline_code: row.try_get_by_index(5)?,
             });
         }
         Ok(charges)

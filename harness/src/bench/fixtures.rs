@@ -68,6 +68,7 @@ impl crate::Raw<'_> {
                     refunded_cents: Set(0),
                     refunding_cents: Set(0),
                     invoice_lines: Set(None),
+                    decline_code: Set(None),
                 }
             }))
             .exec(&txn)
@@ -178,6 +179,7 @@ impl crate::Raw<'_> {
                 refunded_cents: Set(0),
                 refunding_cents: Set(0),
                 invoice_lines: Set(None),
+                decline_code: Set(None),
             }))
             .exec(&txn)
             .await?;

@@ -25,6 +25,7 @@ mod dian;
 mod dian_documents;
 mod dian_ends;
 mod dian_filing;
+mod dunning;
 mod generated_client;
 mod hostile_input;
 

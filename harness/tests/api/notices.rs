@@ -19,6 +19,7 @@ crate::db_tests!(config = crate::notices::quick_notices;
     an_approved_charges_invoice_reaches_the_customer_once_with_its_pdf,
     a_refusing_server_fails_the_notice_and_a_busy_one_has_it_tried_again,
     a_declined_charges_notice_keeps_the_hours_the_law_allows,
+    a_hard_declines_notice_promises_no_retry_and_asks_for_a_new_card,
 );
 
 /// Notices looked for every 50 ms, an SMTP answer awaited 2 s.
@@ -575,6 +576,70 @@ async fn a_declined_charges_notice_keeps_the_hours_the_law_allows(app: TestApp) 
         no_redirects.get(&link).send().await.expect("send").status(),
         404
     );
+}
+
+/// A stolen card's decline (hard) is not retried: its notice says there is no next attempt
+/// and asks for a new card, with the cancellation date; a soft decline's names its retry date.
+async fn a_hard_declines_notice_promises_no_retry_and_asks_for_a_new_card(app: TestApp) {
+    let sink = SmtpSink::start();
+    turn_email_on(&app, &sink).await;
+    let (_, hard) = subscribe(&app, "eva@example.co", "4000000000009979").await;
+    let (_, soft) = subscribe(&app, "fer@example.co", "4000000000009995").await;
+    for sub in [&hard, &soft] {
+        let sub_id = sub["id"].as_str().expect("id").to_owned();
+        eventually(Duration::from_secs(20), || async {
+            !notices(
+                &app,
+                &format!("subscription_id={sub_id}&kind=payment_failed"),
+            )
+            .await
+            .is_empty()
+        })
+        .await;
+    }
+    // To the first instant the law allows (by the account's clock), where both are sent.
+    let (_, clock) = read(app.get("/v1/test-helpers/clock").await).await;
+    let now = chrono::DateTime::parse_from_rfc3339(clock["now"].as_str().expect("now"))
+        .expect("rfc3339")
+        .with_timezone(&chrono::Utc);
+    let target = billing::domain::collection_hours::next_allowed(now);
+    let seconds = (target - now).num_seconds().max(0) + 1;
+    let (status, _) = read(
+        app.post(
+            "/v1/test-helpers/clock/advance",
+            json!({"seconds": seconds}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+    eventually(Duration::from_secs(20), || async { sink.messages().len() >= 2 }).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mails: Vec<Value> = sink
+        .messages()
+        .iter()
+        .map(|raw| as_read(raw, dir.path()))
+        .collect();
+    let text_to = |to: &str| {
+        mails
+            .iter()
+            .find(|m| m["to"].as_str().is_some_and(|t| t.contains(to)))
+            .and_then(|m| m["text"].as_str())
+            .unwrap_or_else(|| panic!("a mail to {to}: {mails:?}"))
+            .to_owned()
+    };
+    let hard_text = text_to("eva@example.co");
+    assert!(hard_text.contains("Motivo: Tarjeta reportada como robada"), "{hard_text}");
+    assert!(
+        hard_text.contains("Próximo intento: Ninguno: no volveremos a intentar con esta tarjeta"),
+        "{hard_text}"
+    );
+    assert!(hard_text.contains("Agrega una tarjeta nueva"), "{hard_text}");
+    assert!(hard_text.contains("Se cancela el:"), "{hard_text}");
+    let soft_text = text_to("fer@example.co");
+    assert!(soft_text.contains("Motivo: Fondos insuficientes"), "{soft_text}");
+    assert!(!soft_text.contains("Ninguno"), "{soft_text}");
+    assert!(soft_text.contains("Próximo intento:"), "{soft_text}");
 }
 
 /// The receipt as a customer's mail program shows it: its HTML part opened in Chromium at a

@@ -20,7 +20,7 @@ use crate::store::accounts::Account;
 use crate::store::batch::{PeriodChargeBegin, PeriodChargeSettle};
 use crate::store::catalog::Customer;
 use crate::store::charges::{
-    BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, final_status,
+    BeginChargeError, ChargeAttempt, PaymentMethod, ProcessorEvent, decline_code, final_status,
 };
 use crate::store::invoices::DraftLine;
 use crate::store::prefetch::DueSnapshot;
@@ -167,9 +167,17 @@ impl Context<'_> {
                 .await?;
             return Ok(None);
         }
+        let new = new_charge(sub, account, lines, purpose, Some(period_start), None, now);
+        // A retry the card network would count past its limit is not sent (CONTRACT §15).
+        if purpose == ChargePurpose::Retry
+            && let Some(refusal) = self.reattempt_refusal(&new, snapshot).await?
+        {
+            self.decline_unsent(sub, account, new, &refusal, resuming, now)
+                .await?;
+            return Ok(None);
+        }
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight().slot().await;
-        let new = new_charge(sub, account, lines, purpose, Some(period_start), None, now);
         let mut row = sub.clone();
         row.due_at = None;
         row.updated_at = now;
@@ -524,6 +532,7 @@ fn settle_in_batch(
     charge.status = status;
     charge.processor_status = Some(reported.raw_status.to_owned());
     charge.processor_message = reported.message.map(str::to_owned);
+    charge.decline_code = decline_code(status, reported.message);
     if let Some(transaction_id) = reported.transaction_id {
         charge.processor_transaction_id = Some(transaction_id.to_owned());
     }

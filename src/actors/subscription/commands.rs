@@ -404,13 +404,24 @@ impl Context<'_> {
         Ok(None)
     }
 
-    /// Sets the card (or Nequi account) later periods are charged to.
+    /// Sets the card (or Nequi account) later periods are charged to. A past-due
+    /// subscription whose card was declined hard has no retry scheduled: a new payment method
+    /// is charged at once (its timer is due now, `timer::run_due_with`).
     async fn set_payment_method(
         &self,
         target: Target<'_>,
         payment_method_id: PaymentMethodId,
     ) -> Result<Option<ChargeAttempt>, ActionError> {
-        let Target { sub, now, .. } = target;
+        let Target {
+            sub, now, status, ..
+        } = target;
+        if status == Status::PastDue
+            && payment_method_id != sub.default_payment_method_id
+            && self.hard_declined_on_its_card(sub).await?
+        {
+            sub.due_at = Some(now);
+            sub.next_charge_date = now;
+        }
         let txn = self.store().begin().await?;
         sub.default_payment_method_id = payment_method_id;
         self.save(&txn, sub, now).await?;

@@ -4,7 +4,7 @@
 //! transaction; so every rule of the lifecycle is a plain function, tested alone below.
 
 use crate::domain::schedule::Schedule;
-use crate::domain::subscription::{Status, retry_at};
+use crate::domain::subscription::{Status, cancel_at, retry_at};
 use crate::domain::time::Cycle;
 use crate::ids::{AddonId, PlanId};
 use crate::store::subscriptions::Subscription;
@@ -85,10 +85,14 @@ pub(super) struct Settlement {
 }
 
 /// The effect on `sub` of its charge for the period starting at `period_start` settling
-/// (`approved` or not) at `now`, with the account's dunning `retry_days`.
+/// (`approved` or not; declined `hard` or not, `domain::decline`) at `now`, with the
+/// account's dunning `retry_days`. A hard decline schedules no retry: the subscription stays
+/// past due until the date the schedule would have canceled it (`cancel_at`), when its timer
+/// cancels it unless a new card came first (`timer::run_due_with`).
 pub(super) fn settle(
     sub: &mut Subscription,
     approved: bool,
+    hard: bool,
     period_start: i64,
     retry_days: &[i64],
     now: i64,
@@ -128,7 +132,14 @@ pub(super) fn settle(
             sub.status = Status::PastDue;
             settlement.events.push("subscription.past_due");
         }
-        match retry_at(first, sub.failed_attempts as u32, retry_days) {
+        let retry = retry_at(first, sub.failed_attempts as u32, retry_days);
+        // Not retried on this card: due when the schedule would cancel, if it would not now.
+        let next = if hard {
+            retry.and(cancel_at(first, retry_days))
+        } else {
+            retry
+        };
+        match next {
             Some(retry) => {
                 sub.status = Status::PastDue;
                 sub.next_charge_date = retry;
@@ -209,7 +220,7 @@ mod tests {
     fn an_approved_renewal_advances_one_period_from_the_anchor() {
         let mut sub = active();
         let end = sub.current_period_end;
-        let settlement = settle(&mut sub, true, end, &[1], end);
+        let settlement = settle(&mut sub, true, false, end, &[1], end);
         assert!(settlement.events.is_empty());
         assert_eq!(sub.current_period_start, at(2027, 2, 28));
         assert_eq!(
@@ -226,7 +237,7 @@ mod tests {
         reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
         assert_eq!(sub.next_cycle, Some(Cycle::Annual));
         let end = sub.current_period_end;
-        settle(&mut sub, true, end, &[1], end);
+        settle(&mut sub, true, false, end, &[1], end);
         assert_eq!(sub.current_period_end, at(2028, 2, 28));
         assert_eq!(sub.period_cycle, Cycle::Annual);
         assert_eq!(sub.next_cycle, None);
@@ -238,7 +249,7 @@ mod tests {
         reschedule(&mut sub, |s| s.change_cycle(Cycle::Annual));
         sub.status = Status::Paused;
         let end = sub.current_period_end;
-        settle(&mut sub, true, end, &[1], end);
+        settle(&mut sub, true, false, end, &[1], end);
         assert_eq!(sub.status, Status::Paused);
         assert_eq!(sub.current_period_start, at(2027, 2, 28));
         assert_eq!(sub.current_period_end, at(2028, 2, 28));
@@ -251,7 +262,7 @@ mod tests {
         sub.cancel_at_period_end = true;
         sub.status = Status::Paused;
         let end = sub.current_period_end;
-        settle(&mut sub, false, end, &[1], end);
+        settle(&mut sub, false, false, end, &[1], end);
         assert_eq!(sub.due_at, Some(sub.current_period_end));
     }
 
@@ -260,16 +271,49 @@ mod tests {
         let mut sub = active();
         let days = parse_retry_days("1,3");
         let end = sub.current_period_end;
-        let first = settle(&mut sub, false, end, &days, end);
+        let first = settle(&mut sub, false, false, end, &days, end);
         assert_eq!(first.events, vec!["subscription.past_due"]);
         assert_eq!(sub.due_at, Some(end + DAY));
-        let second = settle(&mut sub, false, end, &days, end + DAY);
+        let second = settle(&mut sub, false, false, end, &days, end + DAY);
         assert!(second.events.is_empty());
         assert_eq!(sub.due_at, Some(end + 3 * DAY));
-        let last = settle(&mut sub, false, end, &days, end + 3 * DAY);
+        let last = settle(&mut sub, false, false, end, &days, end + 3 * DAY);
         assert_eq!(last.events, vec!["subscription.canceled"]);
         assert_eq!(sub.status, Status::Canceled);
         assert_eq!(sub.due_at, None);
+    }
+
+    #[test]
+    fn a_hard_decline_waits_for_the_schedules_cancellation_date_without_a_retry() {
+        let mut sub = active();
+        let days = parse_retry_days("1,3,5,7");
+        let end = sub.current_period_end;
+        let first = settle(&mut sub, false, true, end, &days, end);
+        assert_eq!(first.events, vec!["subscription.past_due"]);
+        assert_eq!(sub.status, Status::PastDue);
+        assert_eq!(sub.failed_attempts, 1);
+        assert_eq!(sub.due_at, Some(end + 7 * DAY), "no retry: the cancellation date");
+        assert_eq!(sub.next_charge_date, end + 7 * DAY);
+        // A new card's charge, declined hard again on day 2: the same date.
+        let again = settle(&mut sub, false, true, end, &days, end + 2 * DAY);
+        assert!(again.events.is_empty());
+        assert_eq!(sub.due_at, Some(end + 7 * DAY));
+        // Past the schedule's attempts, a hard decline cancels as a soft one does.
+        sub.failed_attempts = 4;
+        let last = settle(&mut sub, false, true, end, &days, end + 7 * DAY);
+        assert_eq!(last.events, vec!["subscription.canceled"]);
+        assert_eq!(sub.status, Status::Canceled);
+    }
+
+    #[test]
+    fn a_soft_decline_keeps_the_schedule() {
+        let mut sub = active();
+        let days = parse_retry_days("1,3,5,7");
+        let end = sub.current_period_end;
+        for (attempt, day) in [(0, 1), (1, 3), (3, 5), (5, 7)] {
+            settle(&mut sub, false, false, end, &days, end + attempt * DAY);
+            assert_eq!(sub.due_at, Some(end + day * DAY), "after the attempt of day {attempt}");
+        }
     }
 
     #[test]

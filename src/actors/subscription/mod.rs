@@ -14,6 +14,7 @@ mod discounts;
 pub mod in_flight;
 pub mod messages;
 mod periods;
+mod reattempts;
 mod timer;
 
 use super::tree::{ActorStats, KindView};
@@ -304,6 +305,8 @@ impl Context<'_> {
     }
 
     /// Cancels a subscription whose period ended with `cancel_at_period_end` set.
+    /// Cancels `sub` now with its event (at its period's end, or unpaid when a hard decline's
+    /// wait ran out).
     pub(super) async fn cancel_at_end(
         &self,
         sub: &mut Subscription,

@@ -62,7 +62,15 @@ pub(super) fn period_effect(
         Some((charge, raw_status)),
         now,
     )];
-    let settlement = settle_period(sub, account, approved, period_start, charge.created_at, now);
+    let hard = charge.decline_code.is_some_and(|decline| decline.is_hard());
+    let settlement = settle_period(
+        sub,
+        account,
+        (approved, hard),
+        period_start,
+        charge.created_at,
+        now,
+    );
     events.extend(
         settlement
             .events
@@ -81,13 +89,13 @@ pub(super) fn period_effect(
 fn settle_period(
     sub: &mut Subscription,
     account: &Account,
-    approved: bool,
+    (approved, hard): (bool, bool),
     period_start: i64,
     began: i64,
     now: i64,
 ) -> decide::Settlement {
     let retry_days = parse_retry_days(&account.dunning_retry_days);
-    let settlement = decide::settle(sub, approved, period_start, &retry_days, now);
+    let settlement = decide::settle(sub, approved, hard, period_start, &retry_days, now);
     if approved {
         decide::count_discounted_period(sub, began);
     }
@@ -113,7 +121,7 @@ impl Context<'_> {
         }
         txn.issue_free_invoice(sub, lines, period_start, now)
             .await?;
-        let settlement = settle_period(sub, account, true, period_start, now, now);
+        let settlement = settle_period(sub, account, (true, false), period_start, now, now);
         if settlement.drop_detached_addons {
             txn.drop_detached_addons(&sub.id).await?;
         }

@@ -69,6 +69,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         pending_change: None,
         refunded_cents: 0,
         refunding_cents: 0,
+        decline_code: None,
         invoice_lines: None,
     };
     let event = subscription_event(

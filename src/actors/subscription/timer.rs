@@ -8,7 +8,8 @@ use super::decide::{self, reschedule};
 use super::periods::Resuming;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::schedule::Schedule;
-use crate::domain::subscription::Status;
+use crate::domain::decline::Decline;
+use crate::domain::subscription::{Status, cancel_at, parse_retry_days};
 use crate::events::subscription_event;
 use crate::ids::SubscriptionId;
 use crate::store::StoreError;
@@ -104,8 +105,52 @@ impl Context<'_> {
         if charges.pending {
             return Ok(None);
         }
+        if status == Status::PastDue && self.hard_declined_on_its_card(sub).await? {
+            self.await_new_card(sub, account, now).await?;
+            return Ok(None);
+        }
         self.charge_due(sub, account, &charges, now, snapshot, None)
             .await
+    }
+
+    /// Whether the last charge of `sub` was declined hard (`Decline::is_hard`) on the payment
+    /// method it still has: that card is never tried again.
+    pub(super) async fn hard_declined_on_its_card(
+        &self,
+        sub: &Subscription,
+    ) -> Result<bool, StoreError> {
+        let last = self
+            .store()
+            .last_settled_charge(&sub.account_id, &sub.id)
+            .await?;
+        Ok(last.is_some_and(|charge| {
+            charge.payment_method_id == sub.default_payment_method_id
+                && charge.decline_code.is_some_and(Decline::is_hard)
+        }))
+    }
+
+    /// A past-due `sub` whose card was declined hard waits for a new one until the date its
+    /// schedule would have canceled it, and is canceled then (unpaid: its failed attempts say
+    /// so), with no retry in between.
+    async fn await_new_card(
+        &self,
+        sub: &mut Subscription,
+        account: &Account,
+        now: i64,
+    ) -> Result<(), ActionError> {
+        let retry_days = parse_retry_days(&account.dunning_retry_days);
+        let cancel = sub
+            .first_failure_at
+            .and_then(|first| cancel_at(first, &retry_days));
+        if let Some(at) = cancel.filter(|at| *at > now) {
+            let txn = self.store().begin().await?;
+            sub.due_at = Some(at);
+            sub.next_charge_date = at;
+            self.save(&txn, sub, now).await?;
+            txn.commit().await?;
+            return Ok(());
+        }
+        self.cancel_at_end(sub, now).await
     }
 
     /// Begins the charge that is due on `sub` (read at `now`, its period's charges in

@@ -73,7 +73,7 @@ struct CardIn {
     card_holder: String,
 }
 
-fn luhn(number: &str) -> bool {
+pub(super) fn luhn(number: &str) -> bool {
     let digits: Option<Vec<u32>> = number.chars().rev().map(|c| c.to_digit(10)).collect();
     let Some(digits) = digits else {
         return false;
@@ -241,7 +241,7 @@ fn payment_source_body(id: i64, source: &SourceId, token: &str, email: &str) -> 
     let public_data = match &source.phone_number {
         Some(phone_number) => json!({"type": "NEQUI", "phone_number": phone_number}),
         None => {
-            json!({"type": "CARD", "brand": "VISA", "last_four": source.scenario.last_four()})
+            json!({"type": "CARD", "brand": source.scenario.brand(), "last_four": source.scenario.last_four()})
         }
     };
     json!({"id": id, "type": source.scenario.method_type(), "token": token, "status": "AVAILABLE",

@@ -13,6 +13,11 @@
 //! | 3    | card 4000 0000 0000 5126             | APPROVED     | DECLINED |
 //! | 4    | Nequi 3991111111                     | APPROVED     | APPROVED |
 //! | 5    | Nequi, any other approved number     | ERROR        |          |
+//! | 6    | a card of `REFUSALS` (below)         | DECLINED     |          |
+//!
+//! A card of `REFUSALS` is declined for its own reason, worded in the transaction's
+//! `status_message` as Wompi words a bank's refusal: its id is `(n * 10 + refusal) * 10 + 6`.
+//! 4111 1111 1111 1111 stays the generic decline.
 //!
 //! A Nequi token for 3992222222 is DECLINED, and no payment source is made from it.
 
@@ -20,6 +25,63 @@
 pub(super) const NEQUI_APPROVED: &str = "3991111111";
 /// The Nequi number whose token the customer declines.
 pub(super) const NEQUI_DECLINED: &str = "3992222222";
+
+/// A test card declined for a reason of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Refusal {
+    /// The card's number (Luhn-valid).
+    pub(super) number: &'static str,
+    /// Why the bank declined it, as the transaction's `status_message` says.
+    pub(super) message: &'static str,
+    /// The last character of its card token's id.
+    letter: char,
+}
+
+/// The cards declined for a reason of their own; a refusal's index is its digit in the ids,
+/// so a refusal is only ever added at the end.
+pub(super) const REFUSALS: [Refusal; 8] = [
+    Refusal {
+        number: "4000000000009995",
+        message: "Fondos insuficientes",
+        letter: 'f',
+    },
+    Refusal {
+        number: "4000000000000069",
+        message: "Tarjeta vencida",
+        letter: 'v',
+    },
+    Refusal {
+        number: "4000000000009979",
+        message: "Tarjeta reportada como robada",
+        letter: 's',
+    },
+    Refusal {
+        number: "4000000000009987",
+        message: "Tarjeta reportada como perdida",
+        letter: 'l',
+    },
+    Refusal {
+        number: "4000000000000010",
+        message: "Tarjeta inválida",
+        letter: 'i',
+    },
+    Refusal {
+        number: "4000000000000002",
+        message: "Transacción rechazada por el banco: no honrar",
+        letter: 'h',
+    },
+    Refusal {
+        number: "4000000000000036",
+        message: "Cuenta cerrada",
+        letter: 'c',
+    },
+    // A Mastercard that declines softly.
+    Refusal {
+        number: "5105105105105100",
+        message: "Transacción rechazada, intente más tarde",
+        letter: 'm',
+    },
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Scenario {
@@ -29,16 +91,29 @@ pub(super) enum Scenario {
     CardRefundsDeclined,
     NequiApproved,
     NequiError,
+    /// The index in `REFUSALS` of a card declined for its own reason.
+    CardRefused(u8),
 }
 
-const ALL: [Scenario; 6] = [
+const ALL: [Scenario; 14] = [
     Scenario::CardApproved,
     Scenario::CardDeclined,
     Scenario::CardError,
     Scenario::CardRefundsDeclined,
     Scenario::NequiApproved,
     Scenario::NequiError,
+    Scenario::CardRefused(0),
+    Scenario::CardRefused(1),
+    Scenario::CardRefused(2),
+    Scenario::CardRefused(3),
+    Scenario::CardRefused(4),
+    Scenario::CardRefused(5),
+    Scenario::CardRefused(6),
+    Scenario::CardRefused(7),
 ];
+
+/// The code of every `CardRefused`: its refusal is the digit before it.
+const REFUSED_CODE: i64 = 6;
 
 /// A payment source's id carries a Nequi phone number as its nine digits after the leading 3.
 const PHONE_SPAN: i64 = 1_000_000_000;
@@ -50,7 +125,27 @@ impl Scenario {
             "4242424242424242" => Scenario::CardApproved,
             "4111111111111111" => Scenario::CardDeclined,
             "4000000000005126" => Scenario::CardRefundsDeclined,
-            _ => Scenario::CardError,
+            _ => REFUSALS
+                .iter()
+                .position(|refusal| refusal.number == number)
+                .and_then(|index| u8::try_from(index).ok())
+                .map_or(Scenario::CardError, Scenario::CardRefused),
+        }
+    }
+
+    /// A `CardRefused`'s refusal.
+    fn refusal(self) -> Option<&'static Refusal> {
+        match self {
+            Scenario::CardRefused(index) => REFUSALS.get(usize::from(index)),
+            _ => None,
+        }
+    }
+
+    /// The card's brand, as its number's first digit says (the test cards' numbers).
+    pub(super) fn brand(self) -> &'static str {
+        match self.refusal() {
+            Some(refusal) if refusal.number.starts_with('5') => "MASTERCARD",
+            _ => "VISA",
         }
     }
 
@@ -71,6 +166,7 @@ impl Scenario {
             Scenario::CardRefundsDeclined => 3,
             Scenario::NequiApproved => 4,
             Scenario::NequiError => 5,
+            Scenario::CardRefused(_) => REFUSED_CODE,
         }
     }
 
@@ -81,6 +177,7 @@ impl Scenario {
             Scenario::CardDeclined => Some('d'),
             Scenario::CardError => Some('e'),
             Scenario::CardRefundsDeclined => Some('r'),
+            Scenario::CardRefused(_) => self.refusal().map(|refusal| refusal.letter),
             Scenario::NequiApproved | Scenario::NequiError => None,
         }
     }
@@ -104,13 +201,16 @@ impl Scenario {
             Scenario::CardApproved | Scenario::CardRefundsDeclined | Scenario::NequiApproved => {
                 "APPROVED"
             }
-            Scenario::CardDeclined => "DECLINED",
+            Scenario::CardDeclined | Scenario::CardRefused(_) => "DECLINED",
             Scenario::CardError | Scenario::NequiError => "ERROR",
         }
     }
 
     /// Why a transaction was not approved, as the processor words it.
     pub(super) fn status_message(self) -> Option<&'static str> {
+        if let Some(refusal) = self.refusal() {
+            return Some(refusal.message);
+        }
         match self.transaction_status() {
             "DECLINED" => Some("Transacción rechazada por el banco (sandbox)"),
             "ERROR" if self.is_nequi() => Some("Error procesando el pago Nequi (sandbox)"),
@@ -135,6 +235,9 @@ impl Scenario {
             Scenario::CardApproved => "4242",
             Scenario::CardDeclined => "1111",
             Scenario::CardRefundsDeclined => "5126",
+            Scenario::CardRefused(_) => self
+                .refusal()
+                .map_or("0000", |refusal| &refusal.number[refusal.number.len() - 4..]),
             _ => "0000",
         }
     }
@@ -158,7 +261,10 @@ impl SourceId {
     pub(super) fn id(&self, serial: u64) -> Option<i64> {
         let serial = i64::try_from(serial).ok()?;
         let n = match (self.scenario.is_nequi(), self.phone_number.as_deref()) {
-            (false, None) => serial,
+            (false, None) => match self.scenario {
+                Scenario::CardRefused(index) => serial.checked_mul(10)?.checked_add(index.into())?,
+                _ => serial,
+            },
             (true, Some(phone)) if is_nequi_number(phone) => {
                 let digits = phone.parse::<i64>().ok()? - PHONE_BASE;
                 serial.checked_mul(PHONE_SPAN)?.checked_add(digits)?
@@ -173,7 +279,13 @@ impl SourceId {
             return None;
         }
         let code = id % 10;
-        let scenario = ALL.into_iter().find(|s| s.code() == code)?;
+        let scenario = if code == REFUSED_CODE {
+            let index = u8::try_from((id / 10) % 10).ok()?;
+            Scenario::CardRefused(index).refusal()?;
+            Scenario::CardRefused(index)
+        } else {
+            ALL.into_iter().find(|s| s.code() == code)?
+        };
         let phone_number = scenario
             .is_nequi()
             .then(|| (PHONE_BASE + (id / 10) % PHONE_SPAN).to_string());
@@ -199,7 +311,12 @@ mod tests {
     fn a_payment_source_id_gives_back_its_scenario_and_phone_number() {
         for scenario in ALL.into_iter().filter(|s| !s.is_nequi()) {
             let id = source(scenario, None).id(7).expect("fits");
-            assert_eq!(id, 70 + scenario.code(), "cards keep n * 10 + code");
+            match scenario {
+                Scenario::CardRefused(index) => {
+                    assert_eq!(id, 700 + i64::from(index) * 10 + 6, "(n * 10 + refusal) * 10 + 6");
+                }
+                _ => assert_eq!(id, 70 + scenario.code(), "cards keep n * 10 + code"),
+            }
             assert_eq!(SourceId::decode(id), Some(source(scenario, None)));
         }
         for (phone, scenario) in [
@@ -226,7 +343,8 @@ mod tests {
         );
         assert_eq!(SourceId::decode(0), None);
         assert_eq!(SourceId::decode(-14), None);
-        assert_eq!(SourceId::decode(16), None, "no scenario has code 6");
+        assert_eq!(SourceId::decode(17), None, "no scenario has code 7");
+        assert_eq!(SourceId::decode(96), None, "no refusal has index 9");
     }
 
     #[test]
@@ -237,6 +355,59 @@ mod tests {
                 None => assert!(scenario.is_nequi()),
             }
         }
+    }
+
+    #[test]
+    fn each_refusal_card_declines_with_its_own_reason_and_other_numbers_error() {
+        let mut messages = std::collections::BTreeSet::new();
+        for refusal in REFUSALS {
+            let scenario = Scenario::of_card(refusal.number);
+            assert!(matches!(scenario, Scenario::CardRefused(_)), "{}", refusal.number);
+            assert_eq!(scenario.transaction_status(), "DECLINED");
+            assert_eq!(scenario.status_message(), Some(refusal.message));
+            assert_eq!(scenario.last_four(), &refusal.number[12..]);
+            assert!(super::super::protocol::luhn(refusal.number), "{}", refusal.number);
+            assert!(messages.insert(refusal.message), "one message per card");
+        }
+        assert!(
+            !messages.contains(Scenario::CardDeclined.status_message().expect("a message")),
+            "4111 keeps the generic decline"
+        );
+        assert_eq!(Scenario::of_card("4111111111111111"), Scenario::CardDeclined);
+        assert_eq!(Scenario::of_card("4242424242424242"), Scenario::CardApproved);
+        for other in ["4012888888881881", "5555555555554444", "4000000000000028"] {
+            assert_eq!(Scenario::of_card(other), Scenario::CardError, "{other}");
+            assert_eq!(Scenario::of_card(other).transaction_status(), "ERROR");
+        }
+        assert_eq!(Scenario::of_card("5105105105105100").brand(), "MASTERCARD");
+        assert_eq!(Scenario::of_card("4000000000009979").brand(), "VISA");
+    }
+
+    /// What dunning reads of each refusal: the reason its message names.
+    #[test]
+    fn each_refusal_message_reads_as_its_reason() {
+        use crate::domain::decline::Decline;
+        let reasons: Vec<Decline> = REFUSALS
+            .iter()
+            .map(|refusal| Decline::read(Some(refusal.message)))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                Decline::InsufficientFunds,
+                Decline::ExpiredCard,
+                Decline::StolenCard,
+                Decline::LostCard,
+                Decline::InvalidCard,
+                Decline::DoNotHonor,
+                Decline::ClosedAccount,
+                Decline::TryAgainLater,
+            ]
+        );
+        assert_eq!(
+            Decline::read(Scenario::CardDeclined.status_message()),
+            Decline::Generic
+        );
     }
 
     #[test]

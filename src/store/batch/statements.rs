@@ -85,6 +85,10 @@ pub fn settle_pending(charges: &[&ChargeAttempt]) -> sea_orm::sea_query::UpdateS
             by_id(|c| c.processor_message.clone().into()),
         )
         .value(
+            charge_attempt::Column::DeclineCode,
+            by_id(|c| c.decline_code.into()),
+        )
+        .value(
             charge_attempt::Column::ProcessorTransactionId,
             reported_transaction(charges),
         )

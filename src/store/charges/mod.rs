@@ -19,13 +19,15 @@ use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::decline::Decline;
 use crate::ids::{
     AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId, WebhookEndpointId,
 };
 use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
+    QueryFilter, QueryOrder,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -123,6 +125,46 @@ impl Store {
         let charge = begin_charge_in(txn.conn(), new).await?;
         txn.commit().await?;
         Ok(charge)
+    }
+
+    /// The last settled charge of a subscription, by when it began (pending ones aside).
+    pub async fn last_settled_charge(
+        &self,
+        account: &AccountId,
+        subscription_id: &SubscriptionId,
+    ) -> StoreResult<Option<ChargeAttempt>> {
+        Ok(charge_attempt::Entity::scoped(account)
+            .filter(charge_attempt::Column::SubscriptionId.eq(subscription_id))
+            .filter(charge_attempt::Column::Status.ne(ChargeStatus::Pending))
+            .order_by_desc(charge_attempt::Column::CreatedAt)
+            .order_by_desc(charge_attempt::Column::Id)
+            .one(self.conn())
+            .await?)
+    }
+
+    /// How many charges on `payment_method_id` went to the processor (or are on their way)
+    /// from `since_ms` on, by the account's clock; with `amount_cents`, only those of that
+    /// amount. A retry the network's limit stopped was never sent and is not counted. The
+    /// index on (payment method, began) answers it.
+    pub async fn count_sent_attempts(
+        &self,
+        account: &AccountId,
+        payment_method_id: &PaymentMethodId,
+        since_ms: i64,
+        amount_cents: Option<i64>,
+    ) -> StoreResult<u64> {
+        let mut query = charge_attempt::Entity::scoped(account)
+            .filter(charge_attempt::Column::PaymentMethodId.eq(payment_method_id))
+            .filter(charge_attempt::Column::CreatedAt.gte(since_ms))
+            .filter(
+                sea_orm::Condition::any()
+                    .add(charge_attempt::Column::DeclineCode.is_null())
+                    .add(charge_attempt::Column::DeclineCode.ne(Decline::NetworkLimit)),
+            );
+        if let Some(amount_cents) = amount_cents {
+            query = query.filter(charge_attempt::Column::AmountCents.eq(amount_cents));
+        }
+        Ok(query.count(self.conn()).await?)
     }
 
     pub async fn charge(
@@ -320,6 +362,12 @@ pub(crate) async fn begin_charge_in<C: ConnectionTrait>(
     }
 }
 
+/// The reason code a charge settled to `status` with the processor's `message` keeps: a
+/// declined one's reason (`Decline::read`), none for any other.
+pub fn decline_code(status: ChargeStatus, message: Option<&str>) -> Option<Decline> {
+    (status == ChargeStatus::Declined).then(|| Decline::read(message))
+}
+
 /// The pending attempt `new` begins, as it is inserted.
 pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
     let id = ChargeAttemptId::generate();
@@ -350,6 +398,7 @@ pub(super) fn attempt_of(new: NewCharge) -> ChargeAttempt {
         pending_change: new.pending_change,
         refunded_cents: 0,
         refunding_cents: 0,
+        decline_code: None,
     }
 }
 
@@ -389,6 +438,10 @@ pub(crate) async fn settle_charge_in<C: ConnectionTrait>(
         .col_expr(
             charge_attempt::Column::ProcessorMessage,
             message.map(str::to_owned).into(),
+        )
+        .col_expr(
+            charge_attempt::Column::DeclineCode,
+            decline_code(status, message).into(),
         )
         .col_expr(charge_attempt::Column::UpdatedAt, now_ms.into())
         .col_expr(charge_attempt::Column::FinalizedAt, Some(now_ms).into());

@@ -3,6 +3,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::decline::Decline;
 use crate::ids::{AccountId, ChargeAttemptId, CustomerId, PaymentMethodId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
@@ -40,6 +41,9 @@ pub struct Model {
     /// What the charge is for, line by line (JSON of `store::invoices::DraftLine`s adding up
     /// to the amount), decided with the amount; its invoice copies them. None: one line.
     pub invoice_lines: Option<String>,
+    /// Why a declined charge was declined (`Decline::read` of the processor's message, or
+    /// `network_limit` for a retry never sent); NULL for any other charge.
+    pub decline_code: Option<Decline>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -5,6 +5,7 @@
 
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::{ChargeStatus, RefundStatus};
+use crate::domain::decline::Decline;
 use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting, Environment};
 use crate::domain::discount::Duration;
 use crate::domain::subscription::Status;
@@ -86,6 +87,7 @@ text_columns!(
     ChargeStatus,
     ChargePurpose,
     RefundStatus,
+    Decline,
     TaxCode,
     Duration,
     DianStatus,
