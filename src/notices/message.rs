@@ -492,7 +492,7 @@ async fn remind(
     else {
         return Ok(None);
     };
-    if kind == NoticeKind::CardExpiring && !card.expires_at.is_some_and(|end| end <= at) {
+    if kind == NoticeKind::CardExpiring && card.expires_at.is_none_or(|end| end > at) {
         return Ok(None);
     }
     let Some(plan) = store.plan(account_id, &sub.plan_id).await? else {
