@@ -46,6 +46,7 @@ mod m20261130_000023_seller_as_issued;
 mod m20261201_000024_first_purchases;
 mod m20261201_000025_quiet_posts;
 mod m20261202_000027_notices;
+mod m20261203_000029_whatsapp_statuses;
 
 pub struct Migrator;
 
@@ -79,6 +80,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000024_first_purchases::Migration),
             Box::new(m20261201_000025_quiet_posts::Migration),
             Box::new(m20261202_000027_notices::Migration),
+            Box::new(m20261203_000029_whatsapp_statuses::Migration),
         ]
     }
 }
