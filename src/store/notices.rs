@@ -392,10 +392,10 @@ impl Store {
             Delivery::Read { at } => update
                 .col_expr(
                     notice::Column::DeliveredAt,
-                    sea_orm::sea_query::Func::coalesce([
-                        Expr::col(notice::Column::DeliveredAt).into(),
-                        Expr::val(*at).into(),
-                    ]),
+                    Expr::from(sea_orm::sea_query::Func::coalesce([
+                        Expr::col(notice::Column::DeliveredAt),
+                        Expr::val(*at),
+                    ])),
                 )
                 .col_expr(notice::Column::ReadAt, Some(*at).into())
                 .filter(notice::Column::ReadAt.is_null()),
