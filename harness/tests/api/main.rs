@@ -37,6 +37,7 @@ mod model;
 mod multi_node;
 mod nequi;
 mod notices;
+mod whatsapp;
 mod openapi;
 mod portal;
 mod portal_browser;

@@ -78,14 +78,14 @@ impl Handler for Sink {
 }
 
 /// A real SMTP server on a free loopback port, in a thread of its own.
-struct SmtpSink {
+pub(crate) struct SmtpSink {
     port: u16,
     received: Arc<Mutex<Vec<Vec<u8>>>>,
     answer: Arc<Mutex<Answer>>,
 }
 
 impl SmtpSink {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -115,12 +115,12 @@ impl SmtpSink {
         *self.answer.lock().expect("lock") = answer;
     }
 
-    fn messages(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn messages(&self) -> Vec<Vec<u8>> {
         self.received.lock().expect("lock").clone()
     }
 }
 
-async fn turn_email_on(app: &TestApp, sink: &SmtpSink) -> Value {
+pub(crate) async fn turn_email_on(app: &TestApp, sink: &SmtpSink) -> Value {
     // The tests poll the notices' list.
     app.lift_rate_limit().await;
     let (status, settings) = read(
