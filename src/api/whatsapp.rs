@@ -70,7 +70,12 @@ async fn verify_whatsapp_webhook(
     Path(account_id): Path<String>,
     query: Result<Query<HandshakeQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<String> {
-    let refused = || ApiError::invalid(StatusCode::FORBIDDEN, "The verify token is not this account's.");
+    let refused = || {
+        ApiError::invalid(
+            StatusCode::FORBIDDEN,
+            "The verify token is not this account's.",
+        )
+    };
     let Ok(Query(query)) = query else {
         return Err(refused());
     };

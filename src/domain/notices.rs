@@ -305,7 +305,10 @@ impl NoticeSettings {
             if let Some(secret) = value
                 && (secret.is_empty() || secret.len() > 256 || secret.chars().any(char::is_control))
             {
-                return Err(invalid(field, "must be 1 to 256 characters with no control character"));
+                return Err(invalid(
+                    field,
+                    "must be 1 to 256 characters with no control character",
+                ));
             }
         }
         if whatsapp.enabled

@@ -266,7 +266,9 @@ impl Notices {
     /// one through the other channel this calendar week (Monday to Sunday, Colombian time),
     /// for good: one channel a week.
     async fn held_back(&self, notice: &Notice, now: i64) -> StoreResult<Option<Held>> {
-        use crate::domain::collection_hours::{colombian_day_start, colombian_week_start, next_allowed};
+        use crate::domain::collection_hours::{
+            colombian_day_start, colombian_week_start, next_allowed,
+        };
         use crate::domain::time::from_millis;
         let at = from_millis(now);
         let allowed = next_allowed(at);
@@ -283,7 +285,10 @@ impl Notices {
                 &notice.id,
             )
             .await?;
-        if this_week.iter().any(|other| other.channel != notice.channel) {
+        if this_week
+            .iter()
+            .any(|other| other.channel != notice.channel)
+        {
             return Ok(Some(Held::Suppressed(ONE_CHANNEL_A_WEEK)));
         }
         let day_start = colombian_day_start(at);

@@ -11,9 +11,9 @@
 //! again with the e-mail's backoff.
 
 use crate::config::Config;
+use crate::documents::text::Locale;
 use crate::domain::notices::{NoticeKind, NoticeLocale, NoticeSettings};
 use crate::domain::subscription::Status;
-use crate::documents::text::Locale;
 use crate::egress::{AddressPolicy, GuardedClient};
 use crate::store::notices::Notice;
 use crate::store::{Store, StoreResult};
@@ -81,7 +81,9 @@ pub async fn send(
     let whatsapp = &settings.whatsapp;
     let (Some(phone_number_id), Some(token)) = (&whatsapp.phone_number_id, &whatsapp.access_token)
     else {
-        return Ok(Err(Unsent::Suppressed("WhatsApp has no number or access token")));
+        return Ok(Err(Unsent::Suppressed(
+            "WhatsApp has no number or access token",
+        )));
     };
     let account_id = &notice.account_id;
     let (Some(account), Some(customer)) = (
@@ -91,13 +93,24 @@ pub async fn send(
         return Ok(Err(Unsent::Suppressed("what it is about is gone")));
     };
     if !customer.whatsapp_opt_in {
-        return Ok(Err(Unsent::Suppressed("the customer did not opt in to WhatsApp")));
+        return Ok(Err(Unsent::Suppressed(
+            "the customer did not opt in to WhatsApp",
+        )));
     }
     let Some(phone) = customer.phone.clone().filter(|phone| !phone.is_empty()) else {
         return Ok(Err(Unsent::Suppressed("the customer has no phone")));
     };
     let public_url = config.public_url();
-    let Some(body) = parameters(store, notice, kind, settings, &account.name, &customer.name, &public_url).await?
+    let Some(body) = parameters(
+        store,
+        notice,
+        kind,
+        settings,
+        &account.name,
+        &customer.name,
+        &public_url,
+    )
+    .await?
     else {
         return Ok(Err(Unsent::Suppressed("what it is about is gone")));
     };
@@ -120,7 +133,11 @@ pub async fn send(
             webhook_url: Some(format!("{public_url}/webhooks/whatsapp/{account_id}")),
         });
     }
-    let http = if operators { &reach.operator } else { &reach.meta };
+    let http = if operators {
+        &reach.operator
+    } else {
+        &reach.meta
+    };
     let outcome = client::send(http, &base, phone_number_id, token, &message).await;
     Ok(Ok(Sent {
         outcome,
@@ -195,7 +212,15 @@ async fn parameters(
                     ends = date(first + last * 86_400_000);
                 }
             }
-            vec![customer, merchant, money(charge.amount_cents), reason, next, ends, link]
+            vec![
+                customer,
+                merchant,
+                money(charge.amount_cents),
+                reason,
+                next,
+                ends,
+                link,
+            ]
         }
         NoticeKind::SubscriptionCanceled => {
             let Some(sub_id) = &notice.subscription_id else {

@@ -17,7 +17,9 @@ use crate::egress::GuardedClient;
 /// What one message came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    Sent { wamid: String },
+    Sent {
+        wamid: String,
+    },
     /// Meta said no, for good: its message.
     Refused(String),
     Unknown(String),
@@ -30,7 +32,10 @@ const TRY_LATER: [i64; 8] = [2, 4, 80_007, 130_429, 131_000, 131_016, 131_056, 1
 
 /// The messages URL of `phone_number_id` under `base_url` (which carries the version).
 pub fn messages_url(base_url: &str, phone_number_id: &str) -> String {
-    format!("{}/{phone_number_id}/messages", base_url.trim_end_matches('/'))
+    format!(
+        "{}/{phone_number_id}/messages",
+        base_url.trim_end_matches('/')
+    )
 }
 
 /// Sends `message` from `phone_number_id` with `access_token`.
@@ -69,7 +74,9 @@ pub fn classify(status: u16, body: &[u8]) -> Outcome {
             Err(_) => Outcome::Unknown(format!("HTTP {status} whose body does not read")),
         };
     }
-    let error = serde_json::from_slice::<ErrorOut>(body).ok().map(|out| out.error);
+    let error = serde_json::from_slice::<ErrorOut>(body)
+        .ok()
+        .map(|out| out.error);
     let said = match &error {
         Some(error) => format!("HTTP {status}: {} (code {})", error.message, error.code),
         None => format!("HTTP {status}"),
@@ -135,8 +142,10 @@ mod tests {
     #[test]
     fn metas_final_refusals_fail_and_its_not_nows_are_tried_again() {
         let error = |code: i64, message: &str| {
-            body(json!({"error": {"message": message, "type": "OAuthException", "code": code,
-                "fbtrace_id": "A1"}}))
+            body(
+                json!({"error": {"message": message, "type": "OAuthException", "code": code,
+                "fbtrace_id": "A1"}}),
+            )
         };
         let Outcome::Refused(said) = classify(401, &error(190, "Invalid OAuth access token"))
         else {

@@ -64,9 +64,16 @@ mod tests {
         assert!(!verify("other", body, Some(&header)));
         assert!(!verify("s3cret", br#"{"entry": []}"#, Some(&header)));
         assert!(!verify("s3cret", body, None));
-        assert!(!verify("s3cret", body, Some(header.trim_start_matches("sha256="))));
+        assert!(!verify(
+            "s3cret",
+            body,
+            Some(header.trim_start_matches("sha256="))
+        ));
         assert!(!verify("s3cret", body, Some("sha256=zz")));
         assert!(!verify("s3cret", body, Some(&header[..header.len() - 2])));
-        assert!(!verify("", body, Some(&sign("", body))), "no secret, no trust");
+        assert!(
+            !verify("", body, Some(&sign("", body))),
+            "no secret, no trust"
+        );
     }
 }

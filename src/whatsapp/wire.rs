@@ -257,6 +257,9 @@ mod tests {
         let status = &webhook.entry[0].changes[0].value.statuses[0];
         assert_eq!(status.at_ms(), Some(1_764_600_000_000));
         assert_eq!(status.error_text(), "Message undeliverable (131026)");
-        assert_eq!(webhook.entry[0].changes[0].value.metadata.phone_number_id, "1055");
+        assert_eq!(
+            webhook.entry[0].changes[0].value.metadata.phone_number_id,
+            "1055"
+        );
     }
 }

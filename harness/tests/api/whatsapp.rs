@@ -32,9 +32,11 @@ async fn turn_whatsapp_on(app: &TestApp) {
     app.lift_rate_limit().await;
     let (status, settings) = read(
         app.request(Method::PATCH, "/v1/account/notices")
-            .json(&json!({"whatsapp": {"enabled": true, "phone_number_id": "106540352242922",
+            .json(
+                &json!({"whatsapp": {"enabled": true, "phone_number_id": "106540352242922",
                 "access_token": "EAAG-sandbox-token", "app_secret": APP_SECRET,
-                "verify_token": "verify-me"}}))
+                "verify_token": "verify-me"}}),
+            )
             .send()
             .await
             .expect("send"),
@@ -159,10 +161,7 @@ async fn an_opted_in_customers_receipt_arrives_by_whatsapp_and_is_delivered(app:
     assert_eq!(parameters[2], invoice["number"]);
     assert_eq!(parameters[3], "$ 30.000,00");
     assert!(
-        parameters[5]
-            .as_str()
-            .expect("link")
-            .contains("/invoices/"),
+        parameters[5].as_str().expect("link").contains("/invoices/"),
         "{message}"
     );
     assert_eq!(message["status"], "delivered");
@@ -247,10 +246,7 @@ async fn the_ingress_refuses_a_forged_webhook_and_answers_metas_handshake(app: T
     let answered = handshake("verify-me").send().await.expect("send");
     assert_eq!(answered.status(), 200);
     assert_eq!(answered.text().await.expect("text"), "1158201444");
-    assert_eq!(
-        handshake("guess").send().await.expect("send").status(),
-        403
-    );
+    assert_eq!(handshake("guess").send().await.expect("send").status(), 403);
 }
 
 async fn a_cloud_api_that_is_unavailable_leaves_the_notice_to_be_tried_again(app: TestApp) {
@@ -268,7 +264,10 @@ async fn a_cloud_api_that_is_unavailable_leaves_the_notice_to_be_tried_again(app
     })
     .await;
     let notice = &notices(&app, &query).await[0];
-    assert_eq!(notice["status"], "scheduled", "a 503 is tried again: {notice}");
+    assert_eq!(
+        notice["status"], "scheduled",
+        "a 503 is tried again: {notice}"
+    );
     assert!(
         notice["last_error"]
             .as_str()
@@ -339,7 +338,10 @@ async fn a_failed_payment_goes_through_one_channel_a_week(app: TestApp) {
         .filter(|n| n["created_at"] == listed.last().expect("one")["created_at"])
         .collect();
     assert_eq!(first_cause.len(), 2, "one a channel: {listed:#?}");
-    let sent: Vec<_> = first_cause.iter().filter(|n| n["status"] == "sent").collect();
+    let sent: Vec<_> = first_cause
+        .iter()
+        .filter(|n| n["status"] == "sent")
+        .collect();
     let suppressed: Vec<_> = first_cause
         .iter()
         .filter(|n| n["status"] == "suppressed")

@@ -58,13 +58,19 @@ async fn register_number(
     body: Result<Json<NumberIn>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let Ok(Json(number)) = body else {
-        return meta_error(StatusCode::BAD_REQUEST, "OAuthException", 100, "(#100) Invalid body");
+        return meta_error(
+            StatusCode::BAD_REQUEST,
+            "OAuthException",
+            100,
+            "(#100) Invalid body",
+        );
     };
     let id_ok = !number.phone_number_id.is_empty()
         && number.phone_number_id.len() <= 32
         && number.phone_number_id.bytes().all(|b| b.is_ascii_digit());
     let url_ok = number.webhook_url.as_deref().is_none_or(|url| {
-        url.len() <= 2048 && url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+        url.len() <= 2048
+            && url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
     });
     if !id_ok || !url_ok || number.access_token.is_empty() {
         return meta_error(

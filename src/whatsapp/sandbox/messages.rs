@@ -6,7 +6,9 @@
 
 use super::{FAILS_TO_DELIVER, NOT_ON_WHATSAPP, Received, SandboxWhatsapp, UNAVAILABLE, lock};
 use crate::secrets::{constant_time_eq, sha256_hex};
-use crate::whatsapp::wire::{Contact, ErrorOut, MessageRef, MetaError, PRODUCT, SentOut, TemplateMessage};
+use crate::whatsapp::wire::{
+    Contact, ErrorOut, MessageRef, MetaError, PRODUCT, SentOut, TemplateMessage,
+};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -71,7 +73,8 @@ async fn send_message(
     let known = {
         let numbers = lock(&sandbox.numbers);
         numbers.get(&phone_number_id).map(|number| {
-            bearer(&headers).is_some_and(|token| constant_time_eq(&sha256_hex(token), &number.token_hash))
+            bearer(&headers)
+                .is_some_and(|token| constant_time_eq(&sha256_hex(token), &number.token_hash))
         })
     };
     match known {
@@ -122,7 +125,10 @@ async fn send_message(
     if message.kind != "template" {
         return bad_payload("Param type must be one of {TEMPLATE} in this sandbox.");
     }
-    if message.to.is_empty() || message.to.len() > 15 || !message.to.bytes().all(|b| b.is_ascii_digit()) {
+    if message.to.is_empty()
+        || message.to.len() > 15
+        || !message.to.bytes().all(|b| b.is_ascii_digit())
+    {
         return bad_payload("Param to must be a phone number.");
     }
     let name = &message.template.name;
@@ -159,7 +165,12 @@ async fn send_message(
         status: "accepted".to_owned(),
         received_at: chrono::Utc::now().timestamp_millis(),
     });
-    sandbox.report_later(&phone_number_id, &wamid, &message.to, message.to == FAILS_TO_DELIVER);
+    sandbox.report_later(
+        &phone_number_id,
+        &wamid,
+        &message.to,
+        message.to == FAILS_TO_DELIVER,
+    );
     Json(SentOut {
         messaging_product: PRODUCT.to_owned(),
         contacts: vec![Contact {

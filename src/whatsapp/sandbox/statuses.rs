@@ -70,12 +70,18 @@ pub fn webhook(phone_number_id: &str, wamid: &str, to: &str, status: &str, at: i
 
 impl SandboxWhatsapp {
     /// Posts the message's statuses in the background.
-    pub(super) fn report_later(self: &Arc<Self>, phone_number_id: &str, wamid: &str, to: &str, fails: bool) {
+    pub(super) fn report_later(
+        self: &Arc<Self>,
+        phone_number_id: &str,
+        wamid: &str,
+        to: &str,
+        fails: bool,
+    ) {
         let target = {
             let numbers = super::lock(&self.numbers);
-            numbers.get(phone_number_id).and_then(|number| {
-                Some((number.webhook_url.clone()?, number.app_secret.clone()?))
-            })
+            numbers
+                .get(phone_number_id)
+                .and_then(|number| Some((number.webhook_url.clone()?, number.app_secret.clone()?)))
         };
         let Some((url, secret)) = target else {
             return;
@@ -84,7 +90,8 @@ impl SandboxWhatsapp {
             return;
         };
         let sandbox = Arc::clone(self);
-        let (phone_number_id, wamid, to) = (phone_number_id.to_owned(), wamid.to_owned(), to.to_owned());
+        let (phone_number_id, wamid, to) =
+            (phone_number_id.to_owned(), wamid.to_owned(), to.to_owned());
         tokio::spawn(async move {
             let last = if fails { "failed" } else { "delivered" };
             for status in ["sent", last] {
