@@ -240,6 +240,29 @@ pub struct Config {
     /// The in-process sandbox DIAN's behaviour; tests compress it, never a flag.
     #[arg(skip)]
     pub dian_sandbox: crate::dian::sandbox::SandboxDianConfig,
+    /// WhatsApp's Cloud API for live accounts, with its version (unset, Meta's
+    /// `https://graph.facebook.com/v21.0`).
+    #[arg(long, env = "BILLING_WHATSAPP_URL", global = true, hide = true)]
+    pub whatsapp_url: Option<String>,
+    /// The sandbox WhatsApp that sandbox accounts send through, with its version; unset, the
+    /// in-process one at `<public url>/sandbox/whatsapp/v21.0`. A standalone `billing
+    /// sandbox-whatsapp` here must be told of the accounts' numbers (`POST
+    /// /_sandbox/phone-numbers`).
+    #[arg(long, env = "BILLING_WHATSAPP_SANDBOX_URL", global = true, hide = true)]
+    pub whatsapp_sandbox_url: Option<String>,
+    /// Milliseconds one message may take at the Cloud API before its outcome counts as unknown
+    /// and it is tried again.
+    #[arg(
+        long,
+        env = "BILLING_WHATSAPP_TIMEOUT_MS",
+        default_value_t = 15_000,
+        global = true,
+        hide = true
+    )]
+    pub whatsapp_timeout_ms: u64,
+    /// The in-process sandbox WhatsApp's behaviour; tests compress it, never a flag.
+    #[arg(skip)]
+    pub whatsapp_sandbox: crate::whatsapp::sandbox::SandboxWhatsappConfig,
 }
 
 impl Config {
@@ -277,6 +300,10 @@ impl Config {
             dian_interval_ms: 1_000,
             dian_retry_base_ms: 5_000,
             dian_sandbox: crate::dian::sandbox::SandboxDianConfig::default(),
+            whatsapp_url: None,
+            whatsapp_sandbox_url: None,
+            whatsapp_timeout_ms: 15_000,
+            whatsapp_sandbox: crate::whatsapp::sandbox::SandboxWhatsappConfig::default(),
         }
     }
 
@@ -315,6 +342,29 @@ impl Config {
                 format!("http://127.0.0.1:{}", addr.port())
             }
             _ => format!("http://{}", self.bind),
+        }
+    }
+
+    /// The Cloud API base (with its version) that an account sends WhatsApp through, and
+    /// whether it is the operator's own (the sandbox, or a setting: private addresses allowed).
+    pub fn whatsapp_base(&self, sandbox: bool) -> (String, bool) {
+        let setting = if sandbox {
+            &self.whatsapp_sandbox_url
+        } else {
+            &self.whatsapp_url
+        };
+        match setting {
+            Some(url) => (url.trim_end_matches('/').to_owned(), true),
+            None if sandbox => (
+                format!(
+                    "{}{}/{}",
+                    self.public_url(),
+                    crate::whatsapp::SANDBOX_MOUNT,
+                    crate::whatsapp::API_VERSION
+                ),
+                true,
+            ),
+            None => (crate::whatsapp::META_BASE_URL.to_owned(), false),
         }
     }
 

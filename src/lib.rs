@@ -3,8 +3,9 @@
 //!
 //! - [`domain`], [`ids`], [`secrets`], [`logging`]: pure rules (money, fees, periods),
 //!   identifiers, credentials, the log's format and filter.
-//! - [`egress`], [`processor`], [`config`]: the guarded client for every URL a tenant gives
-//!   us; the processor's protocol (client, sandbox, signatures); configuration.
+//! - [`egress`], [`processor`], [`whatsapp`], [`config`]: the guarded client for every URL a
+//!   tenant gives us; the processor's protocol (client, sandbox, signatures); WhatsApp's Cloud
+//!   API (client, sandbox, signatures); configuration.
 //! - [`store`]: the database, tenant-scoped; the only module naming sea_orm.
 //! - [`clock`], [`events`], [`webhooks`]: real time plus each account's test offset; every
 //!   event's payload; outgoing webhooks.
@@ -47,6 +48,7 @@ pub mod secrets;
 pub mod store;
 pub mod subscribe;
 pub mod webhooks;
+pub mod whatsapp;
 
 use charges::Charger;
 use config::Config;
@@ -272,9 +274,17 @@ pub async fn run(
         Arc::clone(&dian_sandbox),
         &config,
     );
+    let whatsapp_sandbox = whatsapp::sandbox::SandboxWhatsapp::new(
+        config.whatsapp_sandbox.clone(),
+        AdminAuth::from_hash(admin_token_hash.clone()),
+    )?;
     let config = Arc::new(config);
-    let notices =
-        notices::Notices::new(store.clone(), runtime.clock().clone(), Arc::clone(&config));
+    let notices = notices::Notices::new(
+        store.clone(),
+        runtime.clock().clone(),
+        Arc::clone(&config),
+        Some(Arc::clone(&whatsapp_sandbox)),
+    )?;
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
     let limiter = Arc::new(RateLimiter::new(&store));
     let auth_failures = Arc::new(AuthFailures::new(&store));
@@ -292,6 +302,7 @@ pub async fn run(
         processor,
         keys: Arc::default(),
         dian_sandbox,
+        whatsapp_sandbox,
         filing: filing.clone(),
         background: background::Background::new(vec![Arc::new(notices.clone())]),
         requests: http::idempotency::RequestTasks::default(),

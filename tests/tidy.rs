@@ -17,8 +17,13 @@ const SEA_ORM_ELSEWHERE: [&str; 1] = ["src/actors/subscription/tests.rs"];
 
 /// Outside `src/api/`, `src/checkout/` and `src/documents/` (the pages customers open), axum
 /// is named by `run` (which serves the router) and by the sandboxes (peer servers speaking the
-/// processor's and DIAN's protocols, not our API).
-const AXUM_ELSEWHERE: [&str; 3] = ["src/dian/sandbox/", "src/lib.rs", "src/processor/"];
+/// processor's, DIAN's and WhatsApp's protocols, not our API).
+const AXUM_ELSEWHERE: [&str; 4] = [
+    "src/dian/sandbox/",
+    "src/lib.rs",
+    "src/processor/",
+    "src/whatsapp/sandbox/",
+];
 
 /// The service's files (`src/`), by path from the workspace root.
 fn sources() -> Vec<(String, String)> {

@@ -46,6 +46,19 @@ enum Command {
         #[arg(long, env = "BILLING_SANDBOX_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
     },
+    /// Run the sandbox WhatsApp alone (the Cloud API at http://ADDR/v21.0/{phone_number_id}/
+    /// messages, its administration under `/_sandbox/`).
+    SandboxWhatsapp {
+        #[arg(long, default_value = "127.0.0.1:8092")]
+        bind: String,
+        /// Milliseconds between a message and its `sent` status, and again its `delivered`.
+        #[arg(long, default_value_t = 300)]
+        status_delay_ms: u64,
+        /// The token its administration (`/_sandbox/…`) requires; generated and printed once
+        /// when absent (as `sandbox-processor`'s).
+        #[arg(long, env = "BILLING_SANDBOX_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
+    },
     /// Print the running server's supervision tree (GET /admin/actors).
     Actors {
         /// Base URL of the running server.
@@ -251,6 +264,30 @@ async fn main() -> anyhow::Result<()> {
             );
             sandbox.serve(listener, shutdown_signal()).await?;
             Ok(())
+        }
+        Command::SandboxWhatsapp {
+            bind,
+            status_delay_ms,
+            admin_token,
+        } => {
+            let listener = tokio::net::TcpListener::bind(&bind).await?;
+            println!(
+                "sandbox WhatsApp at http://{}/{}",
+                listener.local_addr()?,
+                billing::whatsapp::API_VERSION
+            );
+            let token = sandbox_admin_token(admin_token)?;
+            let config = billing::whatsapp::sandbox::SandboxWhatsappConfig {
+                status_delay: std::time::Duration::from_millis(status_delay_ms),
+                ..Default::default()
+            };
+            billing::whatsapp::sandbox::serve_standalone(
+                listener,
+                config,
+                billing::processor::sandbox::AdminAuth::from_token(&token),
+                shutdown_signal(),
+            )
+            .await
         }
         Command::Actors { url, kind, limit } => {
             // `--admin-token` / BILLING_ADMIN_TOKEN is the global configuration flag.

@@ -48,6 +48,7 @@ mod m20261201_000025_quiet_posts;
 mod m20261202_000027_notices;
 mod m20261202_000028_card_expiry;
 mod m20261203_000029_declines;
+mod m20261203_000030_whatsapp_statuses;
 
 pub struct Migrator;
 
@@ -83,6 +84,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000027_notices::Migration),
             Box::new(m20261202_000028_card_expiry::Migration),
             Box::new(m20261203_000029_declines::Migration),
+            Box::new(m20261203_000030_whatsapp_statuses::Migration),
         ]
     }
 }

@@ -28,6 +28,7 @@ pub mod promotion_codes;
 pub mod subscriptions;
 pub mod test_clock;
 pub mod webhook_endpoints;
+pub mod whatsapp;
 
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
@@ -120,6 +121,24 @@ pub fn app(state: AppState) -> Router {
     } else {
         routed
     };
+    // WhatsApp's Cloud API, not our API: outside the OpenAPI document; only while sandbox
+    // accounts send through it (no `BILLING_WHATSAPP_SANDBOX_URL`).
+    let routed = if state.config.whatsapp_sandbox_url.is_none() {
+        routed.nest(
+            crate::whatsapp::SANDBOX_MOUNT,
+            state
+                .whatsapp_sandbox
+                .clone()
+                .router()
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::http::layers::limit_sandbox_admin,
+                ))
+                .route_layer(middleware::from_fn(record_metrics)),
+        )
+    } else {
+        routed
+    };
     Router::new()
         .fallback_service(routed)
         // Before routing, so that no route's extractor, method check (axum's 405 and its
@@ -198,6 +217,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(v1)
         .merge(admin)
         .merge(ingress::router())
+        .merge(whatsapp::router())
         .merge(crate::checkout::router())
         .merge(crate::documents::router())
         .merge(probes::router())

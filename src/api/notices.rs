@@ -78,6 +78,15 @@ pub struct WhatsappIn {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(max_length = 1024)]
     pub access_token: Option<String>,
+    /// The Meta app's secret, which signs the status webhooks this service receives at
+    /// `/webhooks/whatsapp/{account_id}`. Kept, never answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
+    pub app_secret: Option<String>,
+    /// What Meta's webhook handshake (`hub.verify_token`) must present. Kept, never answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(max_length = 256)]
+    pub verify_token: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize, ToSchema)]
@@ -145,6 +154,10 @@ pub struct WhatsappOut {
     pub phone_number_id: Option<String>,
     /// Whether an access token is kept (it is never answered).
     pub access_token_set: bool,
+    /// Whether an app secret is kept (it is never answered).
+    pub app_secret_set: bool,
+    /// Whether a verify token is kept (it is never answered).
+    pub verify_token_set: bool,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -161,7 +174,8 @@ pub struct KindsOut {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(examples(json!({
     "email": {"enabled": false, "from_address": null, "from_name": null, "reply_to": null, "smtp": null},
-    "whatsapp": {"enabled": false, "phone_number_id": null, "access_token_set": false},
+    "whatsapp": {"enabled": false, "phone_number_id": null, "access_token_set": false,
+        "app_secret_set": false, "verify_token_set": false},
     "locale": "es",
     "kinds": {"receipt": true, "payment_failed": true, "card_expiring": true,
         "renewal_upcoming": true, "trial_ending": true, "subscription_canceled": true}
@@ -196,6 +210,8 @@ impl From<NoticeSettings> for NoticeSettingsOut {
                 enabled: settings.whatsapp.enabled,
                 phone_number_id: settings.whatsapp.phone_number_id,
                 access_token_set: settings.whatsapp.access_token.is_some(),
+                app_secret_set: settings.whatsapp.app_secret.is_some(),
+                verify_token_set: settings.whatsapp.verify_token.is_some(),
             },
             locale: settings.locale.as_str().to_owned(),
             kinds: KindsOut {
@@ -270,7 +286,7 @@ async fn update_notice_settings(
     "customer_id": "cus_0193a1f5d1e27f3a9b8c7d6e5f4a3b2c",
     "subscription_id": "sub_0193a1f7b2c37d5e8f6a7b8c9d0e1f2a",
     "invoice_id": "in_0193a1f9c4d57e6f8a9b0c1d2e3f4a5b", "charge_id": null,
-    "created_at": "2026-12-02T14:30:00Z"
+    "created_at": "2026-12-02T14:30:00Z", "delivered_at": null, "read_at": null
 })))]
 pub struct NoticeOut {
     pub id: String,
@@ -297,6 +313,12 @@ pub struct NoticeOut {
     pub charge_id: Option<String>,
     #[schema(format = DateTime)]
     pub created_at: String,
+    /// When WhatsApp reported the message delivered (WhatsApp only; null until then).
+    #[schema(format = DateTime)]
+    pub delivered_at: Option<String>,
+    /// When WhatsApp reported the message read (WhatsApp only; null until then).
+    #[schema(format = DateTime)]
+    pub read_at: Option<String>,
 }
 
 impl From<Notice> for NoticeOut {
@@ -319,6 +341,8 @@ impl From<Notice> for NoticeOut {
             invoice_id: notice.invoice_id.map(|id| id.into_string()),
             charge_id: notice.charge_id.map(|id| id.into_string()),
             created_at: at(notice.created_at),
+            delivered_at: notice.delivered_at.map(at),
+            read_at: notice.read_at.map(at),
         }
     }
 }

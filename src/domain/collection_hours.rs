@@ -56,6 +56,15 @@ pub fn colombian_day_start(at: DateTime<Utc>) -> DateTime<Utc> {
     at_local(date, NaiveTime::MIN)
 }
 
+/// The start of `at`'s Colombian calendar week: its Monday's midnight (Ley 2300's "one
+/// channel a week").
+pub fn colombian_week_start(at: DateTime<Utc>) -> DateTime<Utc> {
+    use chrono::Datelike;
+    let date = at.with_timezone(&COLOMBIA).date_naive();
+    let monday = date - chrono::Duration::days(i64::from(date.weekday().num_days_from_monday()));
+    at_local(monday, NaiveTime::MIN)
+}
+
 fn at_local(date: NaiveDate, time: NaiveTime) -> DateTime<Utc> {
     COLOMBIA
         .from_local_datetime(&date.and_time(time))
@@ -120,5 +129,15 @@ mod tests {
                 probe += Duration::minutes(29);
             }
         }
+    }
+
+    #[test]
+    fn the_colombian_week_starts_on_monday_at_midnight() {
+        // Wednesday 2 December 2026, 23:30 in Bogotá (04:30 UTC on Thursday) → Monday 30 Nov.
+        assert_eq!(colombian_week_start(co(12, 2, 23, 30)), co(11, 30, 0, 0));
+        assert_eq!(colombian_week_start(co(11, 30, 0, 0)), co(11, 30, 0, 0));
+        // Sunday is the week's last day, not the next one's first.
+        assert_eq!(colombian_week_start(co(12, 6, 23, 59)), co(11, 30, 0, 0));
+        assert_eq!(colombian_week_start(co(12, 7, 0, 0)), co(12, 7, 0, 0));
     }
 }

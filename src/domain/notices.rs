@@ -1,7 +1,8 @@
 //! Notices to customers (CONTRACT §15): their kinds and channels, each account's settings and
 //! how a `PATCH` merges into them, and which kinds are collection messages (Ley 2300 de 2023).
 //! The settings are kept as JSON on the account; a secret in them (the SMTP password, the
-//! WhatsApp access token) is never answered, only whether it is set.
+//! WhatsApp access token, app secret and verify token) is never answered, only whether it is
+//! set.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -99,6 +100,12 @@ pub struct WhatsappSettings {
     pub phone_number_id: Option<String>,
     #[serde(default)]
     pub access_token: Option<String>,
+    /// The Meta app's secret, which signs its webhooks (`X-Hub-Signature-256`).
+    #[serde(default)]
+    pub app_secret: Option<String>,
+    /// What Meta's webhook handshake must present (`hub.verify_token`).
+    #[serde(default)]
+    pub verify_token: Option<String>,
 }
 
 /// Which kinds are sent (all by default).
@@ -159,6 +166,8 @@ impl Default for NoticeSettings {
                 enabled: false,
                 phone_number_id: None,
                 access_token: None,
+                app_secret: None,
+                verify_token: None,
             },
             locale: NoticeLocale::Es,
             kinds: Kinds {
@@ -288,6 +297,19 @@ impl NoticeSettings {
                 "whatsapp.access_token",
                 "must be Meta's access token",
             ));
+        }
+        for (field, value) in [
+            ("whatsapp.app_secret", &whatsapp.app_secret),
+            ("whatsapp.verify_token", &whatsapp.verify_token),
+        ] {
+            if let Some(secret) = value
+                && (secret.is_empty() || secret.len() > 256 || secret.chars().any(char::is_control))
+            {
+                return Err(invalid(
+                    field,
+                    "must be 1 to 256 characters with no control character",
+                ));
+            }
         }
         if whatsapp.enabled
             && (whatsapp.phone_number_id.is_none() || whatsapp.access_token.is_none())

@@ -50,6 +50,8 @@ pub struct Shared {
     pub keys: Arc<super::auth::KeyCache>,
     /// The in-process sandbox DIAN, mounted at `filing::SANDBOX_MOUNT`.
     pub dian_sandbox: Arc<crate::dian::sandbox::SandboxDian>,
+    /// The in-process sandbox WhatsApp, mounted at `whatsapp::SANDBOX_MOUNT`.
+    pub whatsapp_sandbox: Arc<crate::whatsapp::sandbox::SandboxWhatsapp>,
     /// Filing electronic documents with DIAN (the test clock flushes it).
     pub filing: crate::filing::Filing,
     /// The loops a test-clock advance flushes (`background`): the notices' delivery.

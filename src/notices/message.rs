@@ -102,6 +102,28 @@ const EN: Words = Words {
     footer: "You receive this message because you have a subscription with this merchant.",
 };
 
+/// A new `/pay/<token>` link for `sub` (past due): it opens the portal's card update for as
+/// long as the subscription is past due (`api::portal::pay`); only the token's hash is kept.
+pub(super) async fn pay_link(
+    store: &Store,
+    notice: &Notice,
+    sub: &crate::store::subscriptions::Subscription,
+    public_url: &str,
+) -> StoreResult<String> {
+    let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
+    store
+        .insert_pay_link(crate::store::notices::PayLink {
+            token_hash: crate::secrets::sha256_hex(&token),
+            account_id: notice.account_id.clone(),
+            subscription_id: sub.id.clone(),
+            customer_id: sub.customer_id.clone(),
+            created_at: notice.scheduled_for,
+            payment_method_id: None,
+        })
+        .await?;
+    Ok(format!("{public_url}/pay/{token}"))
+}
+
 /// The notice's message, or `None` when what it is about is gone.
 pub async fn compose(
     store: &Store,
@@ -257,18 +279,8 @@ pub async fn compose(
             if sub.status == Status::PastDue {
                 // The link opens the portal's card update for this subscription for as long as
                 // it is past due (`api::portal::pay`); only its hash is kept.
-                let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
-                store
-                    .insert_pay_link(crate::store::notices::PayLink {
-                        token_hash: crate::secrets::sha256_hex(&token),
-                        account_id: account_id.clone(),
-                        subscription_id: sub.id.clone(),
-                        customer_id: sub.customer_id.clone(),
-                        created_at: notice.scheduled_for,
-                        payment_method_id: None,
-                    })
-                    .await?;
-                button = Some((words.update_card, format!("{public_url}/pay/{token}")));
+                let link = pay_link(store, notice, &sub, public_url).await?;
+                button = Some((words.update_card, link));
                 facts.push(Fact {
                     label: words.next_try,
                     value: if hard {

@@ -8,18 +8,23 @@
 //!    written suppresses it; so does a customer without an address.
 //! 2. A collection message (`payment_failed`) keeps Ley 2300 de 2023: outside the allowed hours,
 //!    or when the customer already had one today, it waits for the next allowed instant (not an
-//!    attempt).
+//!    attempt); when the customer had one through the other channel this calendar week, it is
+//!    suppressed (one channel a week).
 //! 3. The message is rendered (`message`) and sent (`smtp`) with the notice's own `Message-ID`,
 //!    the same on every attempt. SMTP's 250 is `sent`; a 5xx reply is `failed` with the reply;
 //!    anything else (a 4xx, a refused connection, a timeout: the message may or may not have
 //!    arrived) is tried again with backoff, at least 5 attempts over at least an hour, then
 //!    `failed`. A rare duplicate after an unknown outcome carries the same `Message-ID`.
 //!
-//! WhatsApp is not delivered by this build: notices are written for e-mail only.
+//! WhatsApp notices (`whatsapp`) go the same way through the Cloud API: a 2xx with the
+//! message's wamid is `sent` (its status webhooks later record `delivered`, `read` or
+//! `failed`), Meta's final refusal is `failed` with its message, a 429, a 5xx, a timeout or a
+//! broken connection is tried again with the same backoff.
 
 pub mod message;
 mod reminders;
 pub mod smtp;
+pub mod whatsapp;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -53,19 +58,30 @@ struct Inner {
     timeout: Duration,
     /// How far each account's reminders have been written (`reminders`).
     marks: reminders::Marks,
+    /// How WhatsApp messages leave.
+    whatsapp: whatsapp::Reach,
 }
 
 impl Notices {
-    pub fn new(store: Store, clock: Clock, config: Arc<Config>) -> Self {
+    /// The worker; `sandbox`, the in-process sandbox WhatsApp that sandbox accounts send
+    /// through when the operator names no other.
+    pub fn new(
+        store: Store,
+        clock: Clock,
+        config: Arc<Config>,
+        sandbox: Option<Arc<crate::whatsapp::sandbox::SandboxWhatsapp>>,
+    ) -> reqwest::Result<Self> {
         let timeout = Duration::from_millis(config.smtp_timeout_ms.max(100));
-        Self(Arc::new(Inner {
+        let whatsapp = whatsapp::Reach::new(&config, sandbox)?;
+        Ok(Self(Arc::new(Inner {
             store,
             clock,
             config,
             claim: format!("ntcw_{}", uuid::Uuid::new_v4().simple()),
             timeout,
             marks: reminders::Marks::default(),
-        }))
+            whatsapp,
+        })))
     }
 
     /// Sends what falls due, every `interval`, until `stop` changes.
@@ -154,7 +170,8 @@ impl Notices {
         let channel = Channel::parse(&notice.channel);
         let on = match channel {
             Some(Channel::Email) => settings.email.enabled,
-            Some(Channel::Whatsapp) | None => false,
+            Some(Channel::Whatsapp) => settings.whatsapp.enabled,
+            None => false,
         };
         if !on {
             return Ok(suppressed("the channel is turned off", None));
@@ -162,13 +179,29 @@ impl Notices {
         if !settings.kinds.on(kind) {
             return Ok(suppressed("the kind is turned off", None));
         }
-        if kind.is_collection()
-            && let Some(at) = self.held_back(notice, now).await?
-        {
-            return Ok(NoticeEnd::Later { at });
+        if kind.is_collection() {
+            match self.held_back(notice, now).await? {
+                Some(Held::Later(at)) => return Ok(NoticeEnd::Later { at }),
+                Some(Held::Suppressed(reason)) => return Ok(suppressed(reason, None)),
+                None => {}
+            }
         }
+        match channel {
+            Some(Channel::Whatsapp) => self.attempt_whatsapp(notice, kind, &settings, now).await,
+            _ => self.attempt_email(notice, kind, &settings, now).await,
+        }
+    }
+
+    async fn attempt_email(
+        &self,
+        notice: &Notice,
+        kind: NoticeKind,
+        settings: &NoticeSettings,
+        now: i64,
+    ) -> StoreResult<NoticeEnd> {
+        let store = &self.0.store;
         let public_url = self.0.config.public_url();
-        let Some(message) = message::compose(store, notice, kind, &settings, &public_url).await?
+        let Some(message) = message::compose(store, notice, kind, settings, &public_url).await?
         else {
             return Ok(suppressed("what it is about is gone", None));
         };
@@ -202,52 +235,121 @@ impl Notices {
             smtp::Outcome::Sent => NoticeEnd::Sent {
                 at: now,
                 recipient,
-                subject: message.subject,
+                subject: Some(message.subject),
+                wamid: None,
             },
             smtp::Outcome::Refused(reply) => NoticeEnd::Failed {
                 error: reply,
                 recipient: Some(recipient),
             },
-            smtp::Outcome::Unknown(why) if notice.attempts >= MAX_ATTEMPTS => NoticeEnd::Failed {
-                error: format!("{why} (after {} attempts)", notice.attempts),
-                recipient: Some(recipient),
-            },
-            smtp::Outcome::Unknown(why) => {
-                let step = usize::try_from(notice.attempts.max(1) - 1).unwrap_or(0);
-                NoticeEnd::Retry {
-                    at: now + BACKOFF_MS[step.min(BACKOFF_MS.len() - 1)],
-                    error: why,
-                }
-            }
+            smtp::Outcome::Unknown(why) => unknown(notice, now, why, recipient),
         })
     }
 
-    /// When a collection message may go if not now: outside Ley 2300's hours, the next
-    /// allowed instant; after another one to the customer today, tomorrow's first.
-    async fn held_back(&self, notice: &Notice, now: i64) -> StoreResult<Option<i64>> {
-        use crate::domain::collection_hours::next_allowed;
+    async fn attempt_whatsapp(
+        &self,
+        notice: &Notice,
+        kind: NoticeKind,
+        settings: &NoticeSettings,
+        now: i64,
+    ) -> StoreResult<NoticeEnd> {
+        let sent = whatsapp::send(
+            &self.0.store,
+            &self.0.config,
+            &self.0.whatsapp,
+            notice,
+            kind,
+            settings,
+        )
+        .await?;
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(whatsapp::Unsent::Suppressed(reason)) => return Ok(suppressed(reason, None)),
+        };
+        let recipient = sent.recipient;
+        Ok(match sent.outcome {
+            crate::whatsapp::client::Outcome::Sent { wamid } => NoticeEnd::Sent {
+                at: now,
+                recipient,
+                subject: None,
+                wamid: Some(wamid),
+            },
+            crate::whatsapp::client::Outcome::Refused(said) => NoticeEnd::Failed {
+                error: said,
+                recipient: Some(recipient),
+            },
+            crate::whatsapp::client::Outcome::Unknown(why) => unknown(notice, now, why, recipient),
+        })
+    }
+
+    /// Whether Ley 2300 holds a collection message back: outside its hours, until the next
+    /// allowed instant; after another one to the customer today, until tomorrow's first; after
+    /// one through the other channel this calendar week (Monday to Sunday, Colombian time),
+    /// for good: one channel a week.
+    async fn held_back(&self, notice: &Notice, now: i64) -> StoreResult<Option<Held>> {
+        use crate::domain::collection_hours::{
+            colombian_day_start, colombian_week_start, next_allowed,
+        };
         use crate::domain::time::from_millis;
         let at = from_millis(now);
         let allowed = next_allowed(at);
         if allowed > at {
-            return Ok(Some(allowed.timestamp_millis()));
+            return Ok(Some(Held::Later(allowed.timestamp_millis())));
         }
-        let day_start = crate::domain::collection_hours::colombian_day_start(at);
-        let today = self
+        let this_week = self
             .0
             .store
             .collection_notices_since(
                 &notice.account_id,
                 &notice.customer_id,
-                day_start.timestamp_millis(),
+                colombian_week_start(at).timestamp_millis(),
                 &notice.id,
             )
             .await?;
-        if today.is_empty() {
+        if this_week
+            .iter()
+            .any(|other| other.channel != notice.channel)
+        {
+            return Ok(Some(Held::Suppressed(ONE_CHANNEL_A_WEEK)));
+        }
+        let day_start = colombian_day_start(at);
+        let today = day_start.timestamp_millis();
+        if !this_week
+            .iter()
+            .any(|other| other.sent_at.is_some_and(|sent| sent >= today))
+        {
             return Ok(None);
         }
         let tomorrow = day_start + chrono::Duration::days(1);
-        Ok(Some(next_allowed(tomorrow).timestamp_millis()))
+        Ok(Some(Held::Later(next_allowed(tomorrow).timestamp_millis())))
+    }
+}
+
+/// Why a collection message is held back.
+enum Held {
+    /// Until then, not an attempt.
+    Later(i64),
+    /// For good.
+    Suppressed(&'static str),
+}
+
+/// The reason of a collection message suppressed by Ley 2300's one channel a week.
+pub const ONE_CHANNEL_A_WEEK: &str =
+    "Ley 2300: the customer had a collection message through another channel this week";
+
+/// An attempt whose outcome is unknown: tried again after the backoff, `failed` once out of
+/// attempts.
+fn unknown(notice: &Notice, now: i64, why: String, recipient: String) -> NoticeEnd {
+    if notice.attempts >= MAX_ATTEMPTS {
+        return NoticeEnd::Failed {
+            error: format!("{why} (after {} attempts)", notice.attempts),
+            recipient: Some(recipient),
+        };
+    }
+    let step = usize::try_from(notice.attempts.max(1) - 1).unwrap_or(0);
+    NoticeEnd::Retry {
+        at: now + BACKOFF_MS[step.min(BACKOFF_MS.len() - 1)],
+        error: why,
     }
 }
 

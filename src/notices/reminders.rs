@@ -47,7 +47,11 @@ impl Notices {
             None => store.accounts_sending_notices().await?,
         };
         for (account, settings) in accounts {
-            let channels: Vec<Channel> = settings.channels().collect();
+            // By e-mail only: WhatsApp's templates of this build cover the event's kinds.
+            let channels: Vec<Channel> = settings
+                .channels()
+                .filter(|channel| *channel == Channel::Email)
+                .collect();
             if channels.is_empty() {
                 continue;
             }

@@ -7,10 +7,11 @@
 //! event write nothing more (`ON CONFLICT DO NOTHING`). What a notice says is read when it is
 //! sent, not when it is written: the sink costs one read of the account's settings per
 //! transaction (and, for an account with notices on, one read of what the event is about).
+//! A WhatsApp notice is written only for a customer with a phone who opted in to WhatsApp.
 
 use super::StoreResult;
 use super::entities::notice::Model as Notice;
-use super::entities::{account, invoice, notice, subscription};
+use super::entities::{account, customer, invoice, notice, subscription};
 use super::outbox::Event;
 use crate::domain::notices::{Channel, NoticeKind, NoticeSettings, NoticeStatus};
 use crate::ids::{AccountId, ChargeAttemptId, CustomerId, InvoiceId, NoticeId, SubscriptionId};
@@ -79,6 +80,12 @@ pub(crate) async fn notices_for<C: ConnectionTrait>(
             continue;
         };
         for channel in account.settings.channels() {
+            // WhatsApp only to a customer with a phone who opted in (CONTRACT §15).
+            if channel == Channel::Whatsapp
+                && !on_whatsapp(conn, &event.account_id, &about.customer_id).await?
+            {
+                continue;
+            }
             notices.push(new_notice(event, kind, channel, &cause, &about));
         }
     }
@@ -155,6 +162,23 @@ async fn account_notices<C: ConnectionTrait>(
         settings,
         dian: dian.is_some(),
     }))
+}
+
+/// Whether `customer` may be written to on WhatsApp: a phone, and their opt-in.
+async fn on_whatsapp<C: ConnectionTrait>(
+    conn: &C,
+    account: &AccountId,
+    customer: &CustomerId,
+) -> StoreResult<bool> {
+    let row: Option<(Option<String>, bool)> = customer::Entity::find_by_id(customer.clone())
+        .filter(customer::Entity::of(account))
+        .select_only()
+        .column(customer::Column::Phone)
+        .column(customer::Column::WhatsappOptIn)
+        .into_tuple()
+        .one(conn)
+        .await?;
+    Ok(row.is_some_and(|(phone, opted_in)| opted_in && phone.is_some_and(|p| !p.is_empty())))
 }
 
 /// What an event is about, as a notice refers to it.
@@ -245,5 +269,7 @@ fn new_notice(
         due_at: Some(scheduled_for),
         claim: None,
         created_at: event.created_at,
+        delivered_at: None,
+        read_at: None,
     }
 }

@@ -226,8 +226,11 @@ impl Store {
         let mut update = notice::Entity::update_many()
             .col_expr(notice::Column::Claim, Option::<String>::None.into());
         let (status, due_at) = match &end {
-            NoticeEnd::Sent { at, .. } => {
+            NoticeEnd::Sent { at, wamid, .. } => {
                 update = update.col_expr(notice::Column::SentAt, Some(*at).into());
+                if let Some(wamid) = wamid {
+                    update = update.col_expr(notice::Column::MessageId, Some(wamid.clone()).into());
+                }
                 (NoticeStatus::Sent, None)
             }
             NoticeEnd::Failed { .. } => (NoticeStatus::Failed, None),
@@ -393,12 +396,68 @@ impl Store {
     }
 }
 
+/// What a WhatsApp status webhook says became of a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    Delivered { at: i64 },
+    Read { at: i64 },
+    Failed { error: String },
+}
+
+impl Store {
+    /// Records `delivery` on `account`'s WhatsApp notice whose wamid is `wamid`: `delivered_at`
+    /// and `read_at` once each (the first report wins); a failure ends a `sent` notice
+    /// `failed` with its error. False when no notice of the account has that wamid.
+    pub async fn record_whatsapp_delivery(
+        &self,
+        account: &AccountId,
+        wamid: &str,
+        delivery: &Delivery,
+    ) -> StoreResult<bool> {
+        let Some(found) = notice::Entity::scoped(account)
+            .filter(notice::Column::Channel.eq(crate::domain::notices::Channel::Whatsapp.as_str()))
+            .filter(notice::Column::MessageId.eq(wamid))
+            .one(self.conn())
+            .await?
+        else {
+            return Ok(false);
+        };
+        let mut update = notice::Entity::update_many().filter(notice::Column::Id.eq(found.id));
+        update = match delivery {
+            Delivery::Delivered { at } => update
+                .col_expr(notice::Column::DeliveredAt, Some(*at).into())
+                .filter(notice::Column::DeliveredAt.is_null()),
+            Delivery::Read { at } => update
+                .col_expr(
+                    notice::Column::DeliveredAt,
+                    Expr::from(sea_orm::sea_query::Func::coalesce([
+                        Expr::col(notice::Column::DeliveredAt),
+                        Expr::val(*at),
+                    ])),
+                )
+                .col_expr(notice::Column::ReadAt, Some(*at).into())
+                .filter(notice::Column::ReadAt.is_null()),
+            Delivery::Failed { error } => update
+                .col_expr(notice::Column::Status, NoticeStatus::Failed.as_str().into())
+                .col_expr(notice::Column::LastError, Some(error.clone()).into())
+                .filter(notice::Column::Status.eq(NoticeStatus::Sent.as_str())),
+        };
+        let txn = self.begin().await?;
+        update.exec(txn.conn()).await?;
+        txn.commit().await?;
+        Ok(true)
+    }
+}
+
 /// What one attempt at a notice came to.
 pub enum NoticeEnd {
     Sent {
         at: i64,
         recipient: String,
-        subject: String,
+        /// An e-mail's subject (a WhatsApp template has none).
+        subject: Option<String>,
+        /// A WhatsApp message's wamid, which its status webhooks name.
+        wamid: Option<String>,
     },
     /// Refused for good (a 5xx), or out of attempts.
     Failed {
@@ -435,7 +494,7 @@ impl NoticeEnd {
 
     fn subject(&self) -> Option<&str> {
         match self {
-            NoticeEnd::Sent { subject, .. } => Some(subject),
+            NoticeEnd::Sent { subject, .. } => subject.as_deref(),
             _ => None,
         }
     }

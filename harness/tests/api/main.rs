@@ -64,3 +64,4 @@ mod webhook_limit;
 mod webhook_targets;
 mod webhooks;
 mod webhooks_restart;
+mod whatsapp;

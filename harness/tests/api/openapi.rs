@@ -48,6 +48,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/charges/{id}/refunds"),
     ("get", "/v1/refunds/{id}"),
     ("post", "/webhooks/processor/{developer_id}"),
+    ("get", "/webhooks/whatsapp/{account_id}"),
+    ("post", "/webhooks/whatsapp/{account_id}"),
     ("post", "/v1/subscriptions"),
     ("get", "/v1/subscriptions"),
     ("get", "/v1/subscriptions/{id}"),

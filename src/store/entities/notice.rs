@@ -32,14 +32,18 @@ pub struct Model {
     pub attempts: i32,
     pub last_error: Option<String>,
     pub suppressed_reason: Option<String>,
-    /// The e-mail's `Message-ID`, the same on every attempt.
-    // raw id: an RFC 5322 Message-ID (`<ntc_…@host>`), not one of ours.
+    /// The e-mail's `Message-ID`, the same on every attempt; a WhatsApp message's wamid.
+    // raw id: an RFC 5322 Message-ID (`<ntc_…@host>`) or Meta's wamid, not one of ours.
     pub message_id: Option<String>,
     /// When the delivery worker takes it next (account clock, ms); None once it ended.
     pub due_at: Option<i64>,
     /// The worker holding it while it sends.
     pub claim: Option<String>,
     pub created_at: i64,
+    /// When WhatsApp reported it delivered (account clock, ms).
+    pub delivered_at: Option<i64>,
+    /// When WhatsApp reported it read (account clock, ms).
+    pub read_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
