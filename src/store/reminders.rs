@@ -214,6 +214,8 @@ impl Store {
                     due_at: Some(now),
                     claim: None,
                     created_at: now,
+                    delivered_at: None,
+                    read_at: None,
                 });
             }
         }
