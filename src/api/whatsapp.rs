@@ -63,7 +63,7 @@ pub struct HandshakeQuery {
 #[utoipa::path(get, path = "/webhooks/whatsapp/{account_id}", tag = "notices",
     security(()),
     params(("account_id" = String, Path, description = "The account's id (`acct_…`)."), HandshakeQuery),
-    responses((status = 200, description = "The challenge, as text.", body = String, content_type = "text/plain"),
+    responses((status = 200, description = "The challenge, as text.", body = String, content_type = "text/plain", example = json!("1158201444")),
         (status = 403, body = ErrorBody)))]
 async fn verify_whatsapp_webhook(
     State(state): State<AppState>,

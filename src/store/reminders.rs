@@ -17,6 +17,7 @@ use crate::domain::notices::{Channel, NoticeKind, NoticeStatus};
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::ids::{AccountId, NoticeId};
+use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -96,8 +97,7 @@ impl Store {
         through: i64,
         limit: u64,
     ) -> StoreResult<Vec<Reminded>> {
-        let mut select = subscription::Entity::find()
-            .filter(subscription::Column::AccountId.eq(account))
+        let mut select = subscription::Entity::scoped(account)
             .filter(subscription::Column::DueAt.lte(through))
             .filter(subscription::Column::CancelAtPeriodEnd.eq(false));
         select = match after_id {
@@ -150,8 +150,7 @@ impl Store {
             .iter()
             .map(|s| s.default_payment_method_id.clone())
             .collect();
-        let expiring: std::collections::HashMap<_, i64> = payment_method::Entity::find()
-            .filter(payment_method::Column::AccountId.eq(account))
+        let expiring: std::collections::HashMap<_, i64> = payment_method::Entity::scoped(account)
             .filter(payment_method::Column::Id.is_in(ids))
             .filter(payment_method::Column::ExpiresAt.is_not_null())
             .select_only()
