@@ -245,6 +245,19 @@ async fn every_route_given_another_accounts_ids_answers_as_for_none(app: TestApp
             walked.push(ingress_refuses_a_foreign_signature(&app, op, &a, &b).await);
             continue;
         }
+        if guard == Guard::HubSignature {
+            // Unsigned (or unverifiable) to B's id: the same refusal as to an id of nobody's.
+            let url = build(&op.path, None, &op.slots, &|_, kind| b[&kind].clone()).0;
+            let control = build(&op.path, None, &op.slots, &|_, kind| kind.made_up()).0;
+            let body = (op.method == "post").then(|| json!({"object": "whatsapp_business_account", "entry": []}));
+            let (status, text) = call(&app, "", &op.method, &url, body.as_ref()).await;
+            let (control_status, control_text) =
+                call(&app, "", &op.method, &control, body.as_ref()).await;
+            assert_eq!((status, &text), (control_status, &control_text), "{url}");
+            assert!([401, 403].contains(&status), "{url}: {status} {text}");
+            walked.push(format!("{} {url} (unsigned) -> {status}", op.method));
+            continue;
+        }
         for foreign in variants(&op.slots) {
             let made_up: Vec<String> = op.slots.iter().map(|s| slot_kind(s).made_up()).collect();
             let own = |i: usize, kind: Kind| match op.slots[i] {
