@@ -126,7 +126,10 @@ mod tests {
             ("Rechazada, intente más tarde", Decline::TryAgainLater),
             ("Insufficient funds", Decline::InsufficientFunds),
             ("Do not honor", Decline::DoNotHonor),
-            ("Transacción rechazada por el banco (sandbox)", Decline::Generic),
+            (
+                "Transacción rechazada por el banco (sandbox)",
+                Decline::Generic,
+            ),
         ] {
             assert_eq!(Decline::read(Some(message)), reason, "{message}");
         }
@@ -135,7 +138,11 @@ mod tests {
 
     #[test]
     fn stolen_lost_invalid_closed_and_expired_are_hard_the_rest_soft() {
-        let hard: Vec<Decline> = Decline::ALL.iter().copied().filter(|d| d.is_hard()).collect();
+        let hard: Vec<Decline> = Decline::ALL
+            .iter()
+            .copied()
+            .filter(|d| d.is_hard())
+            .collect();
         assert_eq!(
             hard,
             [

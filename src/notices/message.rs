@@ -268,7 +268,10 @@ pub async fn compose(
             });
             let reason = match decline {
                 Some(Decline::NetworkLimit) => Some(words.network_limit),
-                _ => charge.processor_message.as_deref().filter(|r| !r.is_empty()),
+                _ => charge
+                    .processor_message
+                    .as_deref()
+                    .filter(|r| !r.is_empty()),
             };
             if let Some(reason) = reason {
                 facts.push(Fact {
@@ -472,11 +475,7 @@ struct Reminder {
     card: crate::store::charges::PaymentMethod,
 }
 
-async fn remind(
-    store: &Store,
-    notice: &Notice,
-    kind: NoticeKind,
-) -> StoreResult<Option<Reminder>> {
+async fn remind(store: &Store, notice: &Notice, kind: NoticeKind) -> StoreResult<Option<Reminder>> {
     use crate::domain::time::Cycle;
     let account_id = &notice.account_id;
     let (Some(sub_id), Some(at)) = (
@@ -491,7 +490,9 @@ async fn remind(
     let holds = sub.due_at == Some(at)
         && !sub.cancel_at_period_end
         && match kind {
-            NoticeKind::RenewalUpcoming => sub.status == Status::Active && sub.cycle == Cycle::Annual,
+            NoticeKind::RenewalUpcoming => {
+                sub.status == Status::Active && sub.cycle == Cycle::Annual
+            }
             NoticeKind::TrialEnding => sub.status == Status::Trialing,
             _ => matches!(sub.status, Status::Active | Status::Trialing),
         };

@@ -34,9 +34,8 @@ impl Notices {
             metrics::gauge!("charges_recovered_periods", "window" => "30d")
                 .set(recovery.recovered_periods as f64);
             if recovery.failed_periods > 0 {
-                metrics::gauge!("charges_recovered_ratio", "window" => "30d").set(
-                    recovery.recovered_periods as f64 / recovery.failed_periods as f64,
-                );
+                metrics::gauge!("charges_recovered_ratio", "window" => "30d")
+                    .set(recovery.recovered_periods as f64 / recovery.failed_periods as f64);
             }
         }
         let accounts = match account {

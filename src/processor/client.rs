@@ -451,9 +451,15 @@ pub fn card_end(month: &Value, year: &Value) -> Option<i64> {
         return None;
     }
     let year = 2000 + i32::try_from(year).ok()?;
-    let (next_year, next_month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
+    let (next_year, next_month) = if month == 12 {
+        (year + 1, 1)
+    } else {
+        (year, month + 1)
+    };
     let first = chrono::NaiveDate::from_ymd_opt(next_year, next_month, 1)?.and_hms_opt(0, 0, 0)?;
-    let local = first.and_local_timezone(crate::domain::dian::COLOMBIA).single()?;
+    let local = first
+        .and_local_timezone(crate::domain::dian::COLOMBIA)
+        .single()?;
     Some(local.timestamp_millis())
 }
 
@@ -480,7 +486,10 @@ mod card_end_tests {
             card_end(&json!("12"), &json!("26")),
             Some(utc("2027-01-01T05:00:00Z"))
         );
-        assert_eq!(card_end(&json!(3), &json!(29)), Some(utc("2029-04-01T05:00:00Z")));
+        assert_eq!(
+            card_end(&json!(3), &json!(29)),
+            Some(utc("2029-04-01T05:00:00Z"))
+        );
     }
 
     #[test]

@@ -530,7 +530,11 @@ impl StoreTxn {
         charge.processor_message = Some(message.to_owned());
         charge.decline_code = Some(crate::domain::decline::Decline::NetworkLimit);
         charge.finalized_at = Some(charge.updated_at);
-        Ok(charge.into_active_model().reset_all().insert(&self.txn).await?)
+        Ok(charge
+            .into_active_model()
+            .reset_all()
+            .insert(&self.txn)
+            .await?)
     }
 
     /// Records the processor event whose effect this transaction applies; false when its

@@ -38,9 +38,7 @@ async fn charges(app: &TestApp, id: &str) -> Vec<Value> {
     charges
 }
 
-async fn a_hard_declined_card_is_charged_once_and_canceled_on_the_schedules_last_day(
-    app: TestApp,
-) {
+async fn a_hard_declined_card_is_charged_once_and_canceled_on_the_schedules_last_day(app: TestApp) {
     let (shop, method) = shop(&app, STOLEN).await;
     let id = subscribe(&app, &shop, &method, json!({})).await["id"]
         .as_str()
@@ -115,7 +113,10 @@ async fn a_soft_decline_keeps_the_retry_schedule(app: TestApp) {
     assert_eq!(all.len(), 5, "the first charge and four retries");
     for charge in &all {
         assert_eq!(
-            (charge["processor_status"].clone(), charge["decline_code"].clone()),
+            (
+                charge["processor_status"].clone(),
+                charge["decline_code"].clone()
+            ),
             (json!("DECLINED"), json!("insufficient_funds"))
         );
     }
@@ -196,7 +197,12 @@ async fn the_visa_limit_stops_a_retry_before_the_processor_sees_it(app: TestApp)
                 retry["processor_status"].clone(),
                 retry["fee_cents"].clone()
             ),
-            (json!("declined"), json!("network_limit"), Value::Null, json!(0)),
+            (
+                json!("declined"),
+                json!("network_limit"),
+                Value::Null,
+                json!(0)
+            ),
             "{retry}"
         );
         let reference = retry["id"].as_str().expect("id");

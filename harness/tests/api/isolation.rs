@@ -249,7 +249,8 @@ async fn every_route_given_another_accounts_ids_answers_as_for_none(app: TestApp
             // Unsigned (or unverifiable) to B's id: the same refusal as to an id of nobody's.
             let url = build(&op.path, None, &op.slots, &|_, kind| b[&kind].clone()).0;
             let control = build(&op.path, None, &op.slots, &|_, kind| kind.made_up()).0;
-            let body = (op.method == "post").then(|| json!({"object": "whatsapp_business_account", "entry": []}));
+            let body = (op.method == "post")
+                .then(|| json!({"object": "whatsapp_business_account", "entry": []}));
             let (status, text) = call(&app, "", &op.method, &url, body.as_ref()).await;
             let (control_status, control_text) =
                 call(&app, "", &op.method, &control, body.as_ref()).await;

@@ -613,7 +613,10 @@ async fn a_hard_declines_notice_promises_no_retry_and_asks_for_a_new_card(app: T
     )
     .await;
     assert_eq!(status, 200);
-    eventually(Duration::from_secs(20), || async { sink.messages().len() >= 2 }).await;
+    eventually(Duration::from_secs(20), || async {
+        sink.messages().len() >= 2
+    })
+    .await;
     let dir = tempfile::tempdir().expect("dir");
     let mails: Vec<Value> = sink
         .messages()
@@ -629,15 +632,24 @@ async fn a_hard_declines_notice_promises_no_retry_and_asks_for_a_new_card(app: T
             .to_owned()
     };
     let hard_text = text_to("eva@example.co");
-    assert!(hard_text.contains("Motivo: Tarjeta reportada como robada"), "{hard_text}");
+    assert!(
+        hard_text.contains("Motivo: Tarjeta reportada como robada"),
+        "{hard_text}"
+    );
     assert!(
         hard_text.contains("Próximo intento: Ninguno: no volveremos a intentar con esta tarjeta"),
         "{hard_text}"
     );
-    assert!(hard_text.contains("Agrega una tarjeta nueva"), "{hard_text}");
+    assert!(
+        hard_text.contains("Agrega una tarjeta nueva"),
+        "{hard_text}"
+    );
     assert!(hard_text.contains("Se cancela el:"), "{hard_text}");
     let soft_text = text_to("fer@example.co");
-    assert!(soft_text.contains("Motivo: Fondos insuficientes"), "{soft_text}");
+    assert!(
+        soft_text.contains("Motivo: Fondos insuficientes"),
+        "{soft_text}"
+    );
     assert!(!soft_text.contains("Ninguno"), "{soft_text}");
     assert!(soft_text.contains("Próximo intento:"), "{soft_text}");
 }

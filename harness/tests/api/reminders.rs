@@ -28,8 +28,11 @@ async fn subscribe(
     extra: Value,
 ) -> Value {
     let (_, customer) = read(
-        app.post("/v1/customers", json!({"email": email, "name": "Ana Gómez"}))
-            .await,
+        app.post(
+            "/v1/customers",
+            json!({"email": email, "name": "Ana Gómez"}),
+        )
+        .await,
     )
     .await;
     let token = card_token_expiring(app, "4242424242424242", month, year).await;
@@ -64,7 +67,12 @@ fn subjects(sink: &SmtpSink) -> Vec<String> {
     let dir = tempfile::tempdir().expect("dir");
     sink.messages()
         .iter()
-        .map(|raw| as_read(raw, dir.path())["subject"].as_str().unwrap_or("").to_owned())
+        .map(|raw| {
+            as_read(raw, dir.path())["subject"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
         .collect()
 }
 
@@ -81,12 +89,42 @@ async fn a_long_trial_and_an_annual_renewal_are_announced_seven_days_before_once
     turn_email_on(&app, &sink).await;
     app.top_up(100_000_000).await;
     let plan = app.create_plan("Plan Pro", 3_000_000, 30_000_000).await;
-    let trial = subscribe(&app, &plan, "ana@example.co", ("08", "30"), "monthly",
-        json!({"trial_days": 14})).await;
-    let short = subscribe(&app, &plan, "beto@example.co", ("08", "30"), "monthly",
-        json!({"trial_days": 5})).await;
-    let annual = subscribe(&app, &plan, "cami@example.co", ("08", "30"), "annual", json!({})).await;
-    let monthly = subscribe(&app, &plan, "dani@example.co", ("08", "30"), "monthly", json!({})).await;
+    let trial = subscribe(
+        &app,
+        &plan,
+        "ana@example.co",
+        ("08", "30"),
+        "monthly",
+        json!({"trial_days": 14}),
+    )
+    .await;
+    let short = subscribe(
+        &app,
+        &plan,
+        "beto@example.co",
+        ("08", "30"),
+        "monthly",
+        json!({"trial_days": 5}),
+    )
+    .await;
+    let annual = subscribe(
+        &app,
+        &plan,
+        "cami@example.co",
+        ("08", "30"),
+        "annual",
+        json!({}),
+    )
+    .await;
+    let monthly = subscribe(
+        &app,
+        &plan,
+        "dani@example.co",
+        ("08", "30"),
+        "monthly",
+        json!({}),
+    )
+    .await;
 
     // Six days in: nothing is within seven days of the trial's end yet.
     advance(&app, 6 * DAY).await;
@@ -109,9 +147,12 @@ async fn a_long_trial_and_an_annual_renewal_are_announced_seven_days_before_once
     );
     assert!(subjects(&sink).contains(&notice["subject"].as_str().expect("s").to_owned()));
     assert!(
-        notices(&app, &format!("subscription_id={}&kind=trial_ending", id(&short)))
-            .await
-            .is_empty(),
+        notices(
+            &app,
+            &format!("subscription_id={}&kind=trial_ending", id(&short))
+        )
+        .await
+        .is_empty(),
         "a trial of 7 days or less has no reminder"
     );
     // Its trial ends and it renews: still one.
@@ -142,13 +183,19 @@ async fn a_long_trial_and_an_annual_renewal_are_announced_seven_days_before_once
         .find(|m| m["subject"] == notice["subject"])
         .expect("the renewal's e-mail");
     assert!(
-        mail["text"].as_str().expect("text").contains("$ 300.000,00"),
+        mail["text"]
+            .as_str()
+            .expect("text")
+            .contains("$ 300.000,00"),
         "the year's amount: {mail}"
     );
     assert!(
-        notices(&app, &format!("subscription_id={}&kind=renewal_upcoming", id(&monthly)))
-            .await
-            .is_empty()
+        notices(
+            &app,
+            &format!("subscription_id={}&kind=renewal_upcoming", id(&monthly))
+        )
+        .await
+        .is_empty()
     );
     advance(&app, DAY).await;
     assert_eq!(notices(&app, &annual_query).await.len(), 1, "once");
@@ -169,8 +216,24 @@ async fn a_card_that_expires_before_the_next_charge_is_announced_with_a_link_to_
         .with_timezone(&chrono_tz_colombia());
     let month = format!("{:02}", chrono::Datelike::month(&now));
     let year = format!("{:02}", chrono::Datelike::year(&now) % 100);
-    let expiring = subscribe(&app, &plan, "ana@example.co", (&month, &year), "monthly", json!({})).await;
-    let lasting = subscribe(&app, &plan, "beto@example.co", ("08", "30"), "monthly", json!({})).await;
+    let expiring = subscribe(
+        &app,
+        &plan,
+        "ana@example.co",
+        (&month, &year),
+        "monthly",
+        json!({}),
+    )
+    .await;
+    let lasting = subscribe(
+        &app,
+        &plan,
+        "beto@example.co",
+        ("08", "30"),
+        "monthly",
+        json!({}),
+    )
+    .await;
 
     // 17 days later the next charge (a month after the start) is under 14 days away.
     advance(&app, 17 * DAY).await;
@@ -180,9 +243,12 @@ async fn a_card_that_expires_before_the_next_charge_is_announced_with_a_link_to_
     })
     .await;
     assert!(
-        notices(&app, &format!("kind=card_expiring&subscription_id={}", id(&lasting)))
-            .await
-            .is_empty(),
+        notices(
+            &app,
+            &format!("kind=card_expiring&subscription_id={}", id(&lasting))
+        )
+        .await
+        .is_empty(),
         "a card that outlives the charge has no reminder"
     );
     let dir = tempfile::tempdir().expect("dir");
@@ -238,9 +304,17 @@ async fn a_card_that_expires_before_the_next_charge_is_announced_with_a_link_to_
     .await;
     assert_eq!(status, 200, "{changed}");
     let closed = client.get(&link).send().await.expect("send");
-    assert_eq!(closed.status(), 404, "the card it was about is no longer charged");
+    assert_eq!(
+        closed.status(),
+        404,
+        "the card it was about is no longer charged"
+    );
     advance(&app, DAY).await;
-    assert_eq!(notices(&app, &query).await.len(), 1, "once per card and charge date");
+    assert_eq!(
+        notices(&app, &query).await.len(),
+        1,
+        "once per card and charge date"
+    );
 }
 
 /// Colombia's offset (UTC−5 all year).

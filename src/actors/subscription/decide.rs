@@ -292,7 +292,11 @@ mod tests {
         assert_eq!(first.events, vec!["subscription.past_due"]);
         assert_eq!(sub.status, Status::PastDue);
         assert_eq!(sub.failed_attempts, 1);
-        assert_eq!(sub.due_at, Some(end + 7 * DAY), "no retry: the cancellation date");
+        assert_eq!(
+            sub.due_at,
+            Some(end + 7 * DAY),
+            "no retry: the cancellation date"
+        );
         assert_eq!(sub.next_charge_date, end + 7 * DAY);
         // A new card's charge, declined hard again on day 2: the same date.
         let again = settle(&mut sub, false, true, end, &days, end + 2 * DAY);
@@ -312,7 +316,11 @@ mod tests {
         let end = sub.current_period_end;
         for (attempt, day) in [(0, 1), (1, 3), (3, 5), (5, 7)] {
             settle(&mut sub, false, false, end, &days, end + attempt * DAY);
-            assert_eq!(sub.due_at, Some(end + day * DAY), "after the attempt of day {attempt}");
+            assert_eq!(
+                sub.due_at,
+                Some(end + day * DAY),
+                "after the attempt of day {attempt}"
+            );
         }
     }
 

@@ -57,7 +57,11 @@ impl Context<'_> {
                      and {sent} were made",
                     window.limit,
                     window.span_ms / 86_400_000,
-                    if window.same_amount { " for one amount" } else { "" },
+                    if window.same_amount {
+                        " for one amount"
+                    } else {
+                        ""
+                    },
                 )));
             }
         }

@@ -235,9 +235,9 @@ impl Scenario {
             Scenario::CardApproved => "4242",
             Scenario::CardDeclined => "1111",
             Scenario::CardRefundsDeclined => "5126",
-            Scenario::CardRefused(_) => self
-                .refusal()
-                .map_or("0000", |refusal| &refusal.number[refusal.number.len() - 4..]),
+            Scenario::CardRefused(_) => self.refusal().map_or("0000", |refusal| {
+                &refusal.number[refusal.number.len() - 4..]
+            }),
             _ => "0000",
         }
     }
@@ -262,7 +262,9 @@ impl SourceId {
         let serial = i64::try_from(serial).ok()?;
         let n = match (self.scenario.is_nequi(), self.phone_number.as_deref()) {
             (false, None) => match self.scenario {
-                Scenario::CardRefused(index) => serial.checked_mul(10)?.checked_add(index.into())?,
+                Scenario::CardRefused(index) => {
+                    serial.checked_mul(10)?.checked_add(index.into())?
+                }
                 _ => serial,
             },
             (true, Some(phone)) if is_nequi_number(phone) => {
@@ -313,7 +315,11 @@ mod tests {
             let id = source(scenario, None).id(7).expect("fits");
             match scenario {
                 Scenario::CardRefused(index) => {
-                    assert_eq!(id, 700 + i64::from(index) * 10 + 6, "(n * 10 + refusal) * 10 + 6");
+                    assert_eq!(
+                        id,
+                        700 + i64::from(index) * 10 + 6,
+                        "(n * 10 + refusal) * 10 + 6"
+                    );
                 }
                 _ => assert_eq!(id, 70 + scenario.code(), "cards keep n * 10 + code"),
             }
@@ -362,19 +368,33 @@ mod tests {
         let mut messages = std::collections::BTreeSet::new();
         for refusal in REFUSALS {
             let scenario = Scenario::of_card(refusal.number);
-            assert!(matches!(scenario, Scenario::CardRefused(_)), "{}", refusal.number);
+            assert!(
+                matches!(scenario, Scenario::CardRefused(_)),
+                "{}",
+                refusal.number
+            );
             assert_eq!(scenario.transaction_status(), "DECLINED");
             assert_eq!(scenario.status_message(), Some(refusal.message));
             assert_eq!(scenario.last_four(), &refusal.number[12..]);
-            assert!(super::super::protocol::luhn(refusal.number), "{}", refusal.number);
+            assert!(
+                super::super::protocol::luhn(refusal.number),
+                "{}",
+                refusal.number
+            );
             assert!(messages.insert(refusal.message), "one message per card");
         }
         assert!(
             !messages.contains(Scenario::CardDeclined.status_message().expect("a message")),
             "4111 keeps the generic decline"
         );
-        assert_eq!(Scenario::of_card("4111111111111111"), Scenario::CardDeclined);
-        assert_eq!(Scenario::of_card("4242424242424242"), Scenario::CardApproved);
+        assert_eq!(
+            Scenario::of_card("4111111111111111"),
+            Scenario::CardDeclined
+        );
+        assert_eq!(
+            Scenario::of_card("4242424242424242"),
+            Scenario::CardApproved
+        );
         for other in ["4012888888881881", "5555555555554444", "4000000000000028"] {
             assert_eq!(Scenario::of_card(other), Scenario::CardError, "{other}");
             assert_eq!(Scenario::of_card(other).transaction_status(), "ERROR");
