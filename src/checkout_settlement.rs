@@ -6,6 +6,7 @@
 //! lets exactly one caller do this, however many times the outcome arrives.
 
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::event_type::EventType;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
 use crate::ids::ChargeAttemptId;
@@ -140,7 +141,7 @@ async fn finish(
         .await?;
     txn.insert_event(subscription_event(
         &sub,
-        "charge.approved",
+        EventType::ChargeApproved,
         Some((charge, raw_status)),
         now,
     ))

@@ -2,6 +2,7 @@
 //! is built here, whoever writes it (the actor, direct creation, the checkout's settlement,
 //! a refund), so its shape is written once.
 
+use crate::domain::event_type::EventType;
 use crate::store::charges::ChargeAttempt;
 use crate::store::refunds::Refund;
 use crate::store::subscriptions::{Event, Subscription, event_row};
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 /// processor status and amount.
 pub fn subscription_event(
     sub: &Subscription,
-    event_type: &str,
+    event_type: EventType,
     charge: Option<(&ChargeAttempt, &str)>,
     now_ms: i64,
 ) -> Event {
@@ -31,7 +32,7 @@ pub fn charge_refunded_event(
     let mut data = event_data(sub, Some((charge, raw_status)));
     data["refund_id"] = json!(refund.id);
     data["amount_in_cents"] = json!(refund.amount_cents);
-    event_of(sub, "charge.refunded", data, now_ms)
+    event_of(sub, EventType::ChargeRefunded, data, now_ms)
 }
 
 /// An event's `data`: the subscription's id and metadata, and a charge's fields.
@@ -54,6 +55,6 @@ fn event_data(sub: &Subscription, charge: Option<(&ChargeAttempt, &str)>) -> Val
 }
 
 /// The event row of `sub` with this type and data, as delivered.
-fn event_of(sub: &Subscription, event_type: &str, data: Value, now_ms: i64) -> Event {
+fn event_of(sub: &Subscription, event_type: EventType, data: Value, now_ms: i64) -> Event {
     event_row(&sub.account_id, Some(&sub.id), event_type, data, now_ms)
 }

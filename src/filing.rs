@@ -74,6 +74,8 @@ struct Inner {
     lease: Duration,
     /// Each account's emitter, with the fingerprint of the secrets and address it was made of.
     emitters: Mutex<HashMap<AccountId, (String, Arc<DianService>)>>,
+    /// How often the loop looks for documents to file.
+    interval: Duration,
 }
 
 impl Filing {
@@ -98,13 +100,14 @@ impl Filing {
                 .unwrap_or_else(|| default_address(Environment::Production).to_owned()),
             timeout,
             retry_base: Duration::from_millis(config.dian_retry_base_ms.max(1)),
+            interval: Duration::from_millis(config.dian_interval_ms.max(10)),
             lease: timeout * 3 + Duration::from_secs(5),
             emitters: Mutex::new(HashMap::new()),
         }))
     }
 
     /// Runs passes every `interval` until `stop` changes or closes.
-    pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+    async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
         let mut passes: u64 = 0;
         loop {
             if passes.is_multiple_of(GAUGE_EVERY)
@@ -532,5 +535,23 @@ impl Filing {
             metrics::gauge!("dian_range_days_left", &labels).set(used.days_left as f64);
         }
         Ok(())
+    }
+}
+
+impl crate::background::Loop for Filing {
+    fn run(
+        self: Arc<Self>,
+        stop: tokio::sync::watch::Receiver<()>,
+    ) -> crate::background::BoxFuture<'static, ()> {
+        let filing = (*self).clone();
+        let interval = filing.0.interval;
+        Box::pin(filing.run(interval, stop))
+    }
+
+    fn flush<'a>(
+        &'a self,
+        account: &'a AccountId,
+    ) -> crate::background::BoxFuture<'a, StoreResult<()>> {
+        Box::pin(Filing::flush(self, account))
     }
 }

@@ -82,6 +82,7 @@ id_type! {
     PromotionCodeId => "promo_",
     NumberingRangeId => "nr_",
     NoticeId => "ntc_",
+    MrrMovementId => "mrm_",
 }
 
 /// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and

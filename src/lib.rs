@@ -15,6 +15,8 @@
 //!   endpoint, the scheduler, forwarding) and the lease loop of several nodes.
 //! - [`http`]: what every HTTP surface shares (state, errors, extractors, authentication,
 //!   rate limits, idempotency).
+//! - [`exports`]: the accountant's CSV and ZIP of documents, streamed (beside `documents`
+//!   and `notices`, which it sits with in ARCHITECTURE.md's layers).
 //! - [`api`], [`checkout`]: the REST API and its OpenAPI document; the hosted checkout.
 //!
 //! [`run`] is the entry point: tests call it with a listener on port 0. The `billing` command,
@@ -37,6 +39,7 @@ pub mod documents;
 pub mod domain;
 pub mod egress;
 pub mod events;
+pub mod exports;
 pub mod filing;
 pub mod http;
 pub mod ids;
@@ -203,6 +206,12 @@ pub async fn run(
         store = store.issuing(store::Issuing::SkippedForBenchmark);
     }
     let (admin_token_hash, first_start) = bootstrap::prepare(&store, &config).await?;
+    // The MRR ledger's opening movements (decision 0079): after the migrations, before
+    // anything serves or renews.
+    let opened = store.open_mrr_ledger().await?;
+    if opened > 0 {
+        tracing::info!(opened, "MRR ledger: opening movements written");
+    }
     // On PostgreSQL this process is a node of a cluster (perhaps of one): its writes are
     // fenced by the shards it holds, and messages for other shards are forwarded.
     let (store, forwarder) = if store.shares_state() && !config.single_node {
@@ -287,6 +296,8 @@ pub async fn run(
     )?;
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
     let limiter = Arc::new(RateLimiter::new(&store));
+    let store_for_purge = store.clone();
+    let idempotency_purge_secs = config.idempotency_purge_secs;
     let auth_failures = Arc::new(AuthFailures::new(&store));
     let state = AppState::new(Shared {
         charger,
@@ -304,7 +315,14 @@ pub async fn run(
         dian_sandbox,
         whatsapp_sandbox,
         filing: filing.clone(),
-        background: background::Background::new(vec![Arc::new(notices.clone())]),
+        background: background::Background::start(vec![
+            Arc::new(filing.clone()),
+            Arc::new(notices),
+            Arc::new(http::idempotency::Purge {
+                store: store_for_purge,
+                every: Duration::from_secs(idempotency_purge_secs.max(1)),
+            }),
+        ]),
         requests: http::idempotency::RequestTasks::default(),
     });
     for account in state.store.all_accounts().await? {
@@ -313,22 +331,6 @@ pub async fn run(
     let app = api::app(state.clone());
     // Ready once the first scheduler pass has run every timer that fell due while down.
     actors::spawn_webhooks(runtime.clone());
-    // Stopped by dropping its sender when serving ends: a test process starts many apps, and
-    // a loop left running would keep each one's database pool open.
-    let (stop_purge, purge_stopped) = tokio::sync::watch::channel(());
-    tokio::spawn(http::idempotency::purge_loop(
-        state.store.clone(),
-        std::time::Duration::from_secs(state.config.idempotency_purge_secs.max(1)),
-        purge_stopped.clone(),
-    ));
-    tokio::spawn(filing.run(
-        Duration::from_millis(state.config.dian_interval_ms.max(10)),
-        purge_stopped.clone(),
-    ));
-    tokio::spawn(notices.run(
-        Duration::from_millis(state.config.notices_interval_ms.max(10)),
-        purge_stopped.clone(),
-    ));
     actors::spawn_background(
         runtime.clone(),
         Arc::clone(&state.ready),
@@ -369,7 +371,17 @@ pub async fn run(
     // the signal), in what is left of the grace, before the actors stop and the pool closes.
     let deadline = *grace_ends.get_or_init(|| tokio::time::Instant::now() + grace);
     state.requests.drain(deadline).await;
-    drop(stop_purge);
+    // The loops beside the requests stop, each attempt under way recorded, before the pool
+    // closes: a test process starts many apps, and a loop left running would keep each one's
+    // database pool open.
+    state
+        .background
+        .drain(
+            deadline
+                .saturating_duration_since(tokio::time::Instant::now())
+                .max(Duration::from_secs(1)),
+        )
+        .await;
     // Serving failed before the signal: the shards are given back here (a second `leave`
     // after the signal's finds nothing left to give).
     if let Some(leases) = leases {

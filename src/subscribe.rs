@@ -4,6 +4,7 @@
 //! later change goes through the subscription's actor.
 
 use crate::domain::discount::Discount;
+use crate::domain::event_type::EventType;
 use crate::domain::subscription::Status;
 use crate::domain::time::{Cycle, from_millis, period_boundary};
 use crate::events::subscription_event;
@@ -90,15 +91,23 @@ pub fn build(new: NewSubscription, now: i64) -> Subscription {
         updated_at: now,
         quantity: new.quantity,
         period_quantity: new.quantity,
+        // Set where it is inserted (`StoreTxn::insert_subscription`), to its discount then.
+        period_discount: None,
         discount,
+        mrr_cents: 0,
     }
 }
 
 /// Writes the new subscription and its `subscription.created` event inside `txn`.
 pub async fn insert(txn: &StoreTxn, sub: &Subscription, now: i64) -> StoreResult<()> {
     txn.insert_subscription(sub.clone()).await?;
-    txn.insert_event(subscription_event(sub, "subscription.created", None, now))
-        .await
+    txn.insert_event(subscription_event(
+        sub,
+        EventType::SubscriptionCreated,
+        None,
+        now,
+    ))
+    .await
 }
 
 #[cfg(test)]

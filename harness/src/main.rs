@@ -103,6 +103,11 @@ enum Command {
         /// behind its own fault proxy, and judged accepted once each.
         #[arg(long)]
         dian: bool,
+        /// Notices on: e-mailed to a real SMTP server behind a fault proxy (refused, busy,
+        /// hung, dropped after the data, refused for good), and judged once per cause and
+        /// within Ley 2300's hours.
+        #[arg(long)]
+        notices: bool,
     },
     /// Benchmarks (see README: Current figures).
     Bench {
@@ -188,6 +193,10 @@ enum BenchCommand {
         /// then with them, each in a database of its own, and what invoicing costs the rate.
         #[arg(long, value_enum, default_value_t = Invoices::On)]
         invoices: Invoices,
+        /// `compare`: the invoiced burst with the account's notices off, then with every kind
+        /// on by e-mail to an SMTP server on loopback, and what notices cost the rate.
+        #[arg(long, value_enum)]
+        notices: Option<Notices>,
     },
     /// What fencing costs one node on PostgreSQL: the renewal burst on fresh schemas of
     /// `--postgres`, without and then with the cluster machinery.
@@ -198,6 +207,12 @@ enum BenchCommand {
         #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
         postgres: String,
     },
+}
+
+/// `billing bench renewals --notices`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Notices {
+    Compare,
 }
 
 /// `billing bench renewals --invoices`.
@@ -308,6 +323,7 @@ async fn main() -> anyhow::Result<()> {
                     dir,
                     standalone_sandbox,
                     invoices,
+                    notices,
                 },
         } => {
             let database = harness::bench::BenchDatabase::from_url(
@@ -321,16 +337,23 @@ async fn main() -> anyhow::Result<()> {
                 harness::bench::Processor::InProcess
             };
             let n = subscriptions.max(1);
-            match invoices {
-                Invoices::On => {
+            match (invoices, notices) {
+                (_, Some(Notices::Compare)) => {
+                    let feature = harness::bench::Feature::Notices;
+                    let report =
+                        harness::bench::overhead(feature, n, &database, &processor).await?;
+                    println!("{report}");
+                }
+                (Invoices::On, None) => {
                     println!(
                         "{}",
                         harness::bench::renewals(n, &database, &processor).await?
                     )
                 }
-                Invoices::Compare => {
+                (Invoices::Compare, None) => {
+                    let feature = harness::bench::Feature::Invoices;
                     let report =
-                        harness::bench::invoicing_overhead(n, &database, &processor).await?;
+                        harness::bench::overhead(feature, n, &database, &processor).await?;
                     println!("{report}");
                 }
             }
@@ -361,6 +384,7 @@ async fn main() -> anyhow::Result<()> {
             dir,
             timer_lease_ms,
             dian,
+            notices,
         } => {
             let database_url = &cli.config.database_url;
             let options = harness::chaos::Options {
@@ -376,6 +400,7 @@ async fn main() -> anyhow::Result<()> {
                 settle_bound: std::time::Duration::from_secs(120),
                 timer_lease: std::time::Duration::from_millis(timer_lease_ms),
                 dian,
+                notices,
             };
             let summary = harness::chaos::run(&options, runs, |index, report| match report {
                 Ok(report) => println!("run {}/{runs} {report}", index + 1),

@@ -49,6 +49,9 @@ mod m20261202_000027_notices;
 mod m20261202_000028_card_expiry;
 mod m20261203_000029_declines;
 mod m20261203_000030_whatsapp_statuses;
+mod m20261204_000031_documents_by_issue;
+mod m20261204_000032_mrr;
+mod m20261204_000033_collection_slots;
 
 pub struct Migrator;
 
@@ -85,6 +88,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000028_card_expiry::Migration),
             Box::new(m20261203_000029_declines::Migration),
             Box::new(m20261203_000030_whatsapp_statuses::Migration),
+            Box::new(m20261204_000031_documents_by_issue::Migration),
+            Box::new(m20261204_000032_mrr::Migration),
+            Box::new(m20261204_000033_collection_slots::Migration),
         ]
     }
 }

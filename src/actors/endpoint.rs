@@ -246,11 +246,48 @@ impl EndpointActor {
             latency_ms: result.latency_ms,
             error: result.error,
         };
-        self.runtime
-            .store()
-            .record_attempt(delivery, attempt, verdict)
-            .await?;
+        record_surely(self.runtime.store(), delivery, attempt, verdict).await?;
         Ok(())
+    }
+}
+
+/// How many times an attempt's record is written before the actor gives up on it.
+const RECORD_TRIES: u32 = 6;
+
+/// Writes an attempt's record, again on a database error: the attempt was sent, and a
+/// delivery left pending for want of its record would be sent again by the next wake (the
+/// receiver would hold the event twice with one attempt recorded). The error may hide a commit
+/// that landed (the connection died after it): the attempt's id tells, and a second write of a
+/// landed record changes nothing (the delivery is no longer pending, or the attempt's id is
+/// taken and the write rolls back). A fenced write is not tried again: the shard's new owner
+/// sends.
+async fn record_surely(
+    store: &crate::store::Store,
+    delivery: &WebhookDelivery,
+    attempt: WebhookAttempt,
+    verdict: AttemptVerdict,
+) -> Result<(), crate::store::StoreError> {
+    let mut pause = Duration::from_millis(50);
+    let mut tried = 1;
+    loop {
+        match store
+            .record_attempt(delivery, attempt.clone(), verdict)
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(err @ crate::store::StoreError::Fenced(_)) => return Err(err),
+            Err(err) if tried >= RECORD_TRIES => return Err(err),
+            Err(err) => {
+                tracing::warn!(error = %err, delivery = %delivery.id, tried,
+                    "an attempt's record failed; writing it again");
+                if store.attempt_recorded(&attempt).await.unwrap_or(false) {
+                    return Ok(());
+                }
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                tried += 1;
+            }
+        }
     }
 }
 

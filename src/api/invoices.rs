@@ -43,6 +43,12 @@ pub struct InvoiceListQuery {
     pub customer_id: Option<String>,
     pub subscription_id: Option<String>,
     pub charge_id: Option<String>,
+    /// Issued on or after this Colombian calendar day (`YYYY-MM-DD`, from its 00:00 −05:00).
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", format = Date, example = "2026-11-01")]
+    pub issued_from: Option<String>,
+    /// Issued on or before this Colombian calendar day (`YYYY-MM-DD`, until its 24:00 −05:00).
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", format = Date, example = "2026-11-30")]
+    pub issued_to: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     pub cursor: Option<String>,
@@ -237,7 +243,8 @@ impl InvoiceOut {
     }
 }
 
-/// The account's invoices, newest first.
+/// The account's invoices, newest first; `issued_from` and `issued_to` keep those issued in a
+/// range of Colombian calendar days (both included).
 #[utoipa::path(get, path = "/v1/invoices", tag = "invoices", params(InvoiceListQuery),
     responses((status = 200, body = ListOut<InvoiceOut>), (status = 400, body = ErrorBody)))]
 async fn list_invoices(
@@ -250,6 +257,10 @@ async fn list_invoices(
         customer_id: query.customer_id.map(CustomerId::given),
         subscription_id: query.subscription_id.map(SubscriptionId::given),
         charge_id: query.charge_id.map(ChargeAttemptId::given),
+        issued: super::exports::issued_bounds(
+            query.issued_from.as_deref(),
+            query.issued_to.as_deref(),
+        )?,
     };
     let account = caller.account_id();
     let page = state.store.list_invoices(account, &filter, &page).await?;
@@ -386,6 +397,12 @@ async fn seller(state: &AppState, account: &AccountId) -> ApiResult<Account> {
 pub struct CreditNoteListQuery {
     pub invoice_id: Option<String>,
     pub charge_id: Option<String>,
+    /// Issued on or after this Colombian calendar day (`YYYY-MM-DD`, from its 00:00 −05:00).
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", format = Date, example = "2026-11-01")]
+    pub issued_from: Option<String>,
+    /// Issued on or before this Colombian calendar day (`YYYY-MM-DD`, until its 24:00 −05:00).
+    #[param(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", format = Date, example = "2026-11-30")]
+    pub issued_to: Option<String>,
     #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u64>,
     pub cursor: Option<String>,
@@ -496,7 +513,8 @@ impl CreditNoteOut {
     }
 }
 
-/// The account's credit notes, newest first.
+/// The account's credit notes, newest first; `issued_from` and `issued_to` keep those issued
+/// in a range of Colombian calendar days (both included).
 #[utoipa::path(get, path = "/v1/credit-notes", tag = "invoices", params(CreditNoteListQuery),
     responses((status = 200, body = ListOut<CreditNoteOut>), (status = 400, body = ErrorBody)))]
 async fn list_credit_notes(
@@ -508,6 +526,10 @@ async fn list_credit_notes(
     let filter = CreditNoteFilter {
         invoice_id: query.invoice_id.map(InvoiceId::given),
         charge_id: query.charge_id.map(ChargeAttemptId::given),
+        issued: super::exports::issued_bounds(
+            query.issued_from.as_deref(),
+            query.issued_to.as_deref(),
+        )?,
     };
     let account = caller.account_id();
     let page = state

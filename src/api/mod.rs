@@ -14,6 +14,7 @@ pub mod customers;
 pub mod dashboard;
 pub mod dian;
 pub mod events;
+pub mod exports;
 pub mod ingress;
 pub mod internal;
 pub mod invoices;
@@ -25,6 +26,7 @@ pub mod payment_methods;
 pub mod portal;
 pub mod probes;
 pub mod promotion_codes;
+pub mod revenue;
 pub mod subscriptions;
 pub mod test_clock;
 pub mod webhook_endpoints;
@@ -182,8 +184,10 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(payment_methods::router())
         .merge(portal::router())
         .merge(notices::router())
+        .merge(revenue::router())
         .merge(charges::router())
         .merge(invoices::router())
+        .merge(exports::router())
         .merge(subscriptions::router())
         .merge(checkout_sessions::router(state))
         .merge(events::router())

@@ -1,7 +1,8 @@
 //! Notices to customers (CONTRACT §15): `GET`/`PATCH /v1/account/notices` (how the account's
 //! notices are sent; a PATCH merges nested fields; the SMTP password and the WhatsApp token are
 //! never answered, only whether they are set), and the notices themselves, `GET /v1/notices`
-//! and `GET /v1/notices/{id}`.
+//! and `GET /v1/notices/{id}`; `GET /v1/notices/preview` shows what a kind says, about made-up
+//! data.
 
 use crate::domain::notices::{NoticeSettings, SmtpSecurity};
 use crate::domain::time::{from_millis, rfc3339};
@@ -23,6 +24,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(get_notice_settings, update_notice_settings))
         .routes(routes!(list_notices))
+        .routes(routes!(preview_notice))
         .routes(routes!(get_notice))
 }
 
@@ -422,4 +424,113 @@ async fn get_notice(
         .await?
         .map(|n| Json(n.into()))
         .ok_or_else(|| ApiError::not_found(format!("No notice with id `{id}`.")).param("id"))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PreviewQuery {
+    /// The kind to show; `receipt` when absent.
+    #[param(schema_with = crate::api::openapi::schemas::optional_notice_kind)]
+    pub kind: Option<String>,
+    /// The language; the account's setting when absent.
+    #[param(schema_with = crate::api::openapi::schemas::optional_notice_locale)]
+    pub locale: Option<String>,
+}
+
+/// A preview's e-mail.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewEmail {
+    pub subject: String,
+    /// The plain-text part.
+    pub text: String,
+    /// The HTML part, a whole document.
+    pub html: String,
+}
+
+/// A preview's WhatsApp template message: the template (registered with Meta under the kind's
+/// name) and its body's parameters, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewWhatsapp {
+    pub template: String,
+    /// `es` or `en`.
+    pub language: String,
+    pub parameters: Vec<String>,
+}
+
+/// What a kind of notice says, rendered from made-up data (a customer "Ana María Pérez", $ 49.900)
+/// with the account's name, in the account's language or the one asked.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(examples(json!({
+    "kind": "payment_failed", "locale": "es",
+    "email": {"subject": "No pudimos cobrar tu pago a Tienda",
+        "text": "Hola Ana María Pérez,\n\nNo pudimos cobrar tu pago a Tienda\n\n…",
+        "html": "<!DOCTYPE html><html lang=\"es\">…</html>"},
+    "whatsapp": {"template": "payment_failed", "language": "es",
+        "parameters": ["Ana María Pérez", "Tienda", "$ 49.900,00", "Fondos insuficientes",
+            "4 de diciembre de 2026", "9 de diciembre de 2026",
+            "https://pagos.tienda.example.co/pay/pay_preview"]}
+})))]
+pub struct NoticePreviewOut {
+    pub kind: String,
+    /// `es` or `en`.
+    pub locale: String,
+    pub email: PreviewEmail,
+    pub whatsapp: PreviewWhatsapp,
+}
+
+/// What a kind of notice says, about made-up data: nothing is read but the account's name and
+/// settings, nothing is written or sent. A receipt's attachment (the invoice's PDF or DIAN's
+/// ZIP) is not drawn.
+#[utoipa::path(get, path = "/v1/notices/preview", tag = "notices", params(PreviewQuery),
+    responses((status = 200, body = NoticePreviewOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+async fn preview_notice(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiQuery(query): ApiQuery<PreviewQuery>,
+) -> ApiResult<Json<NoticePreviewOut>> {
+    use crate::domain::notices::{NoticeKind, NoticeLocale};
+    let Some(kind) = NoticeKind::parse(query.kind.as_deref().unwrap_or("receipt")) else {
+        return Err(ApiError::bad_request(format!(
+            "kind must be one of {}.",
+            NoticeKind::WORDS.join(", ")
+        ))
+        .param("kind"));
+    };
+    let locale = match query.locale.as_deref() {
+        Some(word) => NoticeLocale::parse(word).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "locale must be one of {}.",
+                NoticeLocale::WORDS.join(", ")
+            ))
+            .param("locale")
+        })?,
+        None => {
+            state
+                .store
+                .notice_settings(caller.account_id())
+                .await?
+                .locale
+        }
+    };
+    let now = state.runtime.clock().now_ms(caller.account_id()).await?;
+    let (parties, facts) =
+        crate::notices::facts::sample(kind, &caller.0.name, &state.config.public_url(), now);
+    let words = crate::notices::message::locale_for(locale);
+    let email = crate::notices::message::render(&parties, &facts, words)?;
+    let parameters = crate::notices::whatsapp::parameters(&parties, &facts, words);
+    Ok(Json(NoticePreviewOut {
+        kind: kind.as_str().to_owned(),
+        locale: locale.as_str().to_owned(),
+        email: PreviewEmail {
+            subject: email.subject,
+            text: email.text,
+            html: email.html,
+        },
+        whatsapp: PreviewWhatsapp {
+            template: kind.as_str().to_owned(),
+            language: locale.as_str().to_owned(),
+            parameters,
+        },
+    }))
 }

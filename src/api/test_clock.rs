@@ -109,12 +109,12 @@ async fn advance_clock(
             break;
         }
     }
-    // Then every electronic document due for DIAN (its events are deliveries too), and every
-    // webhook delivery due by the new instant, first attempts and retries alike.
-    state.filing.flush(account).await?;
-    state.runtime.flush_endpoints(account).await?;
-    // And the notices due by then (the receipts the renewals caused, the failed payments').
+    // Then the background loops, in order: every electronic document due for DIAN, the
+    // notices due by then (the receipts the renewals caused, the failed payments'); and last
+    // every webhook delivery due by the new instant (their events included), first attempts
+    // and retries alike.
     state.background.flush(account).await?;
+    state.runtime.flush_endpoints(account).await?;
     Ok(Json(ClockOut {
         now: rfc3339(from_millis(now)),
     }))

@@ -114,7 +114,9 @@ async fn verify_whatsapp_webhook(
     })),
     responses((status = 200, body = WhatsappIngressOut), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 413, body = ErrorBody),
-        (status = 500, body = ErrorBody)))]
+        (status = 500, body = ErrorBody),
+        (status = 503, body = ErrorBody, description = "A message the webhook reports on is still being sent (its id not yet recorded): what matched was recorded, and Meta sends the webhook again.",
+            headers(("Retry-After" = u64, description = "Seconds to wait before sending it again.")))))]
 async fn receive_whatsapp_status(
     State(state): State<AppState>,
     Path(account_id): Path<String>,
@@ -138,7 +140,7 @@ async fn receive_whatsapp_status(
     // Meta's instants are real time; a notice's are on the account's clock.
     let now = state.runtime.clock().fresh_now_ms(&account).await?;
     let offset = now - chrono::Utc::now().timestamp_millis();
-    let mut recorded = 0;
+    let (mut recorded, mut unmatched) = (0, 0);
     for change in webhook.entry.iter().flat_map(|entry| &entry.changes) {
         if change.field != "messages" {
             continue;
@@ -161,8 +163,26 @@ async fn receive_whatsapp_status(
                 .await?
             {
                 recorded += 1;
+            } else {
+                unmatched += 1;
             }
         }
+    }
+    // A status may outrun the send it reports on: Meta answers the send with the wamid, and
+    // reports on it at once, before the worker records the wamid. While a WhatsApp send of the
+    // account is under way an unknown wamid may be that one's, so the webhook is refused and
+    // Meta sends it again (what matched is recorded, and recording it again changes nothing).
+    if unmatched > 0
+        && state
+            .store
+            .notices_in_flight(&account, Some(crate::domain::notices::Channel::Whatsapp))
+            .await?
+            > 0
+    {
+        return Err(ApiError::NotYet {
+            message: "A message this webhook reports on is still being sent: send the webhook again.",
+            retry_after_secs: 1,
+        });
     }
     Ok(Json(WhatsappIngressOut {
         received: true,

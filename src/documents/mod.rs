@@ -7,6 +7,7 @@
 //! The API serves the PDFs behind the API key (`api::invoices`); the hosted page and its
 //! downloads need only the invoice's unguessable token.
 
+pub mod charts;
 pub mod electronic;
 mod page;
 pub mod pdf;

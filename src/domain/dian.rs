@@ -55,9 +55,7 @@ impl Environment {
 /// thousands separator (`119000` → `1190.00`). Cents are exact, so "truncated to two
 /// decimals" is this and nothing is rounded.
 pub fn amount(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let cents = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", cents / 100, cents % 100)
+    super::money::pesos(cents)
 }
 
 /// Colombia's offset from UTC, all year (no daylight saving time); checked when compiling.

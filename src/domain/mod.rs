@@ -5,6 +5,7 @@
 mod vocabulary;
 pub(crate) use vocabulary::vocabulary;
 
+pub mod calendar;
 pub mod charge_purpose;
 pub mod charge_status;
 pub mod checkout;
@@ -12,8 +13,10 @@ pub mod collection_hours;
 pub mod decline;
 pub mod dian;
 pub mod discount;
+pub mod event_type;
 pub mod holidays;
 pub mod money;
+pub mod mrr;
 pub mod notices;
 pub mod portal;
 pub mod reattempts;

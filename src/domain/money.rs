@@ -69,10 +69,49 @@ pub fn group_cents(cents: i64, thousands: char, decimal: char) -> String {
     grouped
 }
 
+/// `cents` as pesos with a dot and exactly two decimals, no thousands separator: what an
+/// accountant's spreadsheet reads as a number (`1_234_567` → `12345.67`, `5` → `0.05`,
+/// `-150` → `-1.50`). Integer arithmetic only; nothing is rounded, since cents are exact.
+pub fn pesos(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let cents = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", cents / 100, cents % 100)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn pesos_have_a_dot_and_two_decimals() {
+        assert_eq!(pesos(1_234_567), "12345.67");
+        assert_eq!(pesos(0), "0.00");
+        assert_eq!(pesos(5), "0.05");
+        assert_eq!(pesos(100), "1.00");
+        assert_eq!(pesos(4_990_000), "49900.00");
+        assert_eq!(pesos(-150), "-1.50");
+        assert_eq!(pesos(i64::MIN), "-92233720368547758.08");
+    }
+
+    proptest! {
+        /// Reading the text back as a decimal gives the cents again: two decimals, a dot, the
+        /// sign only on a negative amount, and no other character.
+        #[test]
+        fn pesos_read_back_as_the_cents(cents in proptest::num::i64::ANY) {
+            let text = pesos(cents);
+            let (units, decimals) = text.split_once('.').expect("a dot");
+            prop_assert_eq!(decimals.len(), 2);
+            prop_assert!(decimals.bytes().all(|b| b.is_ascii_digit()));
+            let digits = units.strip_prefix('-').unwrap_or(units);
+            prop_assert_eq!(units.starts_with('-'), cents < 0);
+            prop_assert!(!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()));
+            let read: i128 = digits.parse::<i128>().expect("units") * 100
+                + decimals.parse::<i128>().expect("cents");
+            let read = if cents < 0 { -read } else { read };
+            prop_assert_eq!(read, i128::from(cents));
+        }
+    }
 
     #[test]
     fn default_fee_is_one_and_a_half_percent() {

@@ -90,6 +90,14 @@ pub enum ApiError {
     /// single write that was fenced).
     #[error("the object's node is changing")]
     Unavailable { retry_after_secs: u64 },
+    /// 503 `api_error` with `Retry-After`: a peer's report about something this server is
+    /// still writing (a WhatsApp status naming a message whose send has not yet recorded its
+    /// id). What could be recorded was; the peer sends the report again.
+    #[error("not yet")]
+    NotYet {
+        message: &'static str,
+        retry_after_secs: u64,
+    },
     /// 503 `api_error`, without `Retry-After`: the subscription's shard moved to another node
     /// once part of the request may have been committed (`ActionError::MovedMidway`). What was
     /// done stays done, so the answer is kept for its Idempotency-Key: a retry under the key
@@ -165,7 +173,9 @@ impl ApiError {
                 StatusCode::TOO_MANY_REQUESTS
             }
             Self::Internal(_) | Self::Uncommitted(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Unavailable { .. } | Self::MovedMidway => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable { .. } | Self::MovedMidway | Self::NotYet { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -222,6 +232,7 @@ impl ApiError {
                 ),
                 None,
             ),
+            Self::NotYet { message, .. } => (ErrorType::ApiError, (*message).to_owned(), None),
             Self::MovedMidway => (
                 ErrorType::ApiError,
                 "This object moved to another node while the request ran, once part of it may \
@@ -269,7 +280,10 @@ impl IntoResponse for ApiError {
         }
         if let Self::RateLimited { retry_after_secs }
         | Self::TooManyFailedAuthentications { retry_after_secs }
-        | Self::Unavailable { retry_after_secs } = self
+        | Self::Unavailable { retry_after_secs }
+        | Self::NotYet {
+            retry_after_secs, ..
+        } = self
             && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);

@@ -246,7 +246,22 @@ fn replay(status: u16, body: String) -> Response {
 /// Deletes keys older than 24 hours, at start and then every `every`, in batches of
 /// `PURGE_BATCH`, until `stop`'s sender is dropped. A claim treats an expired key as new
 /// anyway; the purge only keeps the table from growing for ever.
-pub async fn purge_loop(store: Store, every: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+/// The purge as a background loop (`background::Loop`): nothing in it is clock-bound.
+pub struct Purge {
+    pub store: Store,
+    pub every: Duration,
+}
+
+impl crate::background::Loop for Purge {
+    fn run(
+        self: std::sync::Arc<Self>,
+        stop: tokio::sync::watch::Receiver<()>,
+    ) -> crate::background::BoxFuture<'static, ()> {
+        Box::pin(purge_loop(self.store.clone(), self.every, stop))
+    }
+}
+
+async fn purge_loop(store: Store, every: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
     loop {
         purge_once(&store).await;
         tokio::select! {

@@ -54,7 +54,8 @@ pub struct Shared {
     pub whatsapp_sandbox: Arc<crate::whatsapp::sandbox::SandboxWhatsapp>,
     /// Filing electronic documents with DIAN (the test clock flushes it).
     pub filing: crate::filing::Filing,
-    /// The loops a test-clock advance flushes (`background`): the notices' delivery.
+    /// The loops beside the requests (`background`): DIAN's filing, the notices' delivery,
+    /// the purge of expired keys; a test-clock advance flushes them, shutdown drains them.
     pub background: crate::background::Background,
     /// The keyed requests' own tasks, which the shutdown waits for (`api::idempotency`).
     pub requests: super::idempotency::RequestTasks,

@@ -1,20 +1,17 @@
-//! What a notice says: its subject, a plain-text and an HTML body (askama, in the hosted
-//! checkout's look), in the account's language, and what it carries. A receipt carries the
+//! What a notice says by e-mail: its subject, a plain-text and an HTML body (askama, in the
+//! hosted checkout's look), in the account's language, and what it carries, from the facts
+//! `facts::read` gathered (or `facts::sample`'s, for a preview). A receipt carries the
 //! invoice's PDF; with DIAN on, one ZIP with the PDF and the AttachedDocument (CONTRACT §12a),
-//! which is how DIAN's annex has the buyer receive it. Read when the notice is sent, from the
-//! rows as they are then.
+//! which is how DIAN's annex has the buyer receive it.
 
+use super::facts::{self, Facts, Parties, Reason, Why};
 use crate::documents::text::Locale;
-use crate::domain::decline::Decline;
 use crate::domain::notices::{NoticeKind, NoticeLocale, NoticeSettings};
-use crate::domain::subscription::Status;
 use crate::store::notices::Notice;
 use crate::store::{Store, StoreError, StoreResult};
 use askama::Template;
 
-/// A failed payment's link token: `pay_` and 43 random characters.
-pub const PAY_TOKEN_PREFIX: &str = "pay_";
-const PAY_TOKEN_LEN: usize = 43;
+pub use super::facts::PAY_TOKEN_PREFIX;
 
 /// A file a notice carries.
 pub struct File {
@@ -102,26 +99,17 @@ const EN: Words = Words {
     footer: "You receive this message because you have a subscription with this merchant.",
 };
 
-/// A new `/pay/<token>` link for `sub` (past due): it opens the portal's card update for as
-/// long as the subscription is past due (`api::portal::pay`); only the token's hash is kept.
-pub(super) async fn pay_link(
-    store: &Store,
-    notice: &Notice,
-    sub: &crate::store::subscriptions::Subscription,
-    public_url: &str,
-) -> StoreResult<String> {
-    let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
-    store
-        .insert_pay_link(crate::store::notices::PayLink {
-            token_hash: crate::secrets::sha256_hex(&token),
-            account_id: notice.account_id.clone(),
-            subscription_id: sub.id.clone(),
-            customer_id: sub.customer_id.clone(),
-            created_at: notice.scheduled_for,
-            payment_method_id: None,
-        })
-        .await?;
-    Ok(format!("{public_url}/pay/{token}"))
+/// The language notices of `settings` are written in.
+pub fn locale_of(settings: &NoticeSettings) -> Locale {
+    locale_for(settings.locale)
+}
+
+/// The documents' language of a notices' locale.
+pub fn locale_for(locale: NoticeLocale) -> Locale {
+    match locale {
+        NoticeLocale::Es => Locale::Es,
+        NoticeLocale::En => Locale::En,
+    }
 }
 
 /// The notice's message, or `None` when what it is about is gone.
@@ -132,121 +120,107 @@ pub async fn compose(
     settings: &NoticeSettings,
     public_url: &str,
 ) -> StoreResult<Option<Message>> {
-    let account_id = &notice.account_id;
-    let (Some(account), Some(customer)) = (
-        store.account(account_id).await?,
-        store.customer(account_id, &notice.customer_id).await?,
-    ) else {
+    let locale = locale_of(settings);
+    let carried = (locale, facts::Carried::Files);
+    let Some((parties, mut facts)) = facts::read(store, notice, kind, carried, public_url).await?
+    else {
         return Ok(None);
     };
-    let locale = match settings.locale {
-        NoticeLocale::Es => Locale::Es,
-        NoticeLocale::En => Locale::En,
+    let attachments = match &mut facts {
+        Facts::Receipt(receipt) => attachments(receipt).await?,
+        _ => Vec::new(),
     };
+    let mut message = render(&parties, &facts, locale)?;
+    message.attachments = attachments;
+    Ok(Some(message))
+}
+
+/// What a receipt carries: the invoice's PDF, or with DIAN's AttachedDocument one ZIP of both.
+/// The PDF is drawn off the async workers.
+async fn attachments(receipt: &mut facts::Receipt) -> StoreResult<Vec<File>> {
+    let Some(sheet) = receipt.sheet.take() else {
+        return Ok(Vec::new());
+    };
+    let stem = sheet.file_stem.clone();
+    let pdf = tokio::task::spawn_blocking(move || crate::documents::pdf::render(&sheet))
+        .await
+        .map_err(|err| StoreError::invariant(format!("drawing the PDF: {err}")))?
+        .map_err(|err| StoreError::invariant(format!("drawing the PDF: {err}")))?;
+    Ok(vec![match &receipt.attached {
+        Some(xml) => {
+            let pdf_name = format!("{stem}.pdf");
+            let xml_name = format!("{stem}.xml");
+            let files: [(&str, &[u8]); 2] = [(&pdf_name, &pdf), (&xml_name, xml.as_bytes())];
+            let zip = crate::dian::soap::zip::zip_files(&files)
+                .map_err(|err| StoreError::invariant(format!("zipping: {err}")))?;
+            File {
+                name: format!("{stem}.zip"),
+                content_type: "application/zip",
+                bytes: zip,
+            }
+        }
+        None => File {
+            name: format!("{stem}.pdf"),
+            content_type: "application/pdf",
+            bytes: pdf,
+        },
+    }])
+}
+
+/// The e-mail that says `facts` from `parties.merchant` to `parties.customer`, without
+/// attachments. Pure: a preview renders made-up facts through it.
+pub fn render(parties: &Parties, facts: &Facts, locale: Locale) -> StoreResult<Message> {
     let es = locale == Locale::Es;
     let words = if es { &ES } else { &EN };
     let money = |cents: i64| crate::documents::sheet::money(cents, locale);
     let date = |ms: i64| crate::documents::sheet::date(ms, locale);
-    let merchant = account.name.clone();
+    let merchant = parties.merchant.as_str();
     let mut paragraphs = Vec::new();
-    let mut facts = Vec::new();
-    let mut attachments = Vec::new();
+    let mut facts_listed = Vec::new();
     let mut button = None;
     let subject;
-    let title;
-    match kind {
-        NoticeKind::Receipt => {
-            let Some(invoice_id) = &notice.invoice_id else {
-                return Ok(None);
-            };
-            let Some(invoice) = store.invoice(account_id, invoice_id).await? else {
-                return Ok(None);
-            };
-            let sheet =
-                crate::documents::electronic::invoice_sheet(store, &invoice, &account, locale)
-                    .await
-                    .map_err(|err| StoreError::invariant(format!("invoice sheet: {err}")))?;
-            let number = sheet.number.clone();
-            let stem = sheet.file_stem.clone();
+    let mut title = None;
+    match facts {
+        Facts::Receipt(receipt) => {
+            let number = &receipt.number;
             subject = if es {
                 format!("Recibo de {merchant}: factura {number}")
             } else {
                 format!("Receipt from {merchant}: invoice {number}")
             };
-            title = if es {
+            title = Some(if es {
                 "Gracias por tu pago".to_owned()
             } else {
                 "Thank you for your payment".to_owned()
-            };
+            });
             paragraphs.push(if es {
                 format!("Recibimos tu pago a {merchant}. Adjuntamos tu factura.")
             } else {
                 format!("We received your payment to {merchant}. Your invoice is attached.")
             });
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.invoice,
-                value: number,
+                value: number.clone(),
             });
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.amount,
-                value: money(invoice.total_cents),
+                value: money(receipt.total_cents),
             });
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.date,
-                value: date(invoice.issued_at),
+                value: date(receipt.issued_at),
             });
-            let pdf = tokio::task::spawn_blocking(move || crate::documents::pdf::render(&sheet))
-                .await
-                .map_err(|err| StoreError::invariant(format!("drawing the PDF: {err}")))?
-                .map_err(|err| StoreError::invariant(format!("drawing the PDF: {err}")))?;
-            let attached =
-                crate::documents::electronic::attached_document(store, account_id, &invoice.id)
-                    .await?;
-            match attached {
-                Ok(xml) => {
-                    let pdf_name = format!("{stem}.pdf");
-                    let xml_name = format!("{stem}.xml");
-                    let files: [(&str, &[u8]); 2] =
-                        [(&pdf_name, &pdf), (&xml_name, xml.as_bytes())];
-                    let zip = crate::dian::soap::zip::zip_files(&files)
-                        .map_err(|err| StoreError::invariant(format!("zipping: {err}")))?;
-                    attachments.push(File {
-                        name: format!("{stem}.zip"),
-                        content_type: "application/zip",
-                        bytes: zip,
-                    });
-                }
-                Err(_) => attachments.push(File {
-                    name: format!("{stem}.pdf"),
-                    content_type: "application/pdf",
-                    bytes: pdf,
-                }),
-            }
-            let hosted = format!("{public_url}/invoices/{}", invoice.hosted_token);
-            button = Some((words.view_invoice, hosted));
+            button = Some((words.view_invoice, receipt.hosted_url.clone()));
         }
-        NoticeKind::PaymentFailed => {
-            let (Some(charge_id), Some(sub_id)) = (&notice.charge_id, &notice.subscription_id)
-            else {
-                return Ok(None);
-            };
-            let (Some(charge), Some(sub)) = (
-                store.charge(account_id, charge_id).await?,
-                store.subscription(account_id, sub_id).await?,
-            ) else {
-                return Ok(None);
-            };
+        Facts::PaymentFailed(failed) => {
             subject = if es {
                 format!("No pudimos cobrar tu pago a {merchant}")
             } else {
                 format!("We could not take your payment to {merchant}")
             };
-            title = subject.clone();
-            // A hard decline (`Decline::is_hard`) is not retried: the customer is asked for a
-            // new card at once, and no next attempt is promised.
-            let decline = charge.decline_code;
-            let hard = decline.is_some_and(Decline::is_hard);
-            paragraphs.push(match (es, hard) {
+            // A hard decline is not retried: the customer is asked for a new card at once,
+            // and no next attempt is promised.
+            paragraphs.push(match (es, failed.hard) {
                 (true, false) => "Tu banco no aprobó el cobro. Actualiza tu medio de pago para \
                                   mantener tu suscripción activa."
                     .to_owned(),
@@ -262,112 +236,58 @@ pub async fn compose(
                                   it as soon as you add it."
                     .to_owned(),
             });
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.amount,
-                value: money(charge.amount_cents),
+                value: money(failed.amount_cents),
             });
-            let reason = match decline {
-                Some(Decline::NetworkLimit) => Some(words.network_limit),
-                _ => charge
-                    .processor_message
-                    .as_deref()
-                    .filter(|r| !r.is_empty()),
-            };
-            if let Some(reason) = reason {
-                facts.push(Fact {
+            if let Some(reason) = &failed.reason {
+                facts_listed.push(Fact {
                     label: words.reason,
-                    value: reason.to_owned(),
+                    value: reason_words(reason, locale).to_owned(),
                 });
             }
-            if sub.status == Status::PastDue {
-                // The link opens the portal's card update for this subscription for as long as
-                // it is past due (`api::portal::pay`); only its hash is kept.
-                let link = pay_link(store, notice, &sub, public_url).await?;
-                button = Some((words.update_card, link));
-                facts.push(Fact {
+            if let Some(dunning) = &failed.dunning {
+                button = Some((words.update_card, dunning.link.clone()));
+                facts_listed.push(Fact {
                     label: words.next_try,
-                    value: if hard {
-                        words.no_retry.to_owned()
-                    } else {
-                        date(sub.next_charge_date)
+                    value: match dunning.next_try {
+                        Some(at) => date(at),
+                        None => words.no_retry.to_owned(),
                     },
                 });
-                let retry_days =
-                    crate::domain::subscription::parse_retry_days(&account.dunning_retry_days);
-                let ends = sub
-                    .first_failure_at
-                    .and_then(|first| crate::domain::subscription::cancel_at(first, &retry_days));
-                if let Some(ends) = ends {
-                    facts.push(Fact {
+                if let Some(ends) = dunning.ends {
+                    facts_listed.push(Fact {
                         label: words.ends_on,
                         value: date(ends),
                     });
                 }
             }
         }
-        NoticeKind::SubscriptionCanceled => {
-            let Some(sub_id) = &notice.subscription_id else {
-                return Ok(None);
-            };
-            let Some(sub) = store.subscription(account_id, sub_id).await? else {
-                return Ok(None);
-            };
-            let plan = store
-                .plan(account_id, &sub.plan_id)
-                .await?
-                .map(|plan| plan.name)
-                .unwrap_or_default();
+        Facts::Canceled { plan, why } => {
             subject = if es {
                 format!("Tu suscripción a {plan} de {merchant} fue cancelada")
             } else {
                 format!("Your {plan} subscription with {merchant} was canceled")
             };
-            title = subject.clone();
-            let unpaid = sub.failed_attempts > 0;
-            let by_customer = store.canceled_in_portal(account_id, sub_id).await?;
-            paragraphs.push(match (es, unpaid, by_customer) {
-                (true, true, _) => "La cancelamos porque no pudimos cobrar sus pagos.".to_owned(),
-                (false, true, _) => {
+            paragraphs.push(match (es, why) {
+                (true, Why::Unpaid) => {
+                    "La cancelamos porque no pudimos cobrar sus pagos.".to_owned()
+                }
+                (false, Why::Unpaid) => {
                     "We canceled it because its payments could not be taken.".to_owned()
                 }
-                (true, false, true) => "La cancelaste desde tu portal de cliente.".to_owned(),
-                (false, false, true) => "You canceled it from your customer portal.".to_owned(),
-                (true, false, false) => format!("{merchant} la canceló."),
-                (false, false, false) => format!("{merchant} canceled it."),
+                (true, Why::Customer) => "La cancelaste desde tu portal de cliente.".to_owned(),
+                (false, Why::Customer) => "You canceled it from your customer portal.".to_owned(),
+                (true, Why::Merchant) => format!("{merchant} la canceló."),
+                (false, Why::Merchant) => format!("{merchant} canceled it."),
             });
         }
-        NoticeKind::CardExpiring | NoticeKind::RenewalUpcoming | NoticeKind::TrialEnding => {
-            let Some(reminder) = remind(store, notice, kind).await? else {
-                return Ok(None);
-            };
+        Facts::Reminder(reminder) => {
             let when = date(reminder.charge_at);
             let amount = money(reminder.amount_cents);
-            let card = match (&reminder.card.brand, &reminder.card.last4) {
-                (Some(brand), Some(last4)) => format!("{brand} ···· {last4}"),
-                (None, Some(last4)) => format!("···· {last4}"),
-                _ => String::new(),
-            };
-            let plan = &reminder.plan;
-            match kind {
-                NoticeKind::RenewalUpcoming => {
-                    subject = if es {
-                        format!("Tu suscripción anual a {plan} se renueva el {when}")
-                    } else {
-                        format!("Your annual {plan} subscription renews on {when}")
-                    };
-                    paragraphs.push(if es {
-                        format!(
-                            "El {when} cobraremos {amount} por un año más de {plan} con {merchant}. \
-                             Si quieres cambiar o cancelar tu plan, hazlo antes de esa fecha."
-                        )
-                    } else {
-                        format!(
-                            "On {when} we will charge {amount} for another year of {plan} with \
-                             {merchant}. To change or cancel your plan, do so before then."
-                        )
-                    });
-                }
-                NoticeKind::TrialEnding => {
+            let (plan, card) = (&reminder.plan, &reminder.card);
+            match (reminder.kind, &reminder.link) {
+                (NoticeKind::TrialEnding, _) => {
                     subject = if es {
                         format!("Tu periodo de prueba de {plan} termina el {when}")
                     } else {
@@ -385,7 +305,25 @@ pub async fn compose(
                         )
                     });
                 }
-                _ => {
+                (NoticeKind::RenewalUpcoming, _) | (_, None) => {
+                    subject = if es {
+                        format!("Tu suscripción anual a {plan} se renueva el {when}")
+                    } else {
+                        format!("Your annual {plan} subscription renews on {when}")
+                    };
+                    paragraphs.push(if es {
+                        format!(
+                            "El {when} cobraremos {amount} por un año más de {plan} con {merchant}. \
+                             Si quieres cambiar o cancelar tu plan, hazlo antes de esa fecha."
+                        )
+                    } else {
+                        format!(
+                            "On {when} we will charge {amount} for another year of {plan} with \
+                             {merchant}. To change or cancel your plan, do so before then."
+                        )
+                    });
+                }
+                (_, Some(link)) => {
                     subject = if es {
                         format!("Tu tarjeta vence antes de tu próximo pago a {merchant}")
                     } else {
@@ -402,39 +340,28 @@ pub async fn compose(
                              {amount}. Update it to keep your {plan} subscription active."
                         )
                     });
-                    let token = crate::secrets::random_token(PAY_TOKEN_PREFIX, PAY_TOKEN_LEN);
-                    store
-                        .insert_pay_link(crate::store::notices::PayLink {
-                            token_hash: crate::secrets::sha256_hex(&token),
-                            account_id: account_id.clone(),
-                            subscription_id: reminder.subscription_id.clone(),
-                            customer_id: notice.customer_id.clone(),
-                            created_at: notice.scheduled_for,
-                            payment_method_id: Some(reminder.card.id.clone()),
-                        })
-                        .await?;
-                    button = Some((words.update_card, format!("{public_url}/pay/{token}")));
+                    button = Some((words.update_card, link.clone()));
                 }
             }
-            title = subject.clone();
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.amount,
                 value: amount,
             });
-            facts.push(Fact {
+            facts_listed.push(Fact {
                 label: words.date,
                 value: when,
             });
         }
     }
-    let greeting = format!("{} {},", words.hello, customer.name);
+    let title = title.unwrap_or_else(|| subject.clone());
+    let greeting = format!("{} {},", words.hello, parties.customer);
     let page = Page {
         lang: locale.code(),
-        merchant: &merchant,
+        merchant,
         title: &title,
         greeting: &greeting,
         paragraphs: &paragraphs,
-        facts: &facts,
+        facts: &facts_listed,
         button: button.as_ref().map(|(label, url)| (*label, url.as_str())),
         footer: words.footer,
     };
@@ -446,95 +373,29 @@ pub async fn compose(
         text.push_str(paragraph);
         text.push_str("\n\n");
     }
-    for fact in &facts {
+    for fact in &facts_listed {
         text.push_str(&format!("{}: {}\n", fact.label, fact.value));
     }
     if let Some((label, url)) = &button {
         text.push_str(&format!("\n{label}: {url}\n"));
     }
     text.push_str(&format!("\n-- \n{merchant}\n{}\n", words.footer));
-    Ok(Some(Message {
-        to: Some(customer.email).filter(|email| !email.is_empty()),
-        to_name: Some(customer.name),
+    Ok(Message {
+        to: parties.email.clone(),
+        to_name: Some(parties.customer.clone()),
         subject,
         text,
         html,
-        attachments,
-        sandbox: account.sandbox,
-    }))
+        attachments: Vec::new(),
+        sandbox: parties.sandbox,
+    })
 }
 
-/// What a reminder announces, read when it is sent: `None` when it no longer holds (the
-/// subscription canceled or changed its date, the card replaced), and the notice is then
-/// suppressed.
-struct Reminder {
-    subscription_id: crate::ids::SubscriptionId,
-    plan: String,
-    charge_at: i64,
-    amount_cents: i64,
-    card: crate::store::charges::PaymentMethod,
-}
-
-async fn remind(store: &Store, notice: &Notice, kind: NoticeKind) -> StoreResult<Option<Reminder>> {
-    use crate::domain::time::Cycle;
-    let account_id = &notice.account_id;
-    let (Some(sub_id), Some(at)) = (
-        &notice.subscription_id,
-        crate::store::reminders::announced_at(&notice.cause),
-    ) else {
-        return Ok(None);
-    };
-    let Some(sub) = store.subscription(account_id, sub_id).await? else {
-        return Ok(None);
-    };
-    let holds = sub.due_at == Some(at)
-        && !sub.cancel_at_period_end
-        && match kind {
-            NoticeKind::RenewalUpcoming => {
-                sub.status == Status::Active && sub.cycle == Cycle::Annual
-            }
-            NoticeKind::TrialEnding => sub.status == Status::Trialing,
-            _ => matches!(sub.status, Status::Active | Status::Trialing),
-        };
-    if !holds {
-        return Ok(None);
+/// A decline's reason as the customer reads it.
+pub fn reason_words(reason: &Reason, locale: Locale) -> &str {
+    let words = if locale == Locale::Es { &ES } else { &EN };
+    match reason {
+        Reason::NetworkLimit => words.network_limit,
+        Reason::Processor(message) => message,
     }
-    let Some(card) = store
-        .payment_method(account_id, &sub.default_payment_method_id)
-        .await?
-    else {
-        return Ok(None);
-    };
-    if kind == NoticeKind::CardExpiring && card.expires_at.is_none_or(|end| end > at) {
-        return Ok(None);
-    }
-    let Some(plan) = store.plan(account_id, &sub.plan_id).await? else {
-        return Ok(None);
-    };
-    let mut addons = Vec::new();
-    for attached in store.subscription_addons(&sub.id).await? {
-        if attached.detach_at_period_end {
-            continue;
-        }
-        if let Some(addon) = store.addon(account_id, &attached.addon_id).await? {
-            addons.push(addon);
-        }
-    }
-    let start = crate::domain::time::from_millis(at);
-    let end = crate::domain::time::period_boundary(start, sub.cycle, 1).timestamp_millis();
-    let lines = crate::store::catalog::period_lines(
-        &plan,
-        &addons,
-        sub.cycle,
-        sub.quantity,
-        (at, end),
-        sub.discount().as_ref(),
-    );
-    Ok(Some(Reminder {
-        subscription_id: sub.id.clone(),
-        plan: plan.name.clone(),
-        charge_at: at,
-        amount_cents: lines.iter().map(|line| line.amount_cents).sum(),
-        card,
-    }))
 }

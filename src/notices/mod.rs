@@ -21,6 +21,7 @@
 //! `failed`), Meta's final refusal is `failed` with its message, a 429, a 5xx, a timeout or a
 //! broken connection is tried again with the same backoff.
 
+pub mod facts;
 pub mod message;
 mod reminders;
 pub mod smtp;
@@ -43,7 +44,7 @@ const LEASE_MS: i64 = 120_000;
 /// span an hour and a half.
 const BACKOFF_MS: [i64; 5] = [60_000, 300_000, 900_000, 1_800_000, 3_600_000];
 /// After this many unknown outcomes a notice is `failed`.
-const MAX_ATTEMPTS: i32 = 6;
+pub const MAX_ATTEMPTS: i32 = 6;
 
 #[derive(Clone)]
 pub struct Notices(Arc<Inner>);
@@ -85,7 +86,7 @@ impl Notices {
     }
 
     /// Sends what falls due, every `interval`, until `stop` changes.
-    pub async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
+    async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
         let mut reminded_at: Option<tokio::time::Instant> = None;
         loop {
             if reminded_at.is_none_or(|at| at.elapsed() >= reminders::EVERY) {
@@ -116,7 +117,7 @@ impl Notices {
             if self.pass(Some(account), now).await? > 0 {
                 continue;
             }
-            if self.0.store.notices_in_flight(account).await? == 0
+            if self.0.store.notices_in_flight(account, None).await? == 0
                 || tokio::time::Instant::now() >= deadline
             {
                 break;
@@ -241,6 +242,7 @@ impl Notices {
             smtp::Outcome::Refused(reply) => NoticeEnd::Failed {
                 error: reply,
                 recipient: Some(recipient),
+                surely_unsent: true,
             },
             smtp::Outcome::Unknown(why) => unknown(notice, now, why, recipient),
         })
@@ -277,6 +279,7 @@ impl Notices {
             crate::whatsapp::client::Outcome::Refused(said) => NoticeEnd::Failed {
                 error: said,
                 recipient: Some(recipient),
+                surely_unsent: true,
             },
             crate::whatsapp::client::Outcome::Unknown(why) => unknown(notice, now, why, recipient),
         })
@@ -296,28 +299,23 @@ impl Notices {
         if allowed > at {
             return Ok(Some(Held::Later(allowed.timestamp_millis())));
         }
-        let this_week = self
-            .0
-            .store
-            .collection_notices_since(
-                &notice.account_id,
-                &notice.customer_id,
-                colombian_week_start(at).timestamp_millis(),
-                &notice.id,
-            )
+        // The week's channel, then the day's one message, each a slot the first notice takes
+        // (`take_collection_slot`): two notices attempted at once cannot both win it. A slot
+        // stays taken once tried, unless the notice ends having surely reached nobody (refused,
+        // or suppressed: `Store::finish_notice` gives its slots back): never two in a day.
+        let store = &self.0.store;
+        let week = colombian_week_start(at).timestamp_millis();
+        let week = store
+            .take_collection_slot(notice, format!("week:{week}"), now)
             .await?;
-        if this_week
-            .iter()
-            .any(|other| other.channel != notice.channel)
-        {
+        if week.channel != notice.channel {
             return Ok(Some(Held::Suppressed(ONE_CHANNEL_A_WEEK)));
         }
         let day_start = colombian_day_start(at);
-        let today = day_start.timestamp_millis();
-        if !this_week
-            .iter()
-            .any(|other| other.sent_at.is_some_and(|sent| sent >= today))
-        {
+        let today = store
+            .take_collection_slot(notice, format!("day:{}", day_start.timestamp_millis()), now)
+            .await?;
+        if today.notice_id == notice.id {
             return Ok(None);
         }
         let tomorrow = day_start + chrono::Duration::days(1);
@@ -344,6 +342,8 @@ fn unknown(notice: &Notice, now: i64, why: String, recipient: String) -> NoticeE
         return NoticeEnd::Failed {
             error: format!("{why} (after {} attempts)", notice.attempts),
             recipient: Some(recipient),
+            // One of the unknown attempts may have reached the customer.
+            surely_unsent: false,
         };
     }
     let step = usize::try_from(notice.attempts.max(1) - 1).unwrap_or(0);
@@ -353,11 +353,20 @@ fn unknown(notice: &Notice, now: i64, why: String, recipient: String) -> NoticeE
     }
 }
 
-impl crate::background::Flush for Notices {
+impl crate::background::Loop for Notices {
+    fn run(
+        self: Arc<Self>,
+        stop: tokio::sync::watch::Receiver<()>,
+    ) -> crate::background::BoxFuture<'static, ()> {
+        let notices = (*self).clone();
+        let interval = Duration::from_millis(notices.0.config.notices_interval_ms.max(10));
+        Box::pin(notices.run(interval, stop))
+    }
+
     fn flush<'a>(
         &'a self,
         account: &'a AccountId,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<()>> + Send + 'a>> {
+    ) -> crate::background::BoxFuture<'a, StoreResult<()>> {
         Box::pin(self.flush_account(account))
     }
 }
@@ -372,5 +381,127 @@ fn end_status(end: &NoticeEnd) -> &'static str {
         NoticeEnd::Failed { .. } => "failed",
         NoticeEnd::Suppressed { .. } => "suppressed",
         NoticeEnd::Retry { .. } | NoticeEnd::Later { .. } => "scheduled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{ChargeAttemptId, CustomerId, NoticeId};
+
+    /// Wednesday 2 December 2026, 10:00 in Bogotá: within Ley 2300's hours.
+    const WEDNESDAY_10AM: i64 = 1_796_223_600_000;
+    /// Thursday 3 December 2026, 07:00 in Bogotá: the next day's first allowed instant.
+    const THURSDAY_7AM: i64 = 1_796_299_200_000;
+
+    fn failed_payment(account: &AccountId, customer: &CustomerId, channel: &str) -> Notice {
+        let charge = ChargeAttemptId::generate();
+        Notice {
+            id: NoticeId::generate(),
+            account_id: account.clone(),
+            kind: NoticeKind::PaymentFailed.as_str().to_owned(),
+            channel: channel.to_owned(),
+            cause: format!("payment_failed:{charge}"),
+            customer_id: customer.clone(),
+            subscription_id: None,
+            invoice_id: None,
+            charge_id: Some(charge),
+            recipient: None,
+            subject: None,
+            status: "scheduled".to_owned(),
+            scheduled_for: WEDNESDAY_10AM,
+            sent_at: None,
+            attempts: 0,
+            last_error: None,
+            suppressed_reason: None,
+            message_id: None,
+            due_at: Some(WEDNESDAY_10AM),
+            claim: None,
+            created_at: WEDNESDAY_10AM,
+            delivered_at: None,
+            read_at: None,
+        }
+    }
+
+    /// Two collection messages to one customer attempted at once (two workers, two declines
+    /// due at one instant): before either is sent, only one may go that day, and the week
+    /// keeps its first channel. Deciding by the notices already `sent` let both go.
+    #[tokio::test]
+    async fn two_collection_messages_attempted_at_once_to_one_customer_send_one_that_day() {
+        let store = crate::store::idempotency::test_store().await;
+        let account = AccountId::generate();
+        store
+            .create_account(crate::store::accounts::NewAccount {
+                id: account.clone(),
+                name: "Tienda".into(),
+                sandbox: true,
+                api_key_hash: "hash".into(),
+                processor_base_url: None,
+                processor_public_key: "pub_test_x".into(),
+                processor_private_key: "prv_test_x".into(),
+                processor_events_secret: "test_events_x".into(),
+                processor_integrity_secret: "test_integrity_x".into(),
+                fee_percent_bps: 150,
+                fee_fixed_cents: 0,
+                rate_limit_per_minute: 100,
+                status_rate_limit_per_minute: 20,
+                dunning_retry_days: "1,3,5,7".into(),
+                created_at: 0,
+            })
+            .await
+            .expect("account");
+        let config = Arc::new(Config::new("sqlite::memory:"));
+        let notices =
+            Notices::new(store.clone(), Clock::new(store.clone()), config, None).expect("notices");
+        let customer = CustomerId::generate();
+        let first = failed_payment(&account, &customer, "email");
+        let second = failed_payment(&account, &customer, "email");
+        let held = |held: Option<Held>| match held {
+            None => "goes".to_owned(),
+            Some(Held::Later(at)) => format!("later {at}"),
+            Some(Held::Suppressed(why)) => format!("suppressed: {why}"),
+        };
+        let first_now = notices
+            .held_back(&first, WEDNESDAY_10AM)
+            .await
+            .expect("first");
+        let second_now = notices
+            .held_back(&second, WEDNESDAY_10AM)
+            .await
+            .expect("second");
+        assert_eq!(held(first_now), "goes");
+        assert_eq!(held(second_now), format!("later {THURSDAY_7AM}"));
+        // The first one's retry the same day still holds the day.
+        let retry = notices
+            .held_back(&first, WEDNESDAY_10AM + 60_000)
+            .await
+            .expect("retry");
+        assert_eq!(held(retry), "goes");
+        // The next day the second goes; WhatsApp that week is another channel.
+        let next_day = notices
+            .held_back(&second, THURSDAY_7AM)
+            .await
+            .expect("next day");
+        assert_eq!(held(next_day), "goes");
+        let whatsapp = failed_payment(&account, &customer, "whatsapp");
+        let other = notices
+            .held_back(&whatsapp, THURSDAY_7AM + 3_600_000)
+            .await
+            .expect("whatsapp");
+        assert_eq!(held(other), format!("suppressed: {ONE_CHANNEL_A_WEEK}"));
+
+        // A message the server refused reached nobody: its day goes to the next one, and its
+        // week's channel is free again.
+        let customer = CustomerId::generate();
+        let refused = failed_payment(&account, &customer, "whatsapp");
+        let after = failed_payment(&account, &customer, "email");
+        let taken = notices.held_back(&refused, WEDNESDAY_10AM).await;
+        assert_eq!(held(taken.expect("refused")), "goes");
+        store
+            .release_collection_slots(&refused)
+            .await
+            .expect("release");
+        let then = notices.held_back(&after, WEDNESDAY_10AM + 60_000).await;
+        assert_eq!(held(then.expect("after")), "goes");
     }
 }

@@ -46,11 +46,7 @@ impl Notices {
             None => store.accounts_sending_notices().await?,
         };
         for (account, settings) in accounts {
-            // By e-mail only: WhatsApp's templates of this build cover the event's kinds.
-            let channels: Vec<Channel> = settings
-                .channels()
-                .filter(|channel| *channel == Channel::Email)
-                .collect();
+            let channels: Vec<Channel> = settings.channels().collect();
             if channels.is_empty() {
                 continue;
             }

@@ -10,10 +10,10 @@
 //! them: sent with the wamid; refused for good → `failed` with Meta's message; unknown → tried
 //! again with the e-mail's backoff.
 
+use super::facts::{self, Facts, Parties, Why};
 use crate::config::Config;
 use crate::documents::text::Locale;
 use crate::domain::notices::{NoticeKind, NoticeLocale, NoticeSettings};
-use crate::domain::subscription::Status;
 use crate::egress::{AddressPolicy, GuardedClient};
 use crate::store::notices::Notice;
 use crate::store::{Store, StoreResult};
@@ -86,41 +86,29 @@ pub async fn send(
         )));
     };
     let account_id = &notice.account_id;
-    let (Some(account), Some(customer)) = (
-        store.account(account_id).await?,
-        store.customer(account_id, &notice.customer_id).await?,
-    ) else {
+    let public_url = config.public_url();
+    let locale = super::message::locale_of(settings);
+    let carried = (locale, facts::Carried::Words);
+    let Some((parties, facts)) = facts::read(store, notice, kind, carried, &public_url).await?
+    else {
         return Ok(Err(Unsent::Suppressed("what it is about is gone")));
     };
-    if !customer.whatsapp_opt_in {
+    if !parties.whatsapp_opt_in {
         return Ok(Err(Unsent::Suppressed(
             "the customer did not opt in to WhatsApp",
         )));
     }
-    let Some(phone) = customer.phone.clone().filter(|phone| !phone.is_empty()) else {
+    let Some(phone) = parties.phone.clone() else {
         return Ok(Err(Unsent::Suppressed("the customer has no phone")));
     };
-    let public_url = config.public_url();
-    let Some(body) = parameters(
-        store,
-        notice,
-        kind,
-        settings,
-        &account.name,
-        &customer.name,
-        &public_url,
-    )
-    .await?
-    else {
-        return Ok(Err(Unsent::Suppressed("what it is about is gone")));
-    };
+    let body = parameters(&parties, &facts, locale);
     let language = match settings.locale {
         NoticeLocale::Es => "es",
         NoticeLocale::En => "en",
     };
     let message = TemplateMessage::new(&phone, kind.as_str(), language, body);
-    let (base, operators) = config.whatsapp_base(account.sandbox);
-    if account.sandbox
+    let (base, operators) = config.whatsapp_base(parties.sandbox);
+    if parties.sandbox
         && config.whatsapp_sandbox_url.is_none()
         && let Some(sandbox) = &reach.sandbox
     {
@@ -145,110 +133,77 @@ pub async fn send(
     }))
 }
 
-/// The template's body parameters for `kind`, in order (docs/notices.md lists them), or `None`
-/// when what the notice is about is gone.
-async fn parameters(
-    store: &Store,
-    notice: &Notice,
-    kind: NoticeKind,
-    settings: &NoticeSettings,
-    merchant: &str,
-    customer: &str,
-    public_url: &str,
-) -> StoreResult<Option<Vec<String>>> {
-    let account_id = &notice.account_id;
-    let locale = match settings.locale {
-        NoticeLocale::Es => Locale::Es,
-        NoticeLocale::En => Locale::En,
-    };
+/// The template's body parameters for what `facts` tell, in order (docs/notices.md lists
+/// them); a parameter with nothing to say is `-`.
+pub fn parameters(parties: &Parties, facts: &Facts, locale: Locale) -> Vec<String> {
     let es = locale == Locale::Es;
     let money = |cents: i64| crate::documents::sheet::money(cents, locale);
     let date = |ms: i64| crate::documents::sheet::date(ms, locale);
-    let (customer, merchant) = (one_line(customer), one_line(merchant));
-    Ok(Some(match kind {
-        NoticeKind::Receipt => {
-            let Some(invoice_id) = &notice.invoice_id else {
-                return Ok(None);
-            };
-            let Some(invoice) = store.invoice(account_id, invoice_id).await? else {
-                return Ok(None);
-            };
-            vec![
-                customer,
-                merchant,
-                invoice.number.clone(),
-                money(invoice.total_cents),
-                date(invoice.issued_at),
-                format!("{public_url}/invoices/{}", invoice.hosted_token),
-            ]
-        }
-        NoticeKind::PaymentFailed => {
-            let (Some(charge_id), Some(sub_id)) = (&notice.charge_id, &notice.subscription_id)
-            else {
-                return Ok(None);
-            };
-            let (Some(charge), Some(sub)) = (
-                store.charge(account_id, charge_id).await?,
-                store.subscription(account_id, sub_id).await?,
-            ) else {
-                return Ok(None);
-            };
-            let reason = charge
-                .processor_message
-                .as_deref()
-                .map(one_line)
-                .filter(|reason| !reason.is_empty())
+    let (customer, merchant) = (one_line(&parties.customer), one_line(&parties.merchant));
+    match facts {
+        Facts::Receipt(receipt) => vec![
+            customer,
+            merchant,
+            one_line(&receipt.number),
+            money(receipt.total_cents),
+            date(receipt.issued_at),
+            receipt.hosted_url.clone(),
+        ],
+        Facts::PaymentFailed(failed) => {
+            let reason = failed
+                .reason
+                .as_ref()
+                .map(|reason| one_line(super::message::reason_words(reason, locale)))
                 .unwrap_or_else(|| NOTHING.to_owned());
             let (mut next, mut ends, mut link) =
                 (NOTHING.to_owned(), NOTHING.to_owned(), NOTHING.to_owned());
-            if sub.status == Status::PastDue {
-                link = super::message::pay_link(store, notice, &sub, public_url).await?;
-                next = date(sub.next_charge_date);
-                let account = store.account(account_id).await?;
-                let retry_days = account
-                    .map(|a| crate::domain::subscription::parse_retry_days(&a.dunning_retry_days))
-                    .unwrap_or_default();
-                if let (Some(first), Some(&last)) = (sub.first_failure_at, retry_days.last()) {
-                    ends = date(first + last * 86_400_000);
+            if let Some(dunning) = &failed.dunning {
+                next = match dunning.next_try {
+                    Some(at) => date(at),
+                    None if es => "ninguno, necesitamos una tarjeta nueva".to_owned(),
+                    None => "none, we need a new card".to_owned(),
+                };
+                if let Some(at) = dunning.ends {
+                    ends = date(at);
                 }
+                link = dunning.link.clone();
             }
             vec![
                 customer,
                 merchant,
-                money(charge.amount_cents),
+                money(failed.amount_cents),
                 reason,
                 next,
                 ends,
                 link,
             ]
         }
-        NoticeKind::SubscriptionCanceled => {
-            let Some(sub_id) = &notice.subscription_id else {
-                return Ok(None);
+        Facts::Canceled { plan, why } => {
+            let why = match (es, why) {
+                (true, Why::Unpaid) => "no pudimos cobrar sus pagos".to_owned(),
+                (false, Why::Unpaid) => "its payments could not be taken".to_owned(),
+                (true, Why::Customer) => "la cancelaste desde tu portal".to_owned(),
+                (false, Why::Customer) => "you canceled it from your portal".to_owned(),
+                (true, Why::Merchant) => format!("{merchant} la canceló"),
+                (false, Why::Merchant) => format!("{merchant} canceled it"),
             };
-            let Some(sub) = store.subscription(account_id, sub_id).await? else {
-                return Ok(None);
-            };
-            let plan = store
-                .plan(account_id, &sub.plan_id)
-                .await?
-                .map(|plan| one_line(&plan.name))
-                .unwrap_or_else(|| NOTHING.to_owned());
-            let by_customer = store.canceled_in_portal(account_id, sub_id).await?;
-            let why = match (es, sub.failed_attempts > 0, by_customer) {
-                (true, true, _) => "no pudimos cobrar sus pagos".to_owned(),
-                (false, true, _) => "its payments could not be taken".to_owned(),
-                (true, false, true) => "la cancelaste desde tu portal".to_owned(),
-                (false, false, true) => "you canceled it from your portal".to_owned(),
-                (true, false, false) => format!("{merchant} la canceló"),
-                (false, false, false) => format!("{merchant} canceled it"),
-            };
-            vec![customer, plan, merchant, why]
+            vec![customer, one_line(plan), merchant, why]
         }
-        NoticeKind::CardExpiring | NoticeKind::RenewalUpcoming | NoticeKind::TrialEnding => {
-            return Ok(None);
+        Facts::Reminder(reminder) => {
+            let mut body = vec![
+                customer,
+                merchant,
+                one_line(&reminder.plan),
+                money(reminder.amount_cents),
+                date(reminder.charge_at),
+            ];
+            if let Some(link) = &reminder.link {
+                body.push(one_line(&reminder.card));
+                body.push(link.clone());
+            }
+            body
         }
-    }))
+    }
 }
 
 /// `text` as one template parameter: Meta refuses new lines, tabs and runs of spaces in them.

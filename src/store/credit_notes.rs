@@ -13,6 +13,7 @@ use super::outbox::{Event, event_row};
 use super::series::take_numbers;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::RefundStatus;
+use crate::domain::event_type::EventType;
 use crate::domain::tax::{Creditable, credit_split, spread};
 use crate::ids::{AccountId, ChargeAttemptId, CreditNoteId, InvoiceId, WebhookEndpointId};
 use crate::store::Scoped;
@@ -32,6 +33,8 @@ const CREDIT_NOTE_PREFIX: &str = "NC-";
 pub struct CreditNoteFilter {
     pub invoice_id: Option<InvoiceId>,
     pub charge_id: Option<ChargeAttemptId>,
+    /// `issued_from` and `issued_to`, as instants.
+    pub issued: super::issued::IssuedBounds,
 }
 
 impl Store {
@@ -70,6 +73,11 @@ impl Store {
         if let Some(charge) = &filter.charge_id {
             select = select.filter(credit_note::Column::ChargeId.eq(charge));
         }
+        select = select.filter(super::issued::within(
+            sea_orm::Condition::all(),
+            credit_note::Column::IssuedAt,
+            filter.issued,
+        ));
         fetch_page(self.conn(), select, credit_note::Column::Id, page).await
     }
 }
@@ -199,14 +207,7 @@ pub(crate) async fn issue_in<C: ConnectionTrait>(
         .await?;
     super::dian::numbering::number_credit_note_guarded(conn, &note, &invoice).await?;
     let event = created_event(conn, &invoice, &note).await?;
-    event
-        .clone()
-        .into_active_model()
-        .reset_all()
-        .insert(conn)
-        .await?;
-    let deliveries = super::webhooks::fan_out(conn, &event).await?;
-    Ok(deliveries.into_iter().map(|d| d.endpoint_id).collect())
+    super::fanout::write(conn, &[&event]).await
 }
 
 /// `credit_note.created`: the subscription's id and metadata, the credit note, its amount.
@@ -235,7 +236,7 @@ async fn created_event<C: ConnectionTrait>(
     Ok(event_row(
         &note.account_id,
         invoice.subscription_id.as_ref(),
-        "credit_note.created",
+        EventType::CreditNoteCreated,
         data,
         note.issued_at,
     ))

@@ -265,6 +265,7 @@ impl WriteLane {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::domain::event_type::EventType;
     use crate::ids::{AccountId, EventId};
     use crate::store::accounts::NewAccount;
     use crate::store::subscriptions::Event;
@@ -324,7 +325,7 @@ pub(crate) mod tests {
                     txn.insert_event(Event {
                         id: EventId::generate(),
                         account_id: id.clone(),
-                        event_type: "subscription.created".into(),
+                        event_type: EventType::SubscriptionCreated,
                         subscription_id: None,
                         body: "{}".into(),
                         created_at: 0,
@@ -383,7 +384,7 @@ pub(crate) mod tests {
         Event {
             id: EventId::generate(),
             account_id: id.clone(),
-            event_type: "subscription.created".into(),
+            event_type: EventType::SubscriptionCreated,
             subscription_id: None,
             body: body.into(),
             created_at: 0,

@@ -15,6 +15,7 @@ use super::series::take_numbers;
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::event_type::EventType;
 use crate::domain::tax::TaxCode;
 use crate::ids::{
     AccountId, ChargeAttemptId, CustomerId, InvoiceId, SubscriptionId, WebhookEndpointId,
@@ -39,6 +40,8 @@ pub struct InvoiceFilter {
     pub customer_id: Option<CustomerId>,
     pub subscription_id: Option<SubscriptionId>,
     pub charge_id: Option<ChargeAttemptId>,
+    /// `issued_from` and `issued_to`, as instants.
+    pub issued: super::issued::IssuedBounds,
 }
 
 impl Store {
@@ -77,6 +80,11 @@ impl Store {
         if let Some(charge) = &filter.charge_id {
             select = select.filter(invoice::Column::ChargeId.eq(charge));
         }
+        select = select.filter(super::issued::within(
+            sea_orm::Condition::all(),
+            invoice::Column::IssuedAt,
+            filter.issued,
+        ));
         fetch_page(self.conn(), select, invoice::Column::Id, page).await
     }
 }
@@ -242,7 +250,7 @@ pub(crate) async fn draft_in<C: ConnectionTrait>(
         events.push(event_row(
             &charge.account_id,
             charge.subscription_id.as_ref(),
-            "invoice.created",
+            EventType::InvoiceCreated,
             data,
             row.issued_at,
         ));
@@ -311,18 +319,8 @@ pub(crate) async fn issue_with_events<C: ConnectionTrait>(
     conn: &C,
     charge: &ChargeAttempt,
 ) -> StoreResult<Vec<WebhookEndpointId>> {
-    let mut touched = Vec::new();
-    for event in issue_in(conn, &[charge]).await? {
-        event
-            .clone()
-            .into_active_model()
-            .reset_all()
-            .insert(conn)
-            .await?;
-        let deliveries = super::webhooks::fan_out(conn, &event).await?;
-        touched.extend(deliveries.into_iter().map(|d| d.endpoint_id));
-    }
-    Ok(touched)
+    let events = issue_in(conn, &[charge]).await?;
+    super::fanout::write(conn, &events.iter().collect::<Vec<_>>()).await
 }
 
 impl super::txn::StoreTxn {
@@ -398,7 +396,13 @@ impl StoreTxn {
             "invoice_id": row.id,
             "amount_in_cents": 0,
         });
-        let event = event_row(&sub.account_id, Some(&sub.id), "invoice.created", data, now);
+        let event = event_row(
+            &sub.account_id,
+            Some(&sub.id),
+            EventType::InvoiceCreated,
+            data,
+            now,
+        );
         number_in(self.conn(), vec![row]).await?;
         self.insert_event(event).await
     }

@@ -2,9 +2,10 @@
 //! delivery worker's claims. The notices themselves are written by `notice_sink`, in the
 //! transaction of the event that causes them.
 
-use super::entities::{account, notice};
+use super::entities::{account, collection_slot, notice};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
-use crate::domain::notices::{Invalid, NoticeKind, NoticeSettings, NoticeStatus};
+use crate::domain::event_type::EventType;
+use crate::domain::notices::{Invalid, NoticeSettings, NoticeStatus};
 use crate::ids::{AccountId, CustomerId, NoticeId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
@@ -12,6 +13,7 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde_json::Value;
 use std::collections::HashMap;
 
+pub use super::entities::collection_slot::Model as CollectionSlot;
 pub use super::entities::pay_link::Model as PayLink;
 pub use notice::Model as Notice;
 
@@ -203,14 +205,21 @@ impl Store {
         Ok(taken)
     }
 
-    /// How many of `account`'s notices some worker holds a claim on now (an attempt under way).
-    pub async fn notices_in_flight(&self, account: &AccountId) -> StoreResult<u64> {
+    /// How many of `account`'s notices (of `channel` only, when given) some worker holds a
+    /// claim on now: an attempt under way (a WhatsApp send whose wamid may not be recorded yet).
+    pub async fn notices_in_flight(
+        &self,
+        account: &AccountId,
+        channel: Option<crate::domain::notices::Channel>,
+    ) -> StoreResult<u64> {
         use sea_orm::PaginatorTrait;
-        Ok(notice::Entity::scoped(account)
+        let mut claimed = notice::Entity::scoped(account)
             .filter(notice::Column::Claim.is_not_null())
-            .filter(notice::Column::Status.eq(NoticeStatus::Scheduled.as_str()))
-            .count(self.conn())
-            .await?)
+            .filter(notice::Column::Status.eq(NoticeStatus::Scheduled.as_str()));
+        if let Some(channel) = channel {
+            claimed = claimed.filter(notice::Column::Channel.eq(channel.as_str()));
+        }
+        Ok(claimed.count(self.conn()).await?)
     }
 
     /// Ends or reschedules a claimed notice with what its attempt came to; nothing when the
@@ -274,10 +283,21 @@ impl Store {
             .await?
             .rows_affected
             == 1;
+        // A collection message that surely reached nobody gives its Ley 2300 slots back.
+        let reached_nobody = matches!(
+            end,
+            NoticeEnd::Failed {
+                surely_unsent: true,
+                ..
+            } | NoticeEnd::Suppressed { .. }
+        );
+        if done && reached_nobody {
+            release_slots(txn.conn(), notice).await?;
+        }
         // Its end is an event (`notice.sent`, `notice.failed`), in the same transaction.
         let ended = match &end {
-            NoticeEnd::Sent { .. } => Some("notice.sent"),
-            NoticeEnd::Failed { .. } => Some("notice.failed"),
+            NoticeEnd::Sent { .. } => Some(EventType::NoticeSent),
+            NoticeEnd::Failed { .. } => Some(EventType::NoticeFailed),
             _ => None,
         };
         if let (true, Some(event_type)) = (done, ended) {
@@ -371,29 +391,63 @@ impl Store {
         Ok(())
     }
 
-    /// Whether `customer` was sent a collection notice through `channel` other than `except`
-    /// since `since` (account clock): Ley 2300's "one a day" and "one channel a week".
-    pub async fn collection_notices_since(
-        &self,
-        account: &AccountId,
-        customer: &CustomerId,
-        since: i64,
-        except: &NoticeId,
-    ) -> StoreResult<Vec<Notice>> {
-        let collection: Vec<&str> = NoticeKind::ALL
-            .iter()
-            .filter(|kind| kind.is_collection())
-            .map(|kind| kind.as_str())
-            .collect();
-        Ok(notice::Entity::scoped(account)
-            .filter(notice::Column::CustomerId.eq(customer))
-            .filter(notice::Column::Kind.is_in(collection))
-            .filter(notice::Column::Status.eq(NoticeStatus::Sent.as_str()))
-            .filter(notice::Column::SentAt.gte(since))
-            .filter(notice::Column::Id.ne(except.clone()))
-            .all(self.conn())
-            .await?)
+    /// Gives back the Ley 2300 slots `notice` holds (it reached nobody).
+    pub async fn release_collection_slots(&self, notice: &Notice) -> StoreResult<()> {
+        release_slots(self.writer(), notice).await
     }
+
+    /// Takes `notice`'s customer's Ley 2300 slot `period` (`day:<ms>`, `week:<ms>`) for it,
+    /// unless another notice holds it already: the slot as it stands, whoever took it. One
+    /// insert decides, on every node: the primary key keeps the first.
+    pub async fn take_collection_slot(
+        &self,
+        notice: &Notice,
+        period: String,
+        now: i64,
+    ) -> StoreResult<CollectionSlot> {
+        use sea_orm::sea_query::OnConflict;
+        let slot = CollectionSlot {
+            account_id: notice.account_id.clone(),
+            customer_id: notice.customer_id.clone(),
+            period: period.clone(),
+            channel: notice.channel.clone(),
+            notice_id: notice.id.clone(),
+            taken_at: now,
+        };
+        collection_slot::Entity::insert(sea_orm::IntoActiveModel::into_active_model(slot.clone()))
+            .on_conflict(
+                OnConflict::columns([
+                    collection_slot::Column::AccountId,
+                    collection_slot::Column::CustomerId,
+                    collection_slot::Column::Period,
+                ])
+                .do_nothing()
+                .to_owned(),
+            )
+            .exec_without_returning(self.writer())
+            .await?;
+        Ok(collection_slot::Entity::find_scoped(
+            &notice.account_id,
+            (
+                notice.account_id.clone(),
+                notice.customer_id.clone(),
+                period,
+            ),
+        )
+        .one(self.writer())
+        .await?
+        .unwrap_or(slot))
+    }
+}
+
+/// Deletes the Ley 2300 slots `notice` holds, on `conn`.
+async fn release_slots<C: sea_orm::ConnectionTrait>(conn: &C, notice: &Notice) -> StoreResult<()> {
+    collection_slot::Entity::delete_many()
+        .filter(collection_slot::Entity::of(&notice.account_id))
+        .filter(collection_slot::Column::NoticeId.eq(notice.id.clone()))
+        .exec(conn)
+        .await?;
+    Ok(())
 }
 
 /// What a WhatsApp status webhook says became of a message.
@@ -463,6 +517,8 @@ pub enum NoticeEnd {
     Failed {
         error: String,
         recipient: Option<String>,
+        /// Refused: the message surely reached nobody (out of attempts, one of them may have).
+        surely_unsent: bool,
     },
     Suppressed {
         reason: &'static str,

@@ -11,7 +11,7 @@ pub use event::Model as Event;
 pub fn event_row(
     account: &AccountId,
     subscription_id: Option<&SubscriptionId>,
-    event_type: &str,
+    event_type: crate::domain::event_type::EventType,
     data: serde_json::Value,
     now_ms: i64,
 ) -> Event {
@@ -21,7 +21,7 @@ pub fn event_row(
     Event {
         id,
         account_id: account.clone(),
-        event_type: event_type.to_owned(),
+        event_type,
         subscription_id: subscription_id.cloned(),
         body: body.to_string(),
         created_at: now_ms,

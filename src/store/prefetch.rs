@@ -378,6 +378,8 @@ pub(crate) mod fixture {
             quantity: 1,
             period_quantity: 1,
             discount: None,
+            mrr_cents: 0,
+            period_discount: None,
         };
         let txn = store.begin().await.expect("begin");
         txn.insert_subscription(sub.clone())
@@ -395,6 +397,12 @@ pub(crate) mod fixture {
             .expect("add-on");
         }
         txn.commit().await.expect("commit");
+        // As stored: the insert gave it its MRR.
+        let sub = store
+            .subscription_by_id(&sub.id)
+            .await
+            .expect("read")
+            .expect("inserted");
         Shop {
             store,
             path,

@@ -11,7 +11,7 @@
 //! instant it announces, so the unique `(account, cause, channel)` keeps it to one however
 //! often, and by however many nodes, a window is looked at.
 
-use super::entities::{notice, payment_method, subscription};
+use super::entities::{customer, notice, payment_method, subscription};
 use super::{Store, StoreResult};
 use crate::domain::notices::{Channel, NoticeKind, NoticeStatus};
 use crate::domain::subscription::Status;
@@ -185,12 +185,21 @@ impl Store {
         now: i64,
     ) -> StoreResult<()> {
         let mut rows = Vec::new();
+        // WhatsApp only to the customers who opted in and have a phone (as the events' sink).
+        let on_whatsapp = if channels.contains(&Channel::Whatsapp) {
+            self.whatsapp_customers(reminded).await?
+        } else {
+            Default::default()
+        };
         for each in reminded {
             if kind == NoticeKind::CardExpiring && each.card.is_none() {
                 continue;
             }
             let sub = &each.subscription;
             for channel in channels {
+                if *channel == Channel::Whatsapp && !on_whatsapp.contains(&sub.customer_id) {
+                    continue;
+                }
                 rows.push(notice::Model {
                     id: NoticeId::generate(),
                     account_id: sub.account_id.clone(),
@@ -219,6 +228,31 @@ impl Store {
             }
         }
         super::notice_sink::insert_notices(self.writer(), rows).await
+    }
+
+    /// Of the customers `reminded` is about, those WhatsApp may reach.
+    async fn whatsapp_customers(
+        &self,
+        reminded: &[Reminded],
+    ) -> StoreResult<std::collections::HashSet<crate::ids::CustomerId>> {
+        let Some(first) = reminded.first() else {
+            return Ok(Default::default());
+        };
+        let ids: Vec<_> = reminded
+            .iter()
+            .map(|each| each.subscription.customer_id.clone())
+            .collect();
+        Ok(customer::Entity::scoped(&first.subscription.account_id)
+            .filter(customer::Column::Id.is_in(ids))
+            .filter(customer::Column::WhatsappOptIn.eq(true))
+            .filter(customer::Column::Phone.is_not_null())
+            .select_only()
+            .column(customer::Column::Id)
+            .into_tuple::<crate::ids::CustomerId>()
+            .all(self.conn())
+            .await?
+            .into_iter()
+            .collect())
     }
 }
 

@@ -8,10 +8,10 @@
 
 use super::entities::{
     balance_transaction, catalog_item, charge_attempt, charge_conflict, charge_recheck,
-    checkout_session, coupon, credit_note, customer, dian_document, dian_range, event,
-    first_purchase, idempotency_key, invoice, invoice_series, notice, pay_link, payment_method,
-    portal_action, portal_session, processor_event, promotion_code, refund, subscription,
-    subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
+    checkout_session, collection_slot, coupon, credit_note, customer, dian_document, dian_range,
+    event, first_purchase, idempotency_key, invoice, invoice_series, mrr_movement, notice,
+    pay_link, payment_method, portal_action, portal_session, processor_event, promotion_code,
+    refund, subscription, subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
 };
 use crate::ids::AccountId;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
@@ -52,6 +52,7 @@ scoped!(
     charge_conflict,
     charge_recheck,
     checkout_session,
+    collection_slot,
     coupon,
     credit_note,
     customer,
@@ -62,6 +63,7 @@ scoped!(
     idempotency_key,
     invoice,
     invoice_series,
+    mrr_movement,
     notice,
     pay_link,
     payment_method,

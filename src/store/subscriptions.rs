@@ -4,6 +4,7 @@ use super::charges::{
     BeginChargeError, ChargeAttempt, NewCharge, Settled, begin_charge_in, settle_charge_in,
 };
 use super::entities::{charge_attempt, event, invoice, subscription, subscription_addon};
+use super::mrr::MrrAfter;
 use super::txn::StoreTxn;
 use super::{Page, PageRequest, Store, StoreResult, fetch_page};
 use crate::domain::charge_status::ChargeStatus;
@@ -126,6 +127,11 @@ impl Subscription {
 
     pub fn set_discount(&mut self, discount: Option<&Discount>) {
         self.discount = discount.and_then(|d| serde_json::to_string(d).ok());
+    }
+
+    /// The discount its current period was billed with (MRR counts it).
+    pub fn period_discount(&self) -> Option<Discount> {
+        serde_json::from_str(self.period_discount.as_deref()?).ok()
     }
 }
 
@@ -384,11 +390,21 @@ impl Store {
 }
 
 impl StoreTxn {
-    pub async fn insert_subscription(&self, row: Subscription) -> StoreResult<()> {
+    /// Inserts a new subscription with its MRR (`mrr_cents`, by the rule) and, when that is
+    /// more than 0, its `new` movement (`store::mrr`).
+    /// Its first period is billed with the discount it is created with (or, prepaid until a
+    /// `start_date`, its first charge takes it): `period_discount` is that.
+    pub async fn insert_subscription(&self, mut row: Subscription) -> StoreResult<()> {
+        row.mrr_cents = 0;
+        row.period_discount = row.discount.clone();
+        let movement = self.account_mrr(&mut row, 0, true).await?;
         row.into_active_model()
             .reset_all()
             .insert(&self.txn)
             .await?;
+        if let Some(movement) = movement {
+            self.insert_movement(movement).await?;
+        }
         Ok(())
     }
 
@@ -399,7 +415,16 @@ impl StoreTxn {
     /// In a cluster the write is also fenced: it happens only while this node's lease on the
     /// subscription's shard still carries the epoch it was granted (`store::cluster`), else
     /// `StoreError::Fenced`.
+    ///
+    /// The MRR is accounted here (`store::mrr`): the row's `mrr_cents` becomes its MRR by the
+    /// rule, and a change from the stored one writes its movement, in this transaction. Add-ons
+    /// attached or dropped in the transaction are seen: save after them.
     pub async fn save_subscription(&self, row: Subscription) -> StoreResult<Subscription> {
+        self.save_subscription_as(row, MrrAfter::ByRule).await
+    }
+
+    /// The conditional, fenced write of `save_subscription`, without the MRR's accounting.
+    pub(super) async fn save_row(&self, row: Subscription) -> StoreResult<Subscription> {
         let read_at = row.version;
         let id = row.id.clone();
         let shard = crate::store::ownership::shard_of(id.as_str());
@@ -453,13 +478,8 @@ impl StoreTxn {
     /// Writes an event and, in the same transaction, one pending delivery per active endpoint
     /// of the account subscribed to its type.
     pub async fn insert_event(&self, row: Event) -> StoreResult<()> {
-        row.clone()
-            .into_active_model()
-            .reset_all()
-            .insert(&self.txn)
-            .await?;
-        let deliveries = super::webhooks::fan_out(&self.txn, &row).await?;
-        self.touch(deliveries.into_iter().map(|d| d.endpoint_id));
+        let touched = super::fanout::write(&self.txn, &[&row]).await?;
+        self.touch(touched);
         Ok(())
     }
 

@@ -8,6 +8,7 @@
 
 use super::entities::{account, event, webhook_attempt, webhook_delivery, webhook_endpoint};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
+use crate::domain::event_type::EventType;
 use crate::ids::{AccountId, DeliveryId, EventId, WebhookEndpointId};
 use crate::store::Scoped;
 use sea_orm::{
@@ -72,18 +73,18 @@ impl AttemptVerdict {
 }
 
 /// Whether an endpoint subscribed to `event_type` (`*` stands for every type).
-pub fn subscribes(endpoint: &WebhookEndpoint, event_type: &str) -> bool {
+pub fn subscribes(endpoint: &WebhookEndpoint, event_type: EventType) -> bool {
     serde_json::from_str::<Vec<String>>(&endpoint.events)
         .unwrap_or_default()
         .iter()
-        .any(|t| t == event_type || t == "*")
+        .any(|t| t == event_type.as_str() || t == "*")
 }
 
 /// The active endpoints of `account` subscribed to `event_type`.
 async fn subscribed_endpoints<C: ConnectionTrait>(
     conn: &C,
     account: &AccountId,
-    event_type: &str,
+    event_type: EventType,
 ) -> StoreResult<Vec<WebhookEndpoint>> {
     Ok(active_endpoints(conn, account)
         .await?
@@ -141,21 +142,6 @@ async fn insert_deliveries<C: ConnectionTrait>(
             .await?;
         deliveries.push(row);
     }
-    Ok(deliveries)
-}
-
-/// The outbox half of writing an event: inside the event's own transaction (already a write
-/// transaction, since the event row went first), one pending delivery per active endpoint of
-/// its account subscribed to its type.
-pub(crate) async fn fan_out<C: ConnectionTrait>(
-    conn: &C,
-    event: &event::Model,
-) -> StoreResult<Vec<WebhookDelivery>> {
-    let endpoints = subscribed_endpoints(conn, &event.account_id, &event.event_type).await?;
-    let deliveries = insert_deliveries(conn, event, &endpoints, event.created_at).await?;
-    // The other sink: the notices the event causes (CONTRACT §15), in the same transaction.
-    let notices = super::notice_sink::notices_for(conn, &[event]).await?;
-    super::notice_sink::insert_notices(conn, notices).await?;
     Ok(deliveries)
 }
 
@@ -438,6 +424,16 @@ impl Store {
         fetch_page(self.conn(), select, webhook_delivery::Column::Id, page).await
     }
 
+    /// Whether an attempt's record is in the database.
+    pub async fn attempt_recorded(&self, attempt: &WebhookAttempt) -> StoreResult<bool> {
+        Ok(
+            webhook_attempt::Entity::find_scoped(&attempt.account_id, attempt.id.clone())
+                .one(self.conn())
+                .await?
+                .is_some(),
+        )
+    }
+
     /// The attempts of the given deliveries, oldest first.
     pub async fn attempts_of(
         &self,
@@ -459,7 +455,7 @@ impl Store {
         // Read before the transaction: on SQLite a transaction that starts with a read cannot
         // always upgrade to a write while another connection writes.
         let endpoints =
-            subscribed_endpoints(self.conn(), &event.account_id, &event.event_type).await?;
+            subscribed_endpoints(self.conn(), &event.account_id, event.event_type).await?;
         let txn = self.begin().await?;
         let deliveries = insert_deliveries(txn.conn(), event, &endpoints, now_ms).await?;
         txn.commit().await?;

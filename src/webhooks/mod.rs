@@ -7,29 +7,15 @@ pub mod send;
 pub mod signing;
 pub mod target;
 
+use crate::domain::event_type::EventType;
+
 /// Every event type an endpoint can subscribe to (`*` subscribes to all).
-pub const EVENT_TYPES: &[&str] = &[
-    "subscription.created",
-    "subscription.canceled",
-    "subscription.paused",
-    "subscription.resumed",
-    "subscription.past_due",
-    "subscription.plan_changed",
-    "charge.approved",
-    "charge.declined",
-    "charge.refunded",
-    "invoice.created",
-    "invoice.dian_accepted",
-    "invoice.dian_rejected",
-    "credit_note.created",
-    "notice.sent",
-    "notice.failed",
-];
+pub const EVENT_TYPES: &[&str] = EventType::WORDS;
 
 /// The largest event body we send (spec: 64 KB).
 pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024;
 
 /// Whether `name` is a known event type or the wildcard.
 pub fn is_event_type(name: &str) -> bool {
-    name == "*" || EVENT_TYPES.contains(&name)
+    name == "*" || EventType::parse(name).is_some()
 }

@@ -137,6 +137,13 @@ impl crate::Raw<'_> {
         Ok(invoice::Entity::scoped(account).count(self.conn()).await?)
     }
 
+    /// Notices of `account`.
+    pub async fn count_notices(&self, account: &AccountId) -> StoreResult<u64> {
+        Ok(billing::store::entities::notice::Entity::scoped(account)
+            .count(self.conn())
+            .await?)
+    }
+
     /// Approved charges of `account`.
     pub async fn count_approved_charges(&self, account: &AccountId) -> StoreResult<u64> {
         Ok(charge_attempt::Entity::scoped(account)
@@ -199,7 +206,7 @@ impl crate::Raw<'_> {
             event::Entity::insert_many(part.iter().map(|r| event::ActiveModel {
                 id: Set(billing::ids::EventId::generate()),
                 account_id: Set(r.account.clone()),
-                event_type: Set("charge.approved".into()),
+                event_type: Set(billing::domain::event_type::EventType::ChargeApproved),
                 subscription_id: Set(Some(r.subscription_id.clone())),
                 body: Set(r.event_body.clone()),
                 created_at: Set(now_ms),

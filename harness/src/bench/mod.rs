@@ -14,19 +14,19 @@
 //! concurrency and no service around them, and the rows the renewals write as multi-row
 //! statements; the renewals' rate is reported as a share of it.
 
+mod compare;
 pub mod fixtures;
-mod invoicing;
 mod measure;
 mod primitive;
 mod service;
 
-pub use invoicing::{InvoicingReport, invoicing_overhead};
+pub use compare::{Feature, OverheadReport, overhead};
 pub use measure::{process_cpu, rss_mib};
 pub use service::Fixture;
 
 use measure::{cpu_of, cpu_split, rss_of};
 use primitive::{Primitive, round_trips, rows};
-use service::{Variant, seeded, shop, start_as};
+use service::{Variant, seeded, shop, start_as, turn_notices_on};
 
 use anyhow::Context;
 use billing::ids::AccountId;
@@ -57,6 +57,9 @@ pub struct RenewalsReport {
     pub settled: usize,
     /// The invoices the renewals issued (`None` in a run without invoicing).
     pub invoiced: Option<usize>,
+    /// With notices on: the notices written, and those the SMTP sink had received when the
+    /// burst settled (they go on being sent after it).
+    pub noticed: Option<(usize, usize)>,
     pub settle: Duration,
     pub peak_rss_mib: f64,
     /// CPU time (user + system) of this whole process during the burst: the service, its
@@ -125,6 +128,12 @@ impl std::fmt::Display for RenewalsReport {
                 f,
                 "  invoices                  none (a run without invoicing)"
             )?,
+        }
+        if let Some((written, received)) = self.noticed {
+            writeln!(
+                f,
+                "  notices                   {written} written; {received} at the SMTP sink when the burst settled"
+            )?;
         }
         let per_renewal = |cpu: Duration| cpu.as_secs_f64() * 1e6 / self.settled.max(1) as f64;
         let share = |cpu: Duration| 100.0 * cpu.as_secs_f64() / self.cpu_window.as_secs_f64();
@@ -435,6 +444,14 @@ async fn burst(
     let (server, _) = start_as(&database_url, &http, variant).await?;
     let store = Store::connect(&database_url).await?;
     let shop = shop(&server, &store, &http, n, standalone).await?;
+    let mail = match variant.notices {
+        true => {
+            let sink = crate::chaos::smtp::SmtpSink::start()?;
+            turn_notices_on(&server, &http, &shop, sink.port).await?;
+            Some(sink)
+        }
+        false => None,
+    };
 
     let seed_started = Instant::now();
     let now = chrono::Utc::now().timestamp_millis();
@@ -535,6 +552,13 @@ async fn burst(
     } else {
         None
     };
+    let noticed = match &mail {
+        Some(sink) => Some((
+            crate::Raw(&store).count_notices(&shop.account).await? as usize,
+            sink.accepted().values().sum(),
+        )),
+        None => None,
+    };
 
     let primitive = if with_primitive {
         Some(Primitive {
@@ -553,6 +577,7 @@ async fn burst(
         rss_baseline_mib: rss_baseline,
         settled,
         invoiced,
+        noticed,
         settle,
         peak_rss_mib: peak,
         burst_cpu,

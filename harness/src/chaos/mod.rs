@@ -21,7 +21,10 @@
 //!    to one with our charges, each charge ended as its card decides, one subscription per key.
 //!
 //! With `dian`, the account files its invoices with a standalone sandbox DIAN behind a third
-//! fault proxy, and the checks add DIAN's side (`dian`).
+//! fault proxy, and the checks add DIAN's side (`dian`). With `notices`, the account e-mails
+//! its notices to a real SMTP server behind a TCP fault proxy (`smtp`: refused, busy, hung,
+//! dropped after the data, refused for good), and the checks add the notices' (`notices`):
+//! each ends once per cause, nothing sent is lost, none outside Ley 2300's hours.
 //!
 //! A run whose checks fail keeps its database and the server's log and names them.
 
@@ -29,10 +32,12 @@ pub mod checks;
 pub mod cluster;
 pub mod dian;
 pub mod fixtures;
+pub mod notices;
 pub mod processes;
 pub mod proxy;
 mod run;
 pub mod shop;
+pub mod smtp;
 
 use crate::audit::queries::Breach;
 use processes::Databases;
@@ -64,6 +69,8 @@ pub struct Options {
     pub timer_lease: Duration,
     /// DIAN on (`dian`): documents filed with a standalone sandbox DIAN behind a fault proxy.
     pub dian: bool,
+    /// Notices on (`notices`): e-mailed to an SMTP sink behind a fault proxy, and judged.
+    pub notices: bool,
 }
 
 impl Options {
@@ -95,6 +102,8 @@ pub struct RunReport {
     pub hang_ups: usize,
     /// With DIAN on: what was filed and what the kill interrupted.
     pub dian: Option<dian::DianTally>,
+    /// With notices on: how they ended.
+    pub notices: Option<notices::NoticeTally>,
     pub breaches: Vec<Breach>,
     pub elapsed: Duration,
     /// Where the database and log of a broken run are kept.
@@ -129,6 +138,9 @@ impl std::fmt::Display for RunReport {
         )?;
         if let Some(dian) = &self.dian {
             write!(f, "\n  DIAN: {dian}")?;
+        }
+        if let Some(notices) = &self.notices {
+            write!(f, "\n  notices: {notices}")?;
         }
         for breach in &self.breaches {
             write!(f, "\n  VIOLATION {}: {}", breach.invariant, breach.detail)?;

@@ -153,6 +153,12 @@ impl Server {
                 "BILLING_LEASE_TTL_MS",
                 spec.timer_lease.as_millis().to_string(),
             )
+            // An SMTP answer awaited as long as the processor's, notices looked for often.
+            .env(
+                "BILLING_SMTP_TIMEOUT_MS",
+                spec.processor_timeout.as_millis().to_string(),
+            )
+            .env("BILLING_NOTICES_INTERVAL_MS", "100")
             .env("RUST_LOG", "warn,sqlx=error,sea_orm=error")
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -153,6 +153,14 @@ async fn with_processes(
         .await?,
     );
     let store = Store::connect(&database.url).await?;
+    let mail = match options.notices {
+        true => {
+            let mail = super::notices::Mail::start().await?;
+            super::notices::turn_on(&shop, &mail).await?;
+            Some(mail)
+        }
+        false => None,
+    };
     let filing = match dian {
         Some(peer) => Some(dian::turn_on(&shop, peer, &http, &options.dir).await?),
         None => None,
@@ -178,6 +186,10 @@ async fn with_processes(
             rng.random(),
             dian::faults(options.fault_rate, PROCESSOR_TIMEOUT),
         );
+    }
+    if let Some(mail) = &mail {
+        let faults = super::smtp::faults(options.fault_rate, PROCESSOR_TIMEOUT);
+        mail.proxy.randomly(rng.random(), faults);
     }
     let kill_at = rng.random_range(1..=2 * options.subscriptions.max(1)) as u64;
     let advance = {
@@ -233,6 +245,9 @@ async fn with_processes(
     if let Some(proxy) = &dian_proxy {
         proxy.clear();
     }
+    if let Some(mail) = &mail {
+        mail.proxy.clear();
+    }
     let settled = wait_settled(&store, &shop, options.dian, options.settle_bound).await;
     let (mut breaches, tally) = check(&store, &shop, &processor_proxy, &expected).await?;
     breaches.extend(locked);
@@ -251,6 +266,18 @@ async fn with_processes(
             invariant: "work left undone after the faults stopped",
             detail: format!("{err:#}"),
         });
+    }
+    let mut notice_tally = None;
+    if let Some(mail) = &mail {
+        if let Err(err) = super::notices::settle(&store, &shop, options.settle_bound).await {
+            breaches.push(Breach {
+                invariant: "notices left undone after the faults stopped",
+                detail: format!("{err:#}"),
+            });
+        }
+        let (found, tally) = super::notices::judge(&store, &shop, mail, options.dian).await?;
+        breaches.extend(found);
+        notice_tally = Some(tally);
     }
     server.kill().await?;
     let mut faults = std::collections::BTreeMap::new();
@@ -274,6 +301,7 @@ async fn with_processes(
         pending_at_kill,
         hang_ups: hung_up,
         dian: options.dian.then_some(dian_tally),
+        notices: notice_tally,
         breaches,
         elapsed: Duration::ZERO,
         kept: None,

@@ -216,6 +216,35 @@ pub(crate) async fn dashboard_login(app: &TestApp, client: &reqwest::Client) -> 
     cookie.split(';').next().expect("pair").to_owned()
 }
 
+/// Logs in to the dashboard in `browser`, through the page's form.
+pub(crate) async fn dashboard_login_in(browser: &crate::common::browser::Browser, app: &TestApp) {
+    browser
+        .client
+        .goto(&app.url("/dashboard"))
+        .await
+        .expect("goto");
+    browser.fill("#token", ADMIN_TOKEN).await;
+    browser.click("#login").await;
+}
+
+/// The dashboard at `path_and_query`, as a client without redirects logged in: the page.
+pub(crate) async fn dashboard_page(app: &TestApp, path_and_query: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let cookie = dashboard_login(app, &client).await;
+    client
+        .get(app.url(path_and_query))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("send")
+        .text()
+        .await
+        .expect("text")
+}
+
 pub(crate) fn csrf_of(page: &str) -> String {
     let at = page.find("name=\"csrf\" value=\"").expect("csrf field") + 19;
     page[at..].split('"').next().expect("value").to_owned()
@@ -345,13 +374,7 @@ async fn the_dashboard_renders_in_a_browser_and_deletes_a_plan() {
     let Some(browser) = crate::common::browser::Browser::start_sized(1280, 1600).await else {
         return;
     };
-    browser
-        .client
-        .goto(&app.url("/dashboard"))
-        .await
-        .expect("goto");
-    browser.fill("#token", ADMIN_TOKEN).await;
-    browser.click("#login").await;
+    dashboard_login_in(&browser, &app).await;
     browser.wait_for_text("#actors", "subscription").await;
     let source = browser.client.source().await.expect("source");
     assert!(source.contains(&spare) && source.contains("trialing"));

@@ -25,6 +25,13 @@ fn short_leases(config: &mut billing::config::Config) {
     config.lease_renew_ms = 200;
 }
 
+/// Leases renewed as often, that a loaded machine's stall of a few seconds does not take away
+/// (a test that no shard moves in, unlike the takeovers `short_leases` makes quick).
+fn steady_leases(config: &mut billing::config::Config) {
+    config.lease_ttl_ms = 10_000;
+    config.lease_renew_ms = 200;
+}
+
 pub(crate) async fn owned(app: &TestApp) -> BTreeSet<u16> {
     let (status, body) = read(
         app.admin(Method::GET, "/admin/cluster")
@@ -576,6 +583,7 @@ async fn node_b_behind_a_proxy(
     a: &TestApp,
     url: &str,
     calls: &Calls,
+    leases: fn(&mut billing::config::Config),
 ) -> (
     TestApp,
     tokio::sync::oneshot::Sender<()>,
@@ -590,7 +598,7 @@ async fn node_b_behind_a_proxy(
     config.admin_token = Some(ADMIN_TOKEN.to_owned());
     config.actor_idle_secs = 120;
     config.node_url = Some(b_url);
-    short_leases(&mut config);
+    leases(&mut config);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let served = tokio::spawn(billing::run(config, listener, async move {
         let _ = stopped.await;
@@ -681,10 +689,10 @@ async fn a_top_up_tells_each_other_node_once_however_many_subscriptions_it_wakes
     let Some(url) = database_url(Backend::Postgres).await else {
         return;
     };
-    let a = spawn_on_with(url.clone(), short_leases).await;
+    let a = spawn_on_with(url.clone(), steady_leases).await;
     // Node B, reached by the other nodes through a proxy that counts their calls.
     let calls = Calls::default();
-    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls).await;
+    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls, steady_leases).await;
     // The processor's events go straight to B: none of B's charges' outcomes is forwarded.
     let (shop_a, _, customer, method) = shop(&a, &b).await;
     let shop_b = through(&shop_a, &b);
@@ -722,7 +730,7 @@ async fn a_top_up_tells_each_other_node_once_however_many_subscriptions_it_wakes
     // Node A takes the top-up that covers them all.
     calls.reset();
     shop_a.top_up(COUNT as i64 * fee).await;
-    eventually(Duration::from_secs(60), || async {
+    eventually(Duration::from_secs(120), || async {
         let (_, page) = read(
             shop_a
                 .get("/v1/events?type=charge.approved&limit=100")
@@ -843,7 +851,7 @@ async fn a_refused_wake_for_another_nodes_endpoint_is_tried_again() {
     let a = spawn_on_with(url.clone(), short_leases).await;
     // Node B, reached by the other nodes through a proxy that counts their calls.
     let calls = Calls::default();
-    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls).await;
+    let (b, stop, served) = node_b_behind_a_proxy(&a, &url, &calls, short_leases).await;
     let (shop_a, plan, customer, method) = shop(&a, &b).await;
     let held_b = owned(&b).await;
     let receiver = Receiver::start(&[], Reply::Status(200)).await;

@@ -230,6 +230,8 @@ async fn every_route_given_another_accounts_ids_answers_as_for_none(app: TestApp
     let (status, doc) = read(app.get("/openapi.json").await).await;
     assert_eq!(status, 200);
     let ops = operations(&doc);
+    exports_hold_only_the_callers_documents(&app, &b_app, &a, &b).await;
+    exports_hold_only_the_callers_documents(&b_app, &app, &b, &a).await;
     let before = view(&app, &ops, &b_app.api_key, &b).await;
     let mut walked = Vec::new();
     for op in &ops {
@@ -332,6 +334,81 @@ async fn every_route_given_another_accounts_ids_answers_as_for_none(app: TestApp
             "no {group} route walked"
         );
     }
+}
+
+/// The exports take no id, so the walk cannot try them: `own`'s CSV and ZIP (of the days and
+/// the month of its invoice) hold exactly its own invoice and credit note, never one of
+/// `other`'s, whose documents have the same numbers (each account's series starts at 1).
+async fn exports_hold_only_the_callers_documents(
+    own_app: &TestApp,
+    other_app: &TestApp,
+    own: &Objects,
+    other: &Objects,
+) {
+    use crate::exports::{download, parse_csv, unzip};
+    let (_, invoice) = read(
+        own_app
+            .get(&format!("/v1/invoices/{}", own[&Kind::Invoice]))
+            .await,
+    )
+    .await;
+    let (_, note) = read(
+        own_app
+            .get(&format!("/v1/credit-notes/{}", own[&Kind::CreditNote]))
+            .await,
+    )
+    .await;
+    let issued = chrono::DateTime::parse_from_rfc3339(invoice["issued_at"].as_str().expect("at"))
+        .expect("RFC 3339")
+        .with_timezone(&chrono::FixedOffset::west_opt(5 * 3_600).expect("UTC-5"));
+    let day = issued.date_naive();
+    let (from, to) = (day.pred_opt().expect("day"), day.succ_opt().expect("day"));
+    let (status, _, _, csv) = download(
+        own_app,
+        &format!("/v1/exports/invoices.csv?from={from}&to={to}"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8(csv.clone()).expect("utf-8");
+    assert!(
+        !text.contains(&other[&Kind::Charge]),
+        "another account's charge in {text}"
+    );
+    let (_, rows) = parse_csv(&csv);
+    let listed: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["type"].as_str(), r["charge_id"].as_str()))
+        .collect();
+    let charge = own[&Kind::Charge].as_str();
+    assert_eq!(
+        listed,
+        [("invoice", charge), ("credit_note", charge)],
+        "{text}"
+    );
+    let month = issued.format("%Y-%m");
+    let (status, _, _, zip) =
+        download(own_app, &format!("/v1/exports/documents.zip?month={month}")).await;
+    assert_eq!(status, 200);
+    let files = unzip(&zip);
+    let pdf_of = format!("invoices/{}.pdf", invoice["number"].as_str().expect("n"));
+    let names: Vec<&String> = files.keys().collect();
+    let note_pdf = format!("credit-notes/{}.pdf", note["number"].as_str().expect("n"));
+    assert_eq!(names, [&note_pdf, &pdf_of]);
+    let (_, _, _, mine) = download(
+        own_app,
+        &format!("/v1/invoices/{}/pdf", own[&Kind::Invoice]),
+    )
+    .await;
+    let (_, _, _, theirs) = download(
+        other_app,
+        &format!("/v1/invoices/{}/pdf", other[&Kind::Invoice]),
+    )
+    .await;
+    assert_eq!(files[&pdf_of], mine, "the caller's own invoice");
+    assert_ne!(
+        files[&pdf_of], theirs,
+        "never the other account's, of the same number"
+    );
 }
 
 /// An event signed with A's events secret, posted under B's developer id, is refused as one

@@ -430,11 +430,53 @@ async fn run_case(app: &TestApp, fixture: &Fixture, ops: &[Op]) {
         }
         (seen_invoices, seen_free) = (invoices, free);
         check_period(&before, &after, op);
+        check_ledger(app, fixture, &sub_id, &history).await;
         if after["current_period_start"] != before["current_period_start"] {
             model.new_period();
         }
         before = after;
     }
+}
+
+/// The MRR ledger (CONTRACT §16) after every step: the subscription's movements add up to
+/// its MRR now by the rule (`Store::mrr_now`, from the row, its plan and add-ons), which is
+/// the MRR it has stored and the `mrr_after_cents` of its last movement; each movement's
+/// after is the running sum, and none is of 0.
+async fn check_ledger(app: &TestApp, fixture: &Fixture, sub_id: &str, history: &[String]) {
+    let (status, page) = read(
+        app.get(&format!(
+            "/v1/revenue/movements?subscription_id={sub_id}&limit=100"
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{page}");
+    let mut moves = page["data"].as_array().expect("data").clone();
+    moves.reverse();
+    let mut sum = 0;
+    for movement in &moves {
+        let delta = movement["mrr_delta_cents"].as_i64().expect("delta");
+        assert_ne!(delta, 0, "{movement}");
+        sum += delta;
+        assert_eq!(
+            movement["mrr_after_cents"].as_i64(),
+            Some(sum),
+            "a running sum: {moves:#?}; history {history:#?}"
+        );
+    }
+    let account = billing::ids::AccountId::parse(&app.account_id).expect("an account id");
+    let id = billing::ids::SubscriptionId::parse(sub_id).expect("an id");
+    let (stored, rule) = fixture
+        .store
+        .mrr_now(&account, &id)
+        .await
+        .expect("db")
+        .expect("the subscription");
+    assert_eq!(
+        (sum, stored),
+        (rule, rule),
+        "movements, stored, by the rule: {moves:#?}; history {history:#?}"
+    );
 }
 
 /// Every approved charge of the subscription has exactly one invoice, of its amount, whose

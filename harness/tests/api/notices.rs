@@ -404,20 +404,7 @@ async fn a_refusing_server_fails_the_notice_and_a_busy_one_has_it_tried_again(ap
     );
     assert_eq!(failed["attempts"], 1, "a 5xx is not tried again");
     // Operators see it on the dashboard, and in the metrics.
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let cookie = crate::admin::dashboard_login(&app, &client).await;
-    let page = client
-        .get(app.url("/dashboard"))
-        .header("cookie", &cookie)
-        .send()
-        .await
-        .expect("send")
-        .text()
-        .await
-        .expect("text");
+    let page = crate::admin::dashboard_page(&app, "/dashboard").await;
     let section = &page[page.find("id=\"notices\"").expect("the notices' section")..];
     assert!(section.contains("<td>failed</td><td>1</td>"), "{section}");
     let metrics = app.get("/metrics").await.text().await.expect("metrics");

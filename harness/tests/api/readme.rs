@@ -21,8 +21,28 @@ fn blocks<'a>(text: &'a str, language: &str) -> Vec<&'a str> {
     found
 }
 
+/// Whether Python has aiosmtpd, the walk-through's mail server; its absence skips the test
+/// unless `BILLING_REQUIRE_MAIL_SERVER=1` (set by `.ci/run`, which installs it).
+fn has_mail_server() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import aiosmtpd"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        assert!(
+            std::env::var("BILLING_REQUIRE_MAIL_SERVER").as_deref() != Ok("1"),
+            "aiosmtpd required but missing: pip install aiosmtpd==1.4.6"
+        );
+        eprintln!("aiosmtpd is not installed; skipping the README's walk-through");
+    }
+    found
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_walk_through_runs_as_written() {
+    if !has_mail_server() {
+        return;
+    }
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
         .expect("README.md");
     let start = readme
@@ -92,6 +112,8 @@ async fn the_readme_walk_through_runs_as_written() {
         "verified {",
         "subscription.paused",
         "SETP990000000",
+        "No pudimos cobrar tu pago a",
+        "Subject: Recibo de Test account: factura FV-",
     ] {
         assert!(
             stdout.contains(expected),

@@ -493,3 +493,58 @@ async fn a_hanging_endpoint_delays_no_other_endpoint(app: TestApp) {
         started.elapsed()
     );
 }
+
+/// A node whose database connection dies as it records an attempt has still sent the event:
+/// the record is written again on a new connection, and the event is not sent a second time.
+/// A trigger terminates the connection inserting the first attempt (a sequence, which no
+/// rollback undoes, counts the inserts).
+#[tokio::test]
+async fn an_attempt_whose_record_lost_its_connection_is_recorded_not_sent_again() {
+    use crate::common::{Backend, database_url, spawn_on};
+    use sea_orm::{ConnectionTrait, Database};
+
+    let Some(url) = database_url(Backend::Postgres).await else {
+        return;
+    };
+    let app = spawn_on(url.clone()).await;
+    let db = Database::connect(url.as_str()).await.expect("connect");
+    for statement in [
+        "CREATE SEQUENCE attempts_inserted",
+        "CREATE FUNCTION cut_first_attempt() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN IF nextval('attempts_inserted') = 1 THEN \
+         PERFORM pg_terminate_backend(pg_backend_pid()); END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER cut_first_attempt BEFORE INSERT ON webhook_attempts \
+         FOR EACH ROW EXECUTE FUNCTION cut_first_attempt()",
+    ] {
+        db.execute_unprepared(statement).await.expect("trigger");
+    }
+    let receiver = Receiver::start(&[], Reply::Status(200)).await;
+    let (endpoint, _) = register(&app, &receiver.url, json!(["subscription.created"])).await;
+    let (shop, method) = shop(&app, "4242424242424242").await;
+    subscribe(&app, &shop, &method, json!({})).await;
+    let one = |sql: &'static str| {
+        let db = &db;
+        async move {
+            db.query_one_raw(sea_orm::Statement::from_string(
+                db.get_database_backend(),
+                sql,
+            ))
+            .await
+            .expect("query")
+            .map(|row| row.try_get_by_index::<i64>(0).expect("count"))
+        }
+    };
+    // Long enough for the sweep (every 30 s) to send a delivery left pending once more; read
+    // from the database, which no rate limit guards.
+    eventually(Duration::from_secs(70), || async {
+        one("SELECT COUNT(*) FROM webhook_deliveries WHERE status = 'delivered'").await == Some(1)
+    })
+    .await;
+    let inserted = one("SELECT last_value FROM attempts_inserted")
+        .await
+        .expect("sequence");
+    assert!(inserted >= 2, "the connection was never cut ({inserted})");
+    let log = deliveries(&app, &endpoint).await;
+    assert_eq!(log[0]["attempt_count"], 1, "{log:?}");
+    assert_eq!(receiver.count(), 1, "the event was sent again");
+}

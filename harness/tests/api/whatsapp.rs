@@ -17,6 +17,8 @@ crate::db_tests!(config = crate::whatsapp::quick_whatsapp;
     the_ingress_refuses_a_forged_webhook_and_answers_metas_handshake,
     a_cloud_api_that_is_unavailable_leaves_the_notice_to_be_tried_again,
     a_failed_payment_goes_through_one_channel_a_week,
+    an_annual_renewal_is_announced_by_whatsapp_to_a_customer_who_opted_in,
+    a_status_that_outruns_its_send_is_refused_until_the_wamid_is_recorded,
 );
 
 const APP_SECRET: &str = "app_secret_for_tests_0123456789";
@@ -105,6 +107,18 @@ async fn sandbox_messages(app: &TestApp) -> Vec<Value> {
     .await;
     assert_eq!(status, 200, "{listed}");
     listed["data"].as_array().expect("data").clone()
+}
+
+/// Waits until the first notice of `query` is `sent`; that notice.
+async fn sent_first(app: &TestApp, query: &str) -> Value {
+    eventually(Duration::from_secs(20), || async {
+        notices(app, query)
+            .await
+            .first()
+            .is_some_and(|n| n["status"] == "sent")
+    })
+    .await;
+    notices(app, query).await[0].clone()
 }
 
 async fn post_webhook(app: &TestApp, body: &Value, signed_with: &str) -> (u16, Value) {
@@ -367,5 +381,124 @@ async fn a_failed_payment_goes_through_one_channel_a_week(app: TestApp) {
             .filter(|n| n["channel"] == other)
             .all(|n| n["status"] != "sent"),
         "{listed:#?}"
+    );
+}
+
+/// Reminders go by WhatsApp too (its templates in docs/notices.md): an annual subscription's
+/// renewal, 7 days before it, to the customer who opted in, with the plan, the amount and the
+/// date; once, however often the window is looked at.
+async fn an_annual_renewal_is_announced_by_whatsapp_to_a_customer_who_opted_in(app: TestApp) {
+    turn_whatsapp_on(&app).await;
+    app.top_up(100_000_000).await;
+    let plan = app.create_plan("Plan Pro", 3_000_000, 30_000_000).await;
+    let (status, customer) = read(app.post("/v1/customers", opted_in(PHONE)).await).await;
+    assert_eq!(status, 201, "{customer}");
+    let token = crate::common::card_token(&app, "4242424242424242").await;
+    let (_, method) = read(
+        app.post(
+            &format!(
+                "/v1/customers/{}/payment-methods",
+                customer["id"].as_str().expect("id")
+            ),
+            token.payment_method(),
+        )
+        .await,
+    )
+    .await;
+    let (status, sub) = read(
+        app.post(
+            "/v1/subscriptions",
+            json!({"customer_id": customer["id"], "plan_id": plan["id"], "cycle": "annual",
+                "payment_method_id": method["id"]}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{sub}");
+    let sub_id = sub["id"].as_str().expect("id").to_owned();
+    // Six days before the window opens nothing is announced; a day later it is.
+    let year = 365 * 86_400;
+    crate::subscriptions::advance(&app, year - 8 * 86_400).await;
+    let query = format!("subscription_id={sub_id}&kind=renewal_upcoming");
+    assert!(notices(&app, &query).await.is_empty());
+    crate::subscriptions::advance(&app, 2 * 86_400).await;
+    sent_first(&app, &query).await;
+    crate::subscriptions::advance(&app, 3_600).await;
+    let listed = notices(&app, &query).await;
+    assert_eq!(listed.len(), 1, "once: {listed:?}");
+    assert_eq!(listed[0]["channel"], "whatsapp");
+    let messages = sandbox_messages(&app).await;
+    let message = messages
+        .iter()
+        .find(|m| m["template"] == "renewal_upcoming")
+        .expect("the reminder reached the sandbox");
+    let parameters = message["parameters"].as_array().expect("parameters");
+    assert_eq!(parameters.len(), 5, "{message}");
+    assert_eq!(parameters[0], "Ana Gómez");
+    assert_eq!(parameters[2], "Plan Pro");
+    assert_eq!(parameters[3], "$ 300.000,00", "the annual price: {message}");
+    let (_, now) = read(app.get(&format!("/v1/subscriptions/{sub_id}")).await).await;
+    let renews = now["current_period_end"]
+        .as_str()
+        .expect("period end")
+        .to_owned();
+    assert!(
+        parameters[4].as_str().expect("date").contains(&renews[..4]),
+        "the renewal's date ({renews}): {message}"
+    );
+}
+
+/// Meta may report on a message before the send that made it has recorded its wamid. While a
+/// WhatsApp send of the account is under way (a notice claimed by a worker), a status naming an
+/// unknown wamid is answered 503 with `Retry-After`, and Meta sends it again; with none under
+/// way an unknown wamid is someone else's, and is answered 200 with nothing recorded.
+async fn a_status_that_outruns_its_send_is_refused_until_the_wamid_is_recorded(app: TestApp) {
+    use sea_orm::{ConnectionTrait, Database};
+    turn_whatsapp_on(&app).await;
+    let (_, sub) = subscribe(&app, opted_in(PHONE), "4242424242424242").await;
+    let query = format!(
+        "subscription_id={}&kind=receipt",
+        sub["id"].as_str().expect("id")
+    );
+    let notice = sent_first(&app, &query).await["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let unknown = json!({"object": "whatsapp_business_account", "entry": [{"id": "1",
+        "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp",
+            "metadata": {"phone_number_id": "106540352242922"},
+            "statuses": [{"id": "wamid.not-recorded-yet", "status": "delivered",
+                "timestamp": "1764600000", "recipient_id": "573001234567"}]}}]}]});
+    let (status, answer) = post_webhook(&app, &unknown, APP_SECRET).await;
+    assert_eq!((status, &answer["recorded"]), (200, &json!(0)), "{answer}");
+    // The notice as a worker holds it while its send is under way.
+    let db = Database::connect(app.database_url.as_str())
+        .await
+        .expect("connect");
+    let hold = |claimed: bool| {
+        format!(
+            "UPDATE notices SET status = '{}', claim = {} WHERE id = '{notice}'",
+            if claimed { "scheduled" } else { "sent" },
+            if claimed { "'a-worker'" } else { "NULL" }
+        )
+    };
+    db.execute_unprepared(&hold(true)).await.expect("claim");
+    let raw = serde_json::to_vec(&unknown).expect("json");
+    let refused = app
+        .client
+        .post(app.url(&format!("/webhooks/whatsapp/{}", app.account_id)))
+        .header("x-hub-signature-256", signature::sign(APP_SECRET, &raw))
+        .header("content-type", "application/json")
+        .body(raw)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    db.execute_unprepared(&hold(false)).await.expect("release");
+    let (status, _) = post_webhook(&app, &unknown, APP_SECRET).await;
+    assert_eq!(
+        status, 200,
+        "nothing under way: an unknown wamid is not ours"
     );
 }

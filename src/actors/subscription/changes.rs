@@ -3,6 +3,7 @@
 
 use super::decide::reschedule;
 use super::emit;
+use crate::domain::event_type::EventType;
 use crate::domain::time::Cycle;
 use crate::ids::{AddonId, PlanId};
 use crate::store::StoreError;
@@ -30,7 +31,7 @@ pub(super) async fn apply_plan_change(
         // The current period keeps its end and its cycle; the new cycle starts at its end.
         reschedule(sub, |schedule| schedule.change_cycle(cycle));
     }
-    emit(txn, sub, "subscription.plan_changed", None, now).await
+    emit(txn, sub, EventType::SubscriptionPlanChanged, None, now).await
 }
 
 /// Attaches an add-on (now, or when its proration is approved), unless it already is.

@@ -12,6 +12,7 @@ use super::periods::{Resuming, charge_event_type, period_effect};
 use super::{ChargeInfo, emit};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::event_type::EventType;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::Status;
 use crate::ids::{ChargeAttemptId, SubscriptionId};
@@ -57,7 +58,7 @@ pub(super) async fn transition(
         if !approved {
             return Ok(false);
         }
-        emit(txn, sub, "charge.approved", Some(info()), now).await?;
+        emit(txn, sub, EventType::ChargeApproved, Some(info()), now).await?;
         match serde_json::from_str::<PendingChange>(change) {
             Ok(PendingChange::Plan {
                 plan_id,

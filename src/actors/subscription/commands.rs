@@ -10,6 +10,7 @@ use super::decide::{PendingChange, enter_period, stopped_due};
 use super::emit;
 use super::messages::{ActionOutcome, Command};
 use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::event_type::EventType;
 use crate::domain::subscription::{Status, prorate};
 use crate::domain::time::Cycle;
 use crate::ids::{AddonId, PaymentMethodId, PlanId, SubscriptionId};
@@ -145,7 +146,7 @@ impl Context<'_> {
         } else {
             sub.status = Status::Canceled;
             sub.due_at = None;
-            emit(&txn, sub, "subscription.canceled", None, now).await?;
+            emit(&txn, sub, EventType::SubscriptionCanceled, None, now).await?;
         }
         self.save(&txn, sub, now).await?;
         txn.commit().await?;
@@ -168,7 +169,7 @@ impl Context<'_> {
         // No charge and no renewal while paused; a cancellation at the period's end
         // still happens at that end (CONTRACT §5).
         sub.due_at = stopped_due(sub);
-        emit(&txn, sub, "subscription.paused", None, now).await?;
+        emit(&txn, sub, EventType::SubscriptionPaused, None, now).await?;
         self.save(&txn, sub, now).await?;
         txn.commit().await?;
         Ok(None)

@@ -3,6 +3,7 @@
 //! (`mod.rs`, `timer.rs`, `commands.rs`, `charging.rs`) reads the row, asks here, and persists the answer with its events in one
 //! transaction; so every rule of the lifecycle is a plain function, tested alone below.
 
+use crate::domain::event_type::EventType;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, cancel_at, retry_at};
 use crate::domain::time::Cycle;
@@ -48,7 +49,11 @@ pub(super) fn enter_period(sub: &mut Subscription, change: impl FnOnce(&mut Sche
 
 /// A paid period charge begun at `charge_began` counts against the discount it took part in
 /// (`Discount::after_period_paid`): one period fewer, and none once it has run out.
+/// The discount that took part is the one the period is billed with (`period_discount`: what
+/// MRR counts).
 pub(super) fn count_discounted_period(sub: &mut Subscription, charge_began: i64) {
+    let took_part = sub.discount().filter(|d| d.start <= charge_began);
+    sub.period_discount = took_part.and_then(|d| serde_json::to_string(&d).ok());
     if let Some(discount) = sub.discount() {
         sub.set_discount(discount.after_period_paid(charge_began).as_ref());
     }
@@ -80,7 +85,7 @@ pub enum PendingChange {
 /// own, and whether detached add-ons leave.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Settlement {
-    pub events: Vec<&'static str>,
+    pub events: Vec<EventType>,
     pub drop_detached_addons: bool,
 }
 
@@ -130,7 +135,7 @@ pub(super) fn settle(
         let first = *sub.first_failure_at.get_or_insert(now);
         if sub.failed_attempts == 1 {
             sub.status = Status::PastDue;
-            settlement.events.push("subscription.past_due");
+            settlement.events.push(EventType::SubscriptionPastDue);
         }
         let retry = retry_at(first, sub.failed_attempts as u32, retry_days);
         // Not retried on this card: due when the schedule would cancel, if it would not now.
@@ -148,7 +153,7 @@ pub(super) fn settle(
             None => {
                 sub.status = Status::Canceled;
                 sub.due_at = None;
-                settlement.events.push("subscription.canceled");
+                settlement.events.push(EventType::SubscriptionCanceled);
             }
         }
     }
@@ -272,13 +277,13 @@ mod tests {
         let days = parse_retry_days("1,3");
         let end = sub.current_period_end;
         let first = settle(&mut sub, false, false, end, &days, end);
-        assert_eq!(first.events, vec!["subscription.past_due"]);
+        assert_eq!(first.events, vec![EventType::SubscriptionPastDue]);
         assert_eq!(sub.due_at, Some(end + DAY));
         let second = settle(&mut sub, false, false, end, &days, end + DAY);
         assert!(second.events.is_empty());
         assert_eq!(sub.due_at, Some(end + 3 * DAY));
         let last = settle(&mut sub, false, false, end, &days, end + 3 * DAY);
-        assert_eq!(last.events, vec!["subscription.canceled"]);
+        assert_eq!(last.events, vec![EventType::SubscriptionCanceled]);
         assert_eq!(sub.status, Status::Canceled);
         assert_eq!(sub.due_at, None);
     }
@@ -289,7 +294,7 @@ mod tests {
         let days = parse_retry_days("1,3,5,7");
         let end = sub.current_period_end;
         let first = settle(&mut sub, false, true, end, &days, end);
-        assert_eq!(first.events, vec!["subscription.past_due"]);
+        assert_eq!(first.events, vec![EventType::SubscriptionPastDue]);
         assert_eq!(sub.status, Status::PastDue);
         assert_eq!(sub.failed_attempts, 1);
         assert_eq!(
@@ -305,7 +310,7 @@ mod tests {
         // Past the schedule's attempts, a hard decline cancels as a soft one does.
         sub.failed_attempts = 4;
         let last = settle(&mut sub, false, true, end, &days, end + 7 * DAY);
-        assert_eq!(last.events, vec!["subscription.canceled"]);
+        assert_eq!(last.events, vec![EventType::SubscriptionCanceled]);
         assert_eq!(sub.status, Status::Canceled);
     }
 

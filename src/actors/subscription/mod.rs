@@ -21,6 +21,7 @@ use super::tree::{ActorStats, KindView};
 use super::{ActionError, Request, Runtime, SubscriptionMsg};
 use crate::accounts::fee_schedule;
 use crate::domain::charge_purpose::ChargePurpose;
+use crate::domain::event_type::EventType;
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
 use crate::events::subscription_event;
@@ -227,7 +228,7 @@ pub(super) struct ChargeInfo<'a> {
 pub(super) async fn emit(
     txn: &StoreTxn,
     sub: &Subscription,
-    event_type: &str,
+    event_type: EventType,
     charge: Option<ChargeInfo<'_>>,
     now_ms: i64,
 ) -> Result<(), StoreError> {
@@ -315,7 +316,7 @@ impl Context<'_> {
         let txn = self.store().begin().await?;
         sub.status = Status::Canceled;
         sub.due_at = None;
-        emit(&txn, sub, "subscription.canceled", None, now).await?;
+        emit(&txn, sub, EventType::SubscriptionCanceled, None, now).await?;
         self.save(&txn, sub, now).await?;
         txn.commit().await?;
         Ok(())

@@ -8,6 +8,7 @@
 use super::context::Context;
 use super::{ActionError, decide, emit};
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::event_type::EventType;
 use crate::domain::subscription::parse_retry_days;
 use crate::events::subscription_event;
 use crate::store::accounts::Account;
@@ -17,11 +18,11 @@ use crate::store::subscriptions::Event;
 use crate::store::subscriptions::Subscription;
 
 /// The event type of a settled charge.
-pub(super) fn charge_event_type(approved: bool) -> &'static str {
+pub(super) fn charge_event_type(approved: bool) -> EventType {
     if approved {
-        "charge.approved"
+        EventType::ChargeApproved
     } else {
-        "charge.declined"
+        EventType::ChargeDeclined
     }
 }
 
@@ -75,7 +76,7 @@ pub(super) fn period_effect(
         settlement
             .events
             .iter()
-            .map(|event_type| subscription_event(sub, event_type, None, now)),
+            .map(|event_type| subscription_event(sub, *event_type, None, now)),
     );
     sub.updated_at = now;
     PeriodEffect {

@@ -4,6 +4,7 @@
 use super::*;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::event_type::EventType;
 use crate::http::extract::METADATA_MAX_BYTES;
 use crate::ids::{AccountId, ChargeAttemptId, SubscriptionId};
 use crate::webhooks::MAX_PAYLOAD_BYTES;
@@ -47,6 +48,8 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
         quantity: 1,
         period_quantity: 1,
         discount: None,
+        mrr_cents: 0,
+        period_discount: None,
     };
     let charge = ChargeAttempt {
         id: ChargeAttemptId::parse("ch_01a20748d4787232924bab375e9b2bba").expect("an id"),
@@ -74,7 +77,7 @@ fn a_charge_event_with_the_largest_metadata_fits_the_payload_limit() {
     };
     let event = subscription_event(
         &sub,
-        "subscription.plan_changed",
+        EventType::SubscriptionPlanChanged,
         Some((&charge, "APPROVED")),
         i64::from(i32::MAX) * 1000,
     );

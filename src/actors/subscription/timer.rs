@@ -8,6 +8,7 @@ use super::decide::{self, reschedule};
 use super::periods::Resuming;
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::decline::Decline;
+use crate::domain::event_type::EventType;
 use crate::domain::schedule::Schedule;
 use crate::domain::subscription::{Status, cancel_at, parse_retry_days};
 use crate::events::subscription_event;
@@ -209,7 +210,7 @@ impl Context<'_> {
     ) -> Result<Option<ChargeAttempt>, ActionError> {
         let paused = sub.clone();
         decide::resume(sub, now);
-        let event = subscription_event(sub, "subscription.resumed", None, now);
+        let event = subscription_event(sub, EventType::SubscriptionResumed, None, now);
         if charges.pending || sub.due_at.is_none_or(|due| due > now) {
             let txn = self.store().begin().await?;
             txn.insert_event(event).await?;

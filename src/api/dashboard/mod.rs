@@ -10,6 +10,7 @@
 //! posts that carry an `Origin` must come from this server. Plan deletion calls the same code
 //! as `DELETE /admin/plans/{id}`.
 
+mod revenue;
 mod view;
 
 use super::admin::plan_deletion;
@@ -127,6 +128,8 @@ fn html(status: StatusCode, body: String) -> Response {
 #[derive(Deserialize)]
 struct Notice {
     notice: Option<String>,
+    /// The account whose revenue the page shows.
+    account: Option<String>,
 }
 
 async fn show(
@@ -137,7 +140,14 @@ async fn show(
     match session(&state, &headers).await {
         Err(err) => err.into_response(),
         Ok(None) => html(StatusCode::OK, login_page(None)),
-        Ok(Some((_, csrf))) => match page(&state, &csrf, notice.notice.as_deref()).await {
+        Ok(Some((_, csrf))) => match page(
+            &state,
+            &csrf,
+            notice.notice.as_deref(),
+            notice.account.as_deref(),
+        )
+        .await
+        {
             Ok(body) => html(StatusCode::OK, body),
             Err(err) => err.into_response(),
         },

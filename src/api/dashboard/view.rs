@@ -1,6 +1,8 @@
 //! The dashboard's two pages as askama templates (`templates/`, auto-escaped): the login form,
 //! and the operator's page, whose rows are read here and handed to the template as text.
 
+use super::revenue::{RevenueView, revenue};
+use crate::domain::money::pesos;
 use crate::domain::time::{from_millis, rfc3339};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
@@ -37,6 +39,8 @@ struct Page {
     /// Notices to customers by status (CONTRACT §15): `scheduled`, `sent`, `failed`,
     /// `suppressed`, with how many.
     notices: Vec<(String, u64)>,
+    /// One account's MRR and this month's movements, as charts and tables (CONTRACT §16).
+    revenue: Option<RevenueView>,
 }
 
 /// DIAN documents of one account that have waited more than a day for an operator (CONTRACT
@@ -123,10 +127,13 @@ pub(super) async fn page(
     state: &AppState,
     csrf: &str,
     notice: Option<&str>,
+    account: Option<&str>,
 ) -> Result<String, ApiError> {
     let store = &state.store;
     let tree = state.runtime.tree();
     let counts = tree.counts();
+    let all_accounts = store.all_accounts().await?;
+    let revenue = revenue(state, &all_accounts, account).await?;
     let page = Page {
         csrf: csrf.to_owned(),
         notice: notice.map(str::to_owned),
@@ -160,13 +167,11 @@ pub(super) async fn page(
                 next_due: a.next_due_ms.map_or_else(|| "-".into(), when),
             })
             .collect(),
-        accounts: store
-            .all_accounts()
-            .await?
+        accounts: all_accounts
             .into_iter()
             .map(|a| AccountRow {
-                available: cop(a.available_cents),
-                reserved: cop(a.reserved_cents),
+                available: pesos(a.available_cents),
+                reserved: pesos(a.reserved_cents),
                 created: when(a.created_at),
                 sandbox: a.sandbox,
                 id: a.id.into_string(),
@@ -179,8 +184,8 @@ pub(super) async fn page(
             .await?
             .into_iter()
             .map(|(p, used)| PlanRow {
-                monthly: cop(p.monthly_amount_cents),
-                annual: cop(p.annual_amount_cents),
+                monthly: pesos(p.monthly_amount_cents),
+                annual: pesos(p.annual_amount_cents),
                 active: p.active,
                 used,
                 id: p.id.to_string(),
@@ -213,7 +218,7 @@ pub(super) async fn page(
             .await?
             .into_iter()
             .map(|c| FailureRow {
-                amount: cop(c.amount_cents),
+                amount: pesos(c.amount_cents),
                 at: when(c.updated_at),
                 subscription: c
                     .subscription_id
@@ -227,6 +232,7 @@ pub(super) async fn page(
         range_warnings: range_warnings(state).await?,
         dian_waiting: dian_waiting(state).await?,
         notices: store.count_notices_by_status().await?,
+        revenue,
     };
     Ok(render(&page))
 }
@@ -302,10 +308,6 @@ fn when(ms: i64) -> String {
     rfc3339(from_millis(ms))
 }
 
-fn cop(cents: i64) -> String {
-    format!("{}.{:02}", cents / 100, (cents % 100).abs())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,8 +330,8 @@ mod tests {
                 id: "acct_1".into(),
                 name: "<b>Shop</b>".into(),
                 sandbox: true,
-                available: cop(-150),
-                reserved: cop(5),
+                available: pesos(-150),
+                reserved: pesos(5),
                 created: when(0),
             }],
             by_status: Vec::new(),
@@ -340,6 +342,7 @@ mod tests {
             dian_waiting: Vec::new(),
             notices: Vec::new(),
             failures: Vec::new(),
+            revenue: None,
         };
         let html = render(&page);
         assert!(!html.contains("<b>") && !html.contains("<img"), "{html}");

@@ -245,6 +245,18 @@ pub fn optional_notice_status() -> Object {
     strings(crate::domain::notices::NoticeStatus::WORDS, true)
 }
 
+pub fn optional_movement_type() -> Object {
+    strings(crate::domain::mrr::MovementType::WORDS, true)
+}
+
+pub fn movement_type() -> Object {
+    strings(crate::domain::mrr::MovementType::WORDS, false)
+}
+
+pub fn movement_reason() -> Object {
+    strings(crate::domain::mrr::MovementReason::WORDS, false)
+}
+
 pub fn tax_id_kind() -> Object {
     strings(crate::domain::tax_id::TaxIdKind::WORDS, false)
 }

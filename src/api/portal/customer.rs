@@ -124,6 +124,7 @@ pub(super) async fn customer_data(
             customer_id: Some(customer.id.clone()),
             subscription_id: None,
             charge_id: None,
+            issued: Default::default(),
         };
         let invoice_rows = store.list_invoices(account, &filter, &page).await?.items;
         let mut note_rows = Vec::new();

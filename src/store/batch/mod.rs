@@ -28,8 +28,10 @@ use super::charges::{
     insert_processor_events,
 };
 use super::entities::{account, subscription_addon};
+use super::mrr::MrrAfter;
 use super::subscriptions::{Event, Subscription};
 use super::{Store, StoreError, StoreResult};
+use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
 use crate::ids::{ChargeAttemptId, SubscriptionId};
 use sea_orm::sea_query::{Expr, ExprTrait};
@@ -41,9 +43,10 @@ mod notes;
 mod queue;
 mod statements;
 
+use super::fanout::insert_all;
 pub(crate) use queue::Batches;
 pub use statements::settle_pending;
-use statements::{event_statements, execute_together, insert_all, upsert_all};
+use statements::{event_statements, execute_together, upsert_all};
 
 /// The most renewals one batch writes: under 6,000 bound values in its largest statement (the
 /// subscriptions' upsert), well under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -156,13 +159,14 @@ impl Store {
 
     /// One renewal's write as its own unit.
     async fn begin_one(&self, begin: PeriodChargeBegin) -> StoreResult<Began> {
+        let mrr = begin_mrr(&begin);
         let txn = self.begin().await?;
         match txn.begin_charge(begin.charge).await {
             Ok(charge) => {
                 for event in begin.events {
                     txn.insert_event(event).await?;
                 }
-                let row = txn.save_subscription(begin.row).await?;
+                let row = txn.save_subscription_as(begin.row, mrr).await?;
                 txn.commit().await?;
                 Ok(Ok((charge, row)))
             }
@@ -194,7 +198,21 @@ impl Store {
             .iter()
             .map(|begin| attempt_of(begin.charge.clone()))
             .collect();
-        let (upsert, rows) = upsert_all(backend, begins.iter().map(|b| b.row.clone()).collect());
+        // The MRR of a row whose begin may move it (a trial's end, a resumption: rare), by the
+        // rule; a renewal's or a retry's changes nothing it depends on and reads nothing.
+        let mut saving = Vec::with_capacity(begins.len());
+        let mut movements = Vec::new();
+        for begin in begins {
+            let mut row = begin.row.clone();
+            if begin_mrr(begin) == MrrAfter::ByRule {
+                let mut after = row.clone();
+                after.version += 1;
+                movements.extend(txn.account_mrr(&mut after, row.mrr_cents, false).await?);
+                row.mrr_cents = after.mrr_cents;
+            }
+            saving.push(row);
+        }
+        let (upsert, rows) = upsert_all(backend, saving);
         let mut statements: Vec<_> = insert_all(backend, charges.iter().cloned())
             .into_iter()
             .chain([upsert])
@@ -231,13 +249,50 @@ impl Store {
         // The events of the charges that began (a resumption's), with their deliveries: they
         // change no row the batch depends on, so they are written after the count, not counted.
         let events: Vec<&Event> = begins.iter().flat_map(|b| b.events.iter()).collect();
-        if !events.is_empty() {
-            let statements = event_statements(&txn, events).await?;
+        if !events.is_empty() || !movements.is_empty() {
+            let mut statements = event_statements(&txn, events).await?;
+            statements.extend(insert_all(backend, movements));
             execute_together(txn.conn(), statements).await?;
         }
         txn.commit().await?;
         Ok(Some(charges.into_iter().zip(rows).collect()))
     }
+}
+
+/// What a begin's row needs for its MRR: a renewal's or a retry's begin changes nothing the MRR
+/// depends on (its due time, its update time: the period moves when it is paid), so it is
+/// unchanged and read for nothing; a first charge (a trial's end) or a resumption moves the
+/// status, and is computed by the rule.
+fn begin_mrr(begin: &PeriodChargeBegin) -> MrrAfter {
+    let plain = matches!(
+        begin.charge.purpose,
+        ChargePurpose::Renewal | ChargePurpose::Retry
+    );
+    if plain && begin.events.is_empty() {
+        MrrAfter::Unchanged
+    } else {
+        MrrAfter::ByRule
+    }
+}
+
+/// The MRR after an outcome, without a read: 0 when the row's status does not count (a
+/// cancellation by dunning, a pause meanwhile); from the charge's lines when a period was paid
+/// (`mrr::mrr_of_renewal`: the period the row bills now); else as stored (a decline that
+/// keeps it `past_due` changes nothing the MRR depends on).
+fn settle_mrr(settle: &PeriodChargeSettle) -> i64 {
+    let row = &settle.row;
+    if !crate::domain::mrr::counts(row.status) {
+        return 0;
+    }
+    let charge = &settle.charge;
+    if !charge.is(ChargeStatus::Approved) || charge.period_start.is_none() {
+        return row.mrr_cents;
+    }
+    charge
+        .invoice_lines
+        .as_deref()
+        .and_then(|lines| super::mrr::mrr_of_renewal(row, lines))
+        .unwrap_or(row.mrr_cents)
 }
 
 /// A period charge's final outcome as its subscription's actor decided to apply it, assuming
@@ -323,7 +378,25 @@ impl Store {
         let backend = conn.get_database_backend();
         let charges: Vec<&ChargeAttempt> = settles.iter().map(|s| &s.charge).collect();
         let update = settle_pending(&charges);
-        let (upsert, saved) = upsert_all(backend, settles.iter().map(|s| s.row.clone()).collect());
+        // The MRR after each outcome, from what the batch holds (`settle_mrr`); the movements
+        // of those that moved, which alone cost reads.
+        let mut saving = Vec::with_capacity(settles.len());
+        let mut moved = Vec::new();
+        for settle in settles {
+            let mut row = settle.row.clone();
+            let after = settle_mrr(settle);
+            if after != row.mrr_cents {
+                let before = row.mrr_cents;
+                row.mrr_cents = after;
+                let mut saved = row.clone();
+                saved.version += 1;
+                moved.push((saved, before));
+            }
+            saving.push(row);
+        }
+        let moved: Vec<(&Subscription, i64)> = moved.iter().map(|(row, b)| (row, *b)).collect();
+        let movements = super::mrr::batch_movements(conn, &moved).await?;
+        let (upsert, saved) = upsert_all(backend, saving);
         // Counted, not returned (each returned row is a hand-off from SQLite's connection
         // thread): every charge still pending and every row at the version read, or the whole
         // batch is refused and each outcome applied alone, as for any refusal (a charge settled
@@ -355,6 +428,7 @@ impl Store {
             }
         }
         statements.extend(insert_all(backend, ledger));
+        statements.extend(insert_all(backend, movements));
 
         let leaving: Vec<&str> = chosen
             .iter()

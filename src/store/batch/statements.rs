@@ -7,48 +7,22 @@ use super::super::charges::ChargeAttempt;
 use super::super::entities::{charge_attempt, subscription};
 use super::super::subscriptions::{Event, Subscription};
 use super::super::txn::StoreTxn;
-use super::super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
-use crate::ids::AccountId;
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, Iterable,
     QueryTrait,
 };
-use std::collections::BTreeMap;
 
-/// The statements inserting `rows`, their deliveries to each account's active endpoints
-/// subscribed to their type (read once per account) and the notices they cause
-/// (`store::notices::notices_for`); the endpoints are noted on `txn`, to be told once it
+/// The statements inserting `rows` with what the fan-out's sinks add for them
+/// (`store::fanout`: deliveries, notices); the endpoints are noted on `txn`, to be told once it
 /// commits.
 pub(super) async fn event_statements(
     txn: &StoreTxn,
     rows: Vec<&Event>,
 ) -> StoreResult<Vec<sea_orm::Statement>> {
-    let conn = txn.conn();
-    let backend = conn.get_database_backend();
-    let mut endpoints: BTreeMap<&AccountId, Vec<WebhookEndpoint>> = BTreeMap::new();
-    let mut deliveries = Vec::new();
-    for row in &rows {
-        if !endpoints.contains_key(&row.account_id) {
-            let active = active_endpoints(conn, &row.account_id).await?;
-            endpoints.insert(&row.account_id, active);
-        }
-        for endpoint in &endpoints[&row.account_id] {
-            if subscribes(endpoint, &row.event_type) {
-                deliveries.push(pending_delivery(row, &endpoint.id, row.created_at));
-            }
-        }
-    }
-    txn.touch(deliveries.iter().map(|d| d.endpoint_id.clone()));
-    // The other sink: the notices the events cause (CONTRACT §15), read once per account.
-    let notices = super::super::notice_sink::notices_for(conn, &rows).await?;
-    Ok(insert_all(backend, rows.into_iter().cloned())
-        .into_iter()
-        .chain(insert_all(backend, deliveries))
-        .chain(super::super::notice_sink::insert_notices_statement(
-            backend, notices,
-        ))
-        .collect())
+    let (statements, touched) = super::super::fanout::statements(txn.conn(), &rows).await?;
+    txn.touch(touched);
+    Ok(statements)
 }
 
 /// One column's values for a multi-row UPDATE of charge attempts: a CASE branch per item.
@@ -181,23 +155,6 @@ pub(super) fn upsert_all(
     )
     .into_query();
     (backend.build(&upsert), rows)
-}
-
-/// One multi-row INSERT of `rows`, every column set; `None` for no rows.
-pub(super) fn insert_all<M, A>(
-    backend: sea_orm::DbBackend,
-    rows: impl IntoIterator<Item = M>,
-) -> Option<sea_orm::Statement>
-where
-    M: IntoActiveModel<A>,
-    A: ActiveModelTrait,
-{
-    let mut rows = rows
-        .into_iter()
-        .map(|row| row.into_active_model().reset_all())
-        .peekable();
-    rows.peek()?;
-    Some(<A::Entity as EntityTrait>::insert_many(rows).build(backend))
 }
 
 /// Runs `statements` in order; the rows they changed, in all. On SQLite in one round trip to

@@ -23,7 +23,13 @@ async fn subscriptions(shop: &Shop, n: usize) -> Vec<Subscription> {
         rows.push(row);
     }
     txn.commit().await.expect("commit");
-    rows
+    // As stored: the insert gave each its MRR.
+    let mut stored = Vec::new();
+    for row in rows {
+        let read = shop.store.subscription_by_id(&row.id).await.expect("read");
+        stored.push(read.expect("inserted"));
+    }
+    stored
 }
 
 /// The begin of `sub`'s next period with a fee of `fee`, its row with the timer taken.
@@ -190,7 +196,7 @@ async fn a_begins_events_are_written_with_its_charge_or_not_at_all() {
         let mut begin = begin(sub, fee);
         begin.events = vec![crate::events::subscription_event(
             sub,
-            "subscription.resumed",
+            crate::domain::event_type::EventType::SubscriptionResumed,
             None,
             NOW,
         )];
@@ -229,11 +235,12 @@ fn settle(sub: &Subscription, charge: &ChargeAttempt, status: ChargeStatus) -> P
     settled.processor_transaction_id = Some(format!("tx-{}", charge.id));
     settled.updated_at = NOW;
     settled.finalized_at = Some(NOW);
-    let event_type = format!("charge.{status}");
+    let event_type = crate::domain::event_type::EventType::parse(&format!("charge.{status}"))
+        .expect("a charge's event");
     PeriodChargeSettle {
         events: vec![crate::events::subscription_event(
             sub,
-            &event_type,
+            event_type,
             Some((&settled, "X")),
             NOW,
         )],
@@ -382,5 +389,100 @@ async fn a_batch_of_outcomes_settles_each_pending_charge_once_with_its_money_and
     assert_eq!(count(&shop, "webhook_deliveries", deliveries).await, 2);
     assert_eq!(count(&shop, "processor_events", "1 = 1").await, 3);
     assert_eq!(count(&shop, "charge_attempts", pending).await, 0);
+    shop.remove();
+}
+
+/// The lines of `sub`'s next period at `quantity`, as a renewal prices them.
+async fn renewal_lines(shop: &Shop, sub: &Subscription, quantity: i64) -> String {
+    let plan = shop
+        .store
+        .plan(&shop.account, &sub.plan_id)
+        .await
+        .expect("read")
+        .expect("the plan");
+    let lines = crate::store::catalog::period_lines(
+        &plan,
+        [],
+        sub.cycle,
+        quantity,
+        (sub.current_period_end, sub.current_period_end + 1),
+        None,
+    );
+    serde_json::to_string(&lines).expect("lines")
+}
+
+#[tokio::test]
+async fn a_batch_of_outcomes_writes_a_movement_only_where_the_mrr_moved() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 3).await;
+    let opened = subs[0].mrr_cents;
+    assert!(opened > 0, "the insert gave each its MRR: {opened}");
+    let mut batch = Vec::new();
+    for (i, sub) in subs.iter().enumerate() {
+        let quantity = if i == 1 { 2 } else { 1 };
+        let mut new = begin(sub, 100).charge;
+        new.lines =
+            serde_json::from_str(&renewal_lines(&shop, sub, quantity).await).expect("lines");
+        let charge = shop.store.begin_charge(new).await.expect("charge");
+        let status = if i == 2 {
+            ChargeStatus::Declined
+        } else {
+            ChargeStatus::Approved
+        };
+        let mut settled = settle(sub, &charge, status);
+        match i {
+            // A renewal at the same price: nothing moves, nothing is read or written for it.
+            0 => {}
+            // The period now billed has two seats.
+            1 => {
+                settled.row.quantity = 2;
+                settled.row.period_quantity = 2;
+            }
+            // Dunning's last retry failed: canceled, unpaid.
+            _ => {
+                settled.row.status = crate::domain::subscription::Status::Canceled;
+                settled.row.failed_attempts = 4;
+            }
+        }
+        batch.push(settled);
+    }
+    let saved = shop
+        .store
+        .settle_many(&batch)
+        .await
+        .expect("batch")
+        .expect("written");
+    let mrr: Vec<i64> = saved.iter().map(|row| row.mrr_cents).collect();
+    // Two seats are one line of twice the amount, split once (not twice the base).
+    let plan = shop
+        .store
+        .plan(&shop.account, &subs[1].plan_id)
+        .await
+        .expect("read");
+    let two = plan.expect("the plan");
+    let two = two.tax_code.split(2 * two.monthly_amount_cents).base;
+    assert_eq!(mrr, [opened, two, 0]);
+    let moved = |id: &SubscriptionId| format!("subscription_id = '{id}' AND type <> 'new'");
+    assert_eq!(count(&shop, "mrr_movements", &moved(&subs[0].id)).await, 0);
+    let expanded = format!(
+        "{} AND type = 'expansion' AND reason = 'quantity' AND mrr_delta_cents = {}",
+        moved(&subs[1].id),
+        two - opened
+    );
+    assert_eq!(count(&shop, "mrr_movements", &expanded).await, 1);
+    let churned = format!(
+        "{} AND type = 'churn' AND reason = 'failed_payment' AND mrr_after_cents = 0",
+        moved(&subs[2].id)
+    );
+    assert_eq!(count(&shop, "mrr_movements", &churned).await, 1);
+    for row in &saved {
+        let (stored, rule) = shop
+            .store
+            .mrr_now(&shop.account, &row.id)
+            .await
+            .expect("read")
+            .expect("the row");
+        assert_eq!(stored, rule, "{}", row.id);
+    }
     shop.remove();
 }

@@ -190,7 +190,6 @@ impl super::super::Store {
         id: &crate::ids::InvoiceId,
     ) -> StoreResult<Option<AttachedParts>> {
         use super::super::entities::{dian_document, dian_range, invoice};
-        use crate::domain::dian::DianStatus;
         use crate::store::Scoped;
         use sea_orm::EntityTrait;
         let conn = self.conn();
@@ -207,9 +206,6 @@ impl super::super::Store {
         else {
             return Ok(Some(AttachedParts::NoDocument));
         };
-        if row.status != DianStatus::Accepted {
-            return Ok(Some(AttachedParts::NotAccepted(row.status)));
-        }
         let range = match &row.range_id {
             Some(range) => {
                 dian_range::Entity::find_by_id(range.clone())
@@ -218,28 +214,42 @@ impl super::super::Store {
             }
             None => None,
         };
-        let (Some(range), Some(sequence), Some(signed_xml), Some(application_response)) =
-            (range, row.sequence, row.xml, row.application_response)
-        else {
-            return Ok(Some(AttachedParts::NoResponse));
-        };
-        let issuer: Issuer = parse(&row.issuer, "a DIAN issuer")?;
-        // The software's PIN makes no part of an invoice's CUFE or of what the container
-        // names: the signed invoice inside it carries its SoftwareSecurityCode.
-        let mut document = invoice_document(
-            &invoice,
-            &issuer,
-            row.environment,
-            range.numbering_range(),
-            sequence,
-            "",
-        )?;
-        document.issued_at = from_millis(row.issued_at);
-        Ok(Some(AttachedParts::Ready {
-            document: Box::new(document),
-            signed_xml,
-            application_response,
-            accepted_at: row.updated_at,
-        }))
+        attached_parts_of(&invoice, row, range).map(Some)
     }
+}
+
+/// The parts of `invoice`'s AttachedDocument from its electronic document `row` and the range
+/// `range` it was numbered from (read by the caller: an export reads them a page at a time).
+pub fn attached_parts_of(
+    invoice: &Invoice,
+    row: super::DianDocument,
+    range: Option<super::DianRange>,
+) -> StoreResult<AttachedParts> {
+    use crate::domain::dian::DianStatus;
+    if row.status != DianStatus::Accepted {
+        return Ok(AttachedParts::NotAccepted(row.status));
+    }
+    let (Some(range), Some(sequence), Some(signed_xml), Some(application_response)) =
+        (range, row.sequence, row.xml, row.application_response)
+    else {
+        return Ok(AttachedParts::NoResponse);
+    };
+    let issuer: Issuer = parse(&row.issuer, "a DIAN issuer")?;
+    // The software's PIN makes no part of an invoice's CUFE or of what the container
+    // names: the signed invoice inside it carries its SoftwareSecurityCode.
+    let mut document = invoice_document(
+        invoice,
+        &issuer,
+        row.environment,
+        range.numbering_range(),
+        sequence,
+        "",
+    )?;
+    document.issued_at = from_millis(row.issued_at);
+    Ok(AttachedParts::Ready {
+        document: Box::new(document),
+        signed_xml,
+        application_response,
+        accepted_at: row.updated_at,
+    })
 }

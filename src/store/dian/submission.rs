@@ -15,6 +15,7 @@ use super::documents::{Corrected, credit_note_document, invoice_document};
 use super::{DianDocument, DianSecrets, Issuer};
 use crate::dian::document::Document;
 use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting};
+use crate::domain::event_type::EventType;
 use crate::ids::{AccountId, DocumentId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LockBehavior, LockType, Query};
@@ -397,8 +398,8 @@ impl Store {
         };
         if row.kind == DianDocumentKind::Invoice {
             let event_type = match status {
-                DianStatus::Accepted => Some("invoice.dian_accepted"),
-                DianStatus::Rejected => Some("invoice.dian_rejected"),
+                DianStatus::Accepted => Some(EventType::InvoiceDianAccepted),
+                DianStatus::Rejected => Some(EventType::InvoiceDianRejected),
                 DianStatus::Pending | DianStatus::AwaitingRange => None,
             };
             let invoice = match id {

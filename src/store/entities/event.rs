@@ -1,5 +1,6 @@
 //! The events outbox: one row per event, written in the transaction of the change that caused it.
 
+use crate::domain::event_type::EventType;
 use crate::ids::{AccountId, EventId, SubscriptionId};
 use sea_orm::entity::prelude::*;
 
@@ -10,7 +11,7 @@ pub struct Model {
     pub id: EventId,
     pub account_id: AccountId,
     #[sea_orm(column_name = "type")]
-    pub event_type: String,
+    pub event_type: EventType,
     pub subscription_id: Option<SubscriptionId>,
     /// The event's JSON payload exactly as delivered.
     pub body: String,

@@ -10,8 +10,9 @@
 use crate::ids::{
     AccountId, AddonId, AttemptId, BalanceTransactionId, CatalogItemId, ChargeAttemptId,
     ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId,
-    DocumentId, EventId, InvoiceId, NoticeId, NumberingRangeId, PaymentMethodId, PlanId,
-    PortalActionId, PortalSessionId, PromotionCodeId, RefundId, SubscriptionId, WebhookEndpointId,
+    DocumentId, EventId, InvoiceId, MrrMovementId, NoticeId, NumberingRangeId, PaymentMethodId,
+    PlanId, PortalActionId, PortalSessionId, PromotionCodeId, RefundId, SubscriptionId,
+    WebhookEndpointId,
 };
 
 /// A stored string that is not an id of the column's type (a catalog item's with neither a
@@ -130,6 +131,7 @@ id_columns!(
     PromotionCodeId,
     NumberingRangeId,
     NoticeId,
+    MrrMovementId,
 );
 
 text_id_column!(CatalogItemId, |raw| CatalogItemId::parse(&raw).ok_or(raw));

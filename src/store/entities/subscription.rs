@@ -43,6 +43,12 @@ pub struct Model {
     pub period_quantity: i64,
     /// JSON of `domain::discount::Discount`; NULL once it has run out.
     pub discount: Option<String>,
+    /// The MRR as last written (CONTRACT §16): every write that moves it writes a movement
+    /// (`store::mrr`); a write that leaves it as it is writes none.
+    pub mrr_cents: i64,
+    /// JSON of the `Discount` the current period was billed with (what MRR counts: a
+    /// discount's change applies from the next period); NULL: none.
+    pub period_discount: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

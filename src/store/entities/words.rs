@@ -8,6 +8,8 @@ use crate::domain::charge_status::{ChargeStatus, RefundStatus};
 use crate::domain::decline::Decline;
 use crate::domain::dian::{DianDocumentKind, DianStatus, DianWaiting, Environment};
 use crate::domain::discount::Duration;
+use crate::domain::event_type::EventType;
+use crate::domain::mrr::{MovementReason, MovementType};
 use crate::domain::subscription::Status;
 use crate::domain::tax::TaxCode;
 use crate::domain::time::Cycle;
@@ -93,5 +95,8 @@ text_columns!(
     DianStatus,
     DianDocumentKind,
     DianWaiting,
-    Environment
+    Environment,
+    EventType,
+    MovementType,
+    MovementReason
 );
