@@ -293,6 +293,7 @@ pub async fn run(
         runtime.clock().clone(),
         Arc::clone(&config),
         Some(Arc::clone(&whatsapp_sandbox)),
+        Some(runtime.backlog()),
     )?;
     // On PostgreSQL every node counts against the same windows (`store::rate_windows`).
     let limiter = Arc::new(RateLimiter::new(&store));

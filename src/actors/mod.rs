@@ -28,7 +28,7 @@ use tree::{ActorStats, KindRegistry, KindView, Tree};
 
 pub use endpoint::spawn_webhooks;
 pub use scheduler::CONCURRENCY as RENEWALS_AT_ONCE;
-pub use scheduler::{Arm, spawn_background};
+pub use scheduler::{Arm, Backlog, spawn_background};
 use subscription::SubscriptionActor;
 pub use subscription::in_flight::InFlight;
 pub use subscription::messages::{ActionError, ActionOutcome, Command, Request, SubscriptionMsg};
@@ -74,6 +74,8 @@ struct Inner {
     /// were set behind its marks: `Runtime::wake_paused`), and the signal that some wait.
     rescans: std::sync::Mutex<std::collections::BTreeSet<AccountId>>,
     rescan: tokio::sync::Notify,
+    /// The renewals the scheduler has armed and not yet handed out (`scheduler::Backlog`).
+    backlog: scheduler::Backlog,
 }
 
 /// The handle every part of the service uses to reach subscription actors.
@@ -117,6 +119,7 @@ impl Runtime {
             forwarder,
             rescans: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             rescan: tokio::sync::Notify::new(),
+            backlog: scheduler::Backlog::default(),
         });
         Ok((Self { inner }, receiver))
     }
@@ -256,6 +259,11 @@ impl Runtime {
 
     pub fn clock(&self) -> &Clock {
         &self.inner.clock
+    }
+
+    /// How many renewals this node's scheduler holds due or about to be (a burst's size).
+    pub fn backlog(&self) -> scheduler::Backlog {
+        self.inner.backlog.clone()
     }
 
     pub fn charger(&self) -> &Charger {

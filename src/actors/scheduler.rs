@@ -35,6 +35,18 @@ const FULL_RESCAN: Duration = Duration::from_secs(30);
 /// burst stopped at about 3,400 renewals/s with a fifth of the machine idle, every renewal
 /// waiting its turn rather than the writer working (see benches/README.md, step 9).
 pub const CONCURRENCY: usize = 256;
+
+/// The timers this node's scheduler holds armed within its window: due now or in the next
+/// seconds, not yet handed to their actors. Large while a burst of renewals runs; the
+/// notices' worker holds its sends back meanwhile (decision 0084).
+#[derive(Clone, Debug, Default)]
+pub struct Backlog(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Backlog {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 /// The most expired timers whose renewals' reads are prefetched together.
 const PREFETCH_BATCH: usize = 256;
 /// Batches of expired timers being read or handed out at once: while one batch's renewals
@@ -180,7 +192,11 @@ async fn schedule(
     let (pages_tx, mut pages) = mpsc::channel(2);
     let mut loader = tokio::task::JoinSet::new();
     loader.spawn(load_loop(runtime.clone(), pages_tx));
-    metrics::gauge!("timer_queue_depth").set(0.0);
+    let depth = |window: &Window| {
+        depth(&window);
+        runtime.inner.backlog.0.store(window.queue.len(), Ordering::Relaxed);
+    };
+    depth(&window);
     loop {
         tokio::select! {
             Some(expired) = std::future::poll_fn(|cx| window.queue.poll_expired(cx)), if !window.queue.is_empty() => {
@@ -201,7 +217,7 @@ async fn schedule(
                 for id in &batch {
                     window.keys.remove(id);
                 }
-                metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
+                depth(&window);
                 // A shard given away since the timer was loaded: its new owner loads it.
                 batch.retain(|id| runtime.owns(id.as_str()));
                 // One batch's reads overlap the previous batch's renewals: the loop waits
@@ -215,7 +231,7 @@ async fn schedule(
             Some(arm) = arms.recv() => {
                 if arm.delay <= WINDOW {
                     window.arm(arm.subscription_id, arm.delay);
-                    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
+                    depth(&window);
                 }
             }
             Some(load) = pages.recv() => match load {
@@ -224,7 +240,7 @@ async fn schedule(
                     for (id, at) in rows {
                         window.arm(id, at.saturating_duration_since(now));
                     }
-                    metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
+                    depth(&window);
                 }
                 Load::Done => ready.store(true, Ordering::Release),
             },

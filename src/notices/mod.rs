@@ -45,6 +45,12 @@ const LEASE_MS: i64 = 120_000;
 const BACKOFF_MS: [i64; 5] = [60_000, 300_000, 900_000, 1_800_000, 3_600_000];
 /// After this many unknown outcomes a notice is `failed`.
 pub const MAX_ATTEMPTS: i32 = 6;
+/// While the scheduler holds this many renewals armed (a burst), the worker's passes wait
+/// (decision 0084): each send is three write transactions beside the renewals' batches.
+const HOLD_ABOVE: usize = 1_000;
+/// The longest the passes wait in a row: then one runs, so that a burst that never ends still
+/// lets notices through, a batch at a time.
+const MAX_HOLD: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 pub struct Notices(Arc<Inner>);
@@ -61,6 +67,8 @@ struct Inner {
     marks: reminders::Marks,
     /// How WhatsApp messages leave.
     whatsapp: whatsapp::Reach,
+    /// The renewals this node's scheduler holds (`None`: nothing holds the passes back).
+    backlog: Option<crate::actors::Backlog>,
 }
 
 impl Notices {
@@ -71,6 +79,7 @@ impl Notices {
         clock: Clock,
         config: Arc<Config>,
         sandbox: Option<Arc<crate::whatsapp::sandbox::SandboxWhatsapp>>,
+        backlog: Option<crate::actors::Backlog>,
     ) -> reqwest::Result<Self> {
         let timeout = Duration::from_millis(config.smtp_timeout_ms.max(100));
         let whatsapp = whatsapp::Reach::new(&config, sandbox)?;
@@ -82,13 +91,22 @@ impl Notices {
             timeout,
             marks: reminders::Marks::default(),
             whatsapp,
+            backlog,
         })))
     }
 
     /// Sends what falls due, every `interval`, until `stop` changes.
     async fn run(self, interval: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
         let mut reminded_at: Option<tokio::time::Instant> = None;
+        let mut held_since = None;
         loop {
+            let backlog = self.0.backlog.as_ref().map_or(0, crate::actors::Backlog::get);
+            if holds(backlog, &mut held_since, tokio::time::Instant::now()) {
+                tokio::select! {
+                    _ = tokio::time::sleep(interval) => continue,
+                    _ = stop.changed() => return,
+                }
+            }
             if reminded_at.is_none_or(|at| at.elapsed() >= reminders::EVERY) {
                 reminded_at = Some(tokio::time::Instant::now());
                 if let Err(err) = self.remind(None).await {
@@ -337,6 +355,26 @@ pub const ONE_CHANNEL_A_WEEK: &str =
 
 /// An attempt whose outcome is unknown: tried again after the backoff, `failed` once out of
 /// attempts.
+/// Whether the worker's pass waits for a burst of `backlog` renewals to drain: from the first
+/// pass that sees `HOLD_ABOVE` of them (`held_since`), for at most `MAX_HOLD` in a row.
+fn holds(
+    backlog: usize,
+    held_since: &mut Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+) -> bool {
+    if backlog < HOLD_ABOVE {
+        *held_since = None;
+        return false;
+    }
+    let since = *held_since.get_or_insert(now);
+    if now.duration_since(since) >= MAX_HOLD {
+        // One pass now; the wait starts again after it.
+        *held_since = None;
+        return false;
+    }
+    true
+}
+
 fn unknown(notice: &Notice, now: i64, why: String, recipient: String) -> NoticeEnd {
     if notice.attempts >= MAX_ATTEMPTS {
         return NoticeEnd::Failed {
@@ -423,6 +461,28 @@ mod tests {
         }
     }
 
+    /// A burst holds the passes back, never for longer than `MAX_HOLD` in a row; a small
+    /// backlog (a day's ordinary renewals) never does.
+    #[test]
+    fn a_burst_holds_the_passes_for_at_most_max_hold_at_a_time() {
+        let start = tokio::time::Instant::now();
+        let mut since = None;
+        assert!(!holds(HOLD_ABOVE - 1, &mut since, start));
+        assert!(holds(HOLD_ABOVE, &mut since, start));
+        let almost = start + MAX_HOLD - Duration::from_millis(1);
+        assert!(holds(100_000, &mut since, almost));
+        // The bound: one pass runs, then the wait starts again.
+        assert!(!holds(100_000, &mut since, start + MAX_HOLD));
+        assert!(holds(100_000, &mut since, start + MAX_HOLD));
+        assert!(holds(100_000, &mut since, start + MAX_HOLD * 2 - Duration::from_millis(1)));
+        assert!(!holds(100_000, &mut since, start + MAX_HOLD * 2));
+        // The burst drained: passes run at once, and a new burst waits from its own start.
+        assert!(!holds(0, &mut since, start + MAX_HOLD * 2));
+        let later = start + MAX_HOLD * 5;
+        assert!(holds(HOLD_ABOVE, &mut since, later));
+        assert!(holds(HOLD_ABOVE, &mut since, later + MAX_HOLD / 2));
+    }
+
     /// Two collection messages to one customer attempted at once (two workers, two declines
     /// due at one instant): before either is sent, only one may go that day, and the week
     /// keeps its first channel. Deciding by the notices already `sent` let both go.
@@ -452,7 +512,8 @@ mod tests {
             .expect("account");
         let config = Arc::new(Config::new("sqlite::memory:"));
         let notices =
-            Notices::new(store.clone(), Clock::new(store.clone()), config, None).expect("notices");
+            Notices::new(store.clone(), Clock::new(store.clone()), config, None, None)
+                .expect("notices");
         let customer = CustomerId::generate();
         let first = failed_payment(&account, &customer, "email");
         let second = failed_payment(&account, &customer, "email");
