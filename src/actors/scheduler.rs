@@ -192,8 +192,9 @@ async fn schedule(
     let (pages_tx, mut pages) = mpsc::channel(2);
     let mut loader = tokio::task::JoinSet::new();
     loader.spawn(load_loop(runtime.clone(), pages_tx));
+    // The window's size, as a gauge and as the backlog the notices' worker reads.
     let depth = |window: &Window| {
-        depth(&window);
+        metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
         runtime.inner.backlog.0.store(window.queue.len(), Ordering::Relaxed);
     };
     depth(&window);
