@@ -195,7 +195,11 @@ async fn schedule(
     // The window's size, as a gauge and as the backlog the notices' worker reads.
     let depth = |window: &Window| {
         metrics::gauge!("timer_queue_depth").set(window.queue.len() as f64);
-        runtime.inner.backlog.0.store(window.queue.len(), Ordering::Relaxed);
+        runtime
+            .inner
+            .backlog
+            .0
+            .store(window.queue.len(), Ordering::Relaxed);
     };
     depth(&window);
     loop {

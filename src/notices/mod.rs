@@ -100,7 +100,11 @@ impl Notices {
         let mut reminded_at: Option<tokio::time::Instant> = None;
         let mut held_since = None;
         loop {
-            let backlog = self.0.backlog.as_ref().map_or(0, crate::actors::Backlog::get);
+            let backlog = self
+                .0
+                .backlog
+                .as_ref()
+                .map_or(0, crate::actors::Backlog::get);
             if holds(backlog, &mut held_since, tokio::time::Instant::now()) {
                 tokio::select! {
                     _ = tokio::time::sleep(interval) => continue,
@@ -474,7 +478,11 @@ mod tests {
         // The bound: one pass runs, then the wait starts again.
         assert!(!holds(100_000, &mut since, start + MAX_HOLD));
         assert!(holds(100_000, &mut since, start + MAX_HOLD));
-        assert!(holds(100_000, &mut since, start + MAX_HOLD * 2 - Duration::from_millis(1)));
+        assert!(holds(
+            100_000,
+            &mut since,
+            start + MAX_HOLD * 2 - Duration::from_millis(1)
+        ));
         assert!(!holds(100_000, &mut since, start + MAX_HOLD * 2));
         // The burst drained: passes run at once, and a new burst waits from its own start.
         assert!(!holds(0, &mut since, start + MAX_HOLD * 2));
@@ -511,9 +519,8 @@ mod tests {
             .await
             .expect("account");
         let config = Arc::new(Config::new("sqlite::memory:"));
-        let notices =
-            Notices::new(store.clone(), Clock::new(store.clone()), config, None, None)
-                .expect("notices");
+        let notices = Notices::new(store.clone(), Clock::new(store.clone()), config, None, None)
+            .expect("notices");
         let customer = CustomerId::generate();
         let first = failed_payment(&account, &customer, "email");
         let second = failed_payment(&account, &customer, "email");
