@@ -32,6 +32,18 @@ pub struct DianSummary {
     pub unique_code: Option<String>,
 }
 
+/// The rows after `(at, last)` in `(issued_at, id)` order: a keyset page's start.
+fn issued_after<C: ColumnTrait>(
+    issued_at: C,
+    id: C,
+    at: i64,
+    last: impl Into<sea_orm::Value>,
+) -> Condition {
+    Condition::any()
+        .add(issued_at.gt(at))
+        .add(Condition::all().add(issued_at.eq(at)).add(id.gt(last)))
+}
+
 /// `condition` narrowed to `bounds` on `column`.
 pub(super) fn within<C: ColumnTrait>(
     condition: Condition,
@@ -63,13 +75,7 @@ impl Store {
             .filter(Column::IssuedAt.gte(window.start_ms))
             .filter(Column::IssuedAt.lt(window.end_ms));
         if let Some((at, id)) = after {
-            select = select.filter(
-                Condition::any().add(Column::IssuedAt.gt(*at)).add(
-                    Condition::all()
-                        .add(Column::IssuedAt.eq(*at))
-                        .add(Column::Id.gt(id.clone())),
-                ),
-            );
+            select = select.filter(issued_after(Column::IssuedAt, Column::Id, *at, id.clone()));
         }
         Ok(select
             .order_by_asc(Column::IssuedAt)
@@ -93,13 +99,7 @@ impl Store {
             .filter(Column::IssuedAt.gte(window.start_ms))
             .filter(Column::IssuedAt.lt(window.end_ms));
         if let Some((at, id)) = after {
-            select = select.filter(
-                Condition::any().add(Column::IssuedAt.gt(*at)).add(
-                    Condition::all()
-                        .add(Column::IssuedAt.eq(*at))
-                        .add(Column::Id.gt(id.clone())),
-                ),
-            );
+            select = select.filter(issued_after(Column::IssuedAt, Column::Id, *at, id.clone()));
         }
         Ok(select
             .order_by_asc(Column::IssuedAt)
