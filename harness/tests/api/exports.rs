@@ -115,7 +115,7 @@ pub(crate) fn parse_csv(bytes: &[u8]) -> (Vec<String>, Vec<BTreeMap<String, Stri
 }
 
 /// The files of a ZIP as Python's `zipfile` reads them (testing each one's CRC), extracted:
-/// name → content.
+/// name → content. A name in it twice fails the test.
 pub(crate) fn unzip(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
     let path = scratch("export.zip");
     std::fs::write(&path, bytes).expect("write");
@@ -124,6 +124,8 @@ pub(crate) fn unzip(bytes: &[u8]) -> BTreeMap<String, Vec<u8>> {
         "import json, sys, zipfile\n\
          with zipfile.ZipFile(sys.argv[1]) as z:\n\
          \x20   assert z.testzip() is None\n\
+         \x20   names = z.namelist()\n\
+         \x20   assert len(names) == len(set(names)), 'a name twice: %s' % names\n\
          \x20   z.extractall(sys.argv[2])\n\
          \x20   print(json.dumps(z.namelist()))",
         &[path.to_str().expect("path"), out.to_str().expect("path")],

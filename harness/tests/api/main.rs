@@ -28,6 +28,7 @@ mod dian_filing;
 mod dunning;
 mod exports;
 mod exports_dian;
+mod exports_pages;
 mod generated_client;
 mod hostile_input;
 
