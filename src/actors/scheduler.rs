@@ -47,6 +47,7 @@ impl Backlog {
         self.0.load(Ordering::Relaxed)
     }
 }
+
 /// The most expired timers whose renewals' reads are prefetched together.
 const PREFETCH_BATCH: usize = 256;
 /// Batches of expired timers being read or handed out at once: while one batch's renewals
