@@ -83,6 +83,8 @@ id_type! {
     NumberingRangeId => "nr_",
     NoticeId => "ntc_",
     MrrMovementId => "mrm_",
+    ConsoleUserId => "csu_",
+    ConsoleActionId => "csa_",
 }
 
 /// The id of a `catalog_items` row: plans and add-ons share one table (decision 0004), and

@@ -52,6 +52,7 @@ mod m20261203_000030_whatsapp_statuses;
 mod m20261204_000031_documents_by_issue;
 mod m20261204_000032_mrr;
 mod m20261204_000033_collection_slots;
+mod m20261205_000034_console;
 
 pub struct Migrator;
 
@@ -91,6 +92,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000031_documents_by_issue::Migration),
             Box::new(m20261204_000032_mrr::Migration),
             Box::new(m20261204_000033_collection_slots::Migration),
+            Box::new(m20261205_000034_console::Migration),
         ]
     }
 }

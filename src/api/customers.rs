@@ -186,7 +186,7 @@ impl From<Customer> for CustomerOut {
     }
 }
 
-fn parse_email(raw: &str) -> ApiResult<String> {
+pub(crate) fn parse_email(raw: &str) -> ApiResult<String> {
     Email::parse(raw)
         .map(Email::into_string)
         .map_err(|why| ApiError::bad_request(format!("email {why}.")).param("email"))

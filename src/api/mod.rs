@@ -9,6 +9,7 @@ pub mod balance;
 pub mod catalog;
 pub mod charges;
 pub mod checkout_sessions;
+pub mod console;
 pub mod coupons;
 pub mod customers;
 pub mod dashboard;
@@ -86,6 +87,7 @@ pub fn app(state: AppState) -> Router {
         // in docs/portal.md).
         .merge(dashboard::router())
         .merge(portal::customer_router(&state))
+        .merge(console::pages(&state, inner_api(&state)))
         // Between the nodes of a cluster, behind the cluster's secret.
         .merge(internal::router())
         // The processor's protocol, not our API: outside the OpenAPI document.
@@ -169,9 +171,10 @@ pub fn app(state: AppState) -> Router {
         ]))
 }
 
-/// Every documented route, grouped by how it authenticates.
-pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
-    let mut v1 = OpenApiRouter::new()
+/// The `/v1` routes, before any layer: what an API key reaches, and what the console reaches
+/// through `console::InnerApi` in the name of its signed-in person.
+fn v1_routes(state: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .merge(accounts::router())
         .merge(catalog::router())
         .merge(coupons::router())
@@ -193,6 +196,12 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(events::router())
         .merge(test_clock::router())
         .merge(webhook_endpoints::router())
+        .merge(console::router())
+}
+
+/// Every documented route, grouped by how it authenticates.
+pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
+    let mut v1 = v1_routes(state)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::http::layers::idempotent_posts,
@@ -225,6 +234,18 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
         .merge(crate::checkout::router())
         .merge(crate::documents::router())
         .merge(probes::router())
+}
+
+/// The `/v1` routes with the API's Idempotency-Keys and no credential of their own: the
+/// console's requests arrive here with their `Caller` (and Idempotency scope) already set.
+fn inner_api(state: &AppState) -> console::InnerApi {
+    let (router, _) = v1_routes(state)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::layers::idempotent_posts,
+        ))
+        .split_for_parts();
+    console::InnerApi::new(router.with_state(state.clone()))
 }
 
 /// The OpenAPI document, for tools that want it without a server.

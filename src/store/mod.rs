@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod charges;
 pub mod checkout;
 pub mod cluster;
+pub mod console;
 pub mod coupons;
 pub mod credit_notes;
 mod dashboard_sessions;

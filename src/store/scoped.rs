@@ -8,10 +8,11 @@
 
 use super::entities::{
     balance_transaction, catalog_item, charge_attempt, charge_conflict, charge_recheck,
-    checkout_session, collection_slot, coupon, credit_note, customer, dian_document, dian_range,
-    event, first_purchase, idempotency_key, invoice, invoice_series, mrr_movement, notice,
-    pay_link, payment_method, portal_action, portal_session, processor_event, promotion_code,
-    refund, subscription, subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
+    checkout_session, collection_slot, console_action, console_invitation, console_session,
+    console_user, coupon, credit_note, customer, dian_document, dian_range, event, first_purchase,
+    idempotency_key, invoice, invoice_series, mrr_movement, notice, pay_link, payment_method,
+    portal_action, portal_session, processor_event, promotion_code, refund, subscription,
+    subscription_addon, webhook_attempt, webhook_delivery, webhook_endpoint,
 };
 use crate::ids::AccountId;
 use sea_orm::{ColumnTrait, Condition, EntityTrait, PrimaryKeyTrait, QueryFilter, Select};
@@ -53,6 +54,10 @@ scoped!(
     charge_recheck,
     checkout_session,
     collection_slot,
+    console_action,
+    console_invitation,
+    console_session,
+    console_user,
     coupon,
     credit_note,
     customer,

@@ -4,6 +4,7 @@
 //! ledger's, as `GET /v1/revenue/summary` gives them: the line ends at the summary's
 //! `mrr_end_cents`, and the bars are its movements.
 
+use crate::checkout::i18n::Locale;
 use crate::documents::charts::{movement_bars, mrr_line};
 use crate::domain::money::pesos;
 use crate::domain::mrr::colombian_month;
@@ -16,7 +17,7 @@ use crate::store::accounts::Account;
 pub(super) const MONTHS: u32 = 12;
 
 /// What the revenue section shows of one account.
-pub(super) struct RevenueView {
+pub(crate) struct RevenueView {
     pub account: String,
     pub name: String,
     /// The accounts to choose from: id and name.
@@ -32,11 +33,13 @@ pub(super) struct RevenueView {
 
 /// The section for `chosen` of `accounts` (the first when none or an unknown one is chosen);
 /// none when there is no account.
-pub(super) async fn revenue(
+pub(crate) async fn revenue(
     state: &AppState,
     accounts: &[Account],
     chosen: Option<&str>,
+    locale: Locale,
 ) -> Result<Option<RevenueView>, ApiError> {
+    let spanish = locale == Locale::Es;
     let Some(account) = chosen
         .and_then(|id| accounts.iter().find(|a| a.id.as_str() == id))
         .or_else(|| accounts.first())
@@ -52,7 +55,7 @@ pub(super) async fn revenue(
         let Some((_, end)) = colombian_month(y, m) else {
             continue;
         };
-        months.push((month_label(y, m), end.min(now + 1)));
+        months.push((month_label(y, m, locale), end.min(now + 1)));
     }
     let instants: Vec<i64> = months.iter().map(|(_, at)| *at).collect();
     let mrr = state.store.mrr_at(id, &instants).await?;
@@ -71,24 +74,60 @@ pub(super) async fn revenue(
         Some(bounds) => state.store.revenue_summary(id, bounds, now).await?,
         None => Default::default(),
     };
-    let bars = vec![
-        ("new".to_owned(), summary.new_cents),
-        ("expansion".to_owned(), summary.expansion_cents),
-        ("reactivation".to_owned(), summary.reactivation_cents),
-        ("contraction".to_owned(), -summary.contraction_cents),
-        ("churn: left".to_owned(), -summary.churn_voluntary_cents),
-        (
-            "churn: failed".to_owned(),
-            -summary.churn_failed_payment_cents,
-        ),
+    let words: [&str; 6] = if spanish {
+        [
+            "nuevas",
+            "expansión",
+            "reactivación",
+            "contracción",
+            "bajas: voluntarias",
+            "bajas: pago fallido",
+        ]
+    } else {
+        [
+            "new",
+            "expansion",
+            "reactivation",
+            "contraction",
+            "churn: left",
+            "churn: failed",
+        ]
+    };
+    let amounts = [
+        summary.new_cents,
+        summary.expansion_cents,
+        summary.reactivation_cents,
+        -summary.contraction_cents,
+        -summary.churn_voluntary_cents,
+        -summary.churn_failed_payment_cents,
     ];
-    let this_month = month_label(year, month);
+    let bars: Vec<(String, i64)> = words
+        .iter()
+        .map(|word| (*word).to_owned())
+        .zip(amounts)
+        .collect();
+    let this_month = month_label(year, month, locale);
     Ok(Some(RevenueView {
         mrr_chart: mrr_line(
             &axis,
-            &format!("MRR at the end of each of the last {MONTHS} months, {this_month} as of now"),
+            &if spanish {
+                format!(
+                    "MRR al final de cada uno de los últimos {MONTHS} meses, {this_month} hasta hoy"
+                )
+            } else {
+                format!(
+                    "MRR at the end of each of the last {MONTHS} months, {this_month} as of now"
+                )
+            },
         ),
-        movements_chart: movement_bars(&bars, &format!("MRR movements of {this_month}")),
+        movements_chart: movement_bars(
+            &bars,
+            &if spanish {
+                format!("Movimientos del MRR de {this_month}")
+            } else {
+                format!("MRR movements of {this_month}")
+            },
+        ),
         months: points
             .iter()
             .map(|(label, cents)| (label.clone(), pesos(*cents)))
@@ -123,11 +162,15 @@ fn months_before(year: i32, month: u32, back: u32) -> (i32, u32) {
     )
 }
 
-fn month_label(year: i32, month: u32) -> String {
+fn month_label(year: i32, month: u32, locale: Locale) -> String {
     const NAMES: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
-    let name = NAMES[usize::try_from(month.clamp(1, 12) - 1).unwrap_or(0)];
+    const NOMBRES: [&str; 12] = [
+        "ene", "feb", "mar", "abr", "may", "jun", "jul", "ago", "sep", "oct", "nov", "dic",
+    ];
+    let names = if locale == Locale::Es { NOMBRES } else { NAMES };
+    let name = names[usize::try_from(month.clamp(1, 12) - 1).unwrap_or(0)];
     format!("{name} {:02}", year.rem_euclid(100))
 }
 
@@ -142,7 +185,8 @@ mod tests {
         assert_eq!(months_before(2026, 3, 3), (2025, 12));
         assert_eq!(months_before(2026, 1, 11), (2025, 2));
         assert_eq!(months_before(2026, 1, 25), (2023, 12));
-        assert_eq!(month_label(2025, 12), "Dec 25");
+        assert_eq!(month_label(2025, 12, Locale::En), "Dec 25");
+        assert_eq!(month_label(2025, 12, Locale::Es), "dic 25");
     }
 
     #[test]

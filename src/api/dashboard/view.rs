@@ -133,7 +133,13 @@ pub(super) async fn page(
     let tree = state.runtime.tree();
     let counts = tree.counts();
     let all_accounts = store.all_accounts().await?;
-    let revenue = revenue(state, &all_accounts, account).await?;
+    let revenue = revenue(
+        state,
+        &all_accounts,
+        account,
+        crate::checkout::i18n::Locale::En,
+    )
+    .await?;
     let page = Page {
         csrf: csrf.to_owned(),
         notice: notice.map(str::to_owned),

@@ -403,6 +403,10 @@ pub fn portal_flow() -> Object {
     strings(crate::domain::portal::FlowKind::WORDS, false)
 }
 
+pub fn console_role() -> Object {
+    strings(&crate::api::console::Role::WORDS, false)
+}
+
 pub fn optional_locale() -> Object {
     strings(&["es", "en"], true)
 }

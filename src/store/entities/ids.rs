@@ -9,10 +9,10 @@
 
 use crate::ids::{
     AccountId, AddonId, AttemptId, BalanceTransactionId, CatalogItemId, ChargeAttemptId,
-    ChargeConflictId, CheckoutSessionId, CouponId, CreditNoteId, CustomerId, DeliveryId,
-    DocumentId, EventId, InvoiceId, MrrMovementId, NoticeId, NumberingRangeId, PaymentMethodId,
-    PlanId, PortalActionId, PortalSessionId, PromotionCodeId, RefundId, SubscriptionId,
-    WebhookEndpointId,
+    ChargeConflictId, CheckoutSessionId, ConsoleActionId, ConsoleUserId, CouponId, CreditNoteId,
+    CustomerId, DeliveryId, DocumentId, EventId, InvoiceId, MrrMovementId, NoticeId,
+    NumberingRangeId, PaymentMethodId, PlanId, PortalActionId, PortalSessionId, PromotionCodeId,
+    RefundId, SubscriptionId, WebhookEndpointId,
 };
 
 /// A stored string that is not an id of the column's type (a catalog item's with neither a
@@ -132,6 +132,8 @@ id_columns!(
     NumberingRangeId,
     NoticeId,
     MrrMovementId,
+    ConsoleUserId,
+    ConsoleActionId,
 );
 
 text_id_column!(CatalogItemId, |raw| CatalogItemId::parse(&raw).ok_or(raw));
