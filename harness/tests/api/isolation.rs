@@ -141,8 +141,19 @@ async fn populate(app: &TestApp, receiver: &Receiver) -> Objects {
         !data.is_empty() && data.iter().all(|d| d["status"] == "delivered")
     })
     .await;
+    // A person invited, who has not set their password (so the walk may re-invite them).
+    let (status, person) = read(
+        app.post(
+            "/v1/console-users",
+            json!({"email": format!("{}@example.co", app.account_id), "role": "accountant"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 201, "{person}");
     Objects::from([
         (Kind::Account, app.account_id.clone()),
+        (Kind::ConsoleUser, id(&person)),
         (Kind::Plan, shop.plan),
         (Kind::Addon, id(&addon)),
         (Kind::Customer, shop.customer),

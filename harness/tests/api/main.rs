@@ -17,6 +17,8 @@ mod checkout_payment;
 mod cluster;
 mod cluster_handover;
 mod cluster_nodes;
+mod console;
+mod console_browser;
 mod conventions;
 mod coupons;
 mod crash;

@@ -183,7 +183,13 @@ async fn home_page(
         locale,
     )
     .await?;
-    let summary = api.get(caller, "/v1/revenue/summary").await?;
+    let this_month = crate::domain::time::from_millis(caller.now_ms)
+        .with_timezone(&crate::domain::dian::COLOMBIA)
+        .format("%Y-%m")
+        .to_string();
+    let summary = api
+        .get(caller, &format!("/v1/revenue/summary?month={this_month}"))
+        .await?;
     let balance = api.get(caller, "/v1/balance").await?;
     let available = int(&balance, "available_cents");
     let ranges = api
@@ -221,7 +227,7 @@ async fn home_page(
         .collect();
     let week_ago = caller.now_ms - 7 * 86_400_000;
     let failed_charges = api
-        .get(caller, "/v1/charges?status=failed&limit=100")
+        .get(caller, "/v1/charges?status=declined&limit=100")
         .await?;
     let mut failed = Vec::new();
     for charge in items(&failed_charges) {
@@ -385,8 +391,8 @@ pub struct DocRow {
 /// How a subscription's status reads, and the badge's class.
 pub fn status_words(t: Tr, status: &str) -> (String, &'static str) {
     let class = match status {
-        "past_due" | "unpaid" => "bad",
-        "canceled" | "paused" | "incomplete_expired" => "off",
+        "past_due" | "paused_insufficient_balance" => "bad",
+        "canceled" | "paused" => "off",
         _ => "",
     };
     let key = format!("status_{status}");

@@ -137,7 +137,7 @@ pub async fn render(
                     .unwrap_or(&state)
                     .to_owned(),
                 refunded: money(refunded, locale),
-                refundable: state == "succeeded" && refunded < amount,
+                refundable: state == "approved" && refunded < amount,
                 refundable_left: format!("{:.2}", (amount - refunded) as f64 / 100.0),
             }
         })

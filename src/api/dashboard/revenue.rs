@@ -106,6 +106,14 @@ pub(crate) async fn revenue(
         .map(|word| (*word).to_owned())
         .zip(amounts)
         .collect();
+    // The operator's dashboard keeps plain figures; a person's page, their language's.
+    let shown = |cents: i64| {
+        if spanish {
+            crate::documents::sheet::money(cents, locale)
+        } else {
+            pesos(cents)
+        }
+    };
     let this_month = month_label(year, month, locale);
     Ok(Some(RevenueView {
         mrr_chart: mrr_line(
@@ -130,11 +138,11 @@ pub(crate) async fn revenue(
         ),
         months: points
             .iter()
-            .map(|(label, cents)| (label.clone(), pesos(*cents)))
+            .map(|(label, cents)| (label.clone(), shown(*cents)))
             .collect(),
         movements: bars
             .iter()
-            .map(|(label, cents)| (label.clone(), pesos(*cents)))
+            .map(|(label, cents)| (label.clone(), shown(*cents)))
             .collect(),
         account: id.as_str().to_owned(),
         name: account.name.clone(),

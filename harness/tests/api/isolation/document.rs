@@ -26,6 +26,7 @@ pub(super) enum Kind {
     Coupon,
     PromotionCode,
     Notice,
+    ConsoleUser,
 }
 
 impl Kind {
@@ -61,6 +62,7 @@ impl Kind {
             "coupons" => Some(Kind::Coupon),
             "promotion-codes" => Some(Kind::PromotionCode),
             "notices" => Some(Kind::Notice),
+            "console-users" => Some(Kind::ConsoleUser),
             _ => None,
         };
         by_name.or_else(by_collection).unwrap_or_else(|| {
@@ -91,6 +93,7 @@ impl Kind {
             Kind::Coupon => ids::CouponId::generate().into_string(),
             Kind::PromotionCode => ids::PromotionCodeId::generate().into_string(),
             Kind::Notice => ids::NoticeId::generate().into_string(),
+            Kind::ConsoleUser => ids::ConsoleUserId::generate().into_string(),
         }
     }
 }
@@ -136,6 +139,8 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
         ("post", "/v1/subscriptions") => json!({"customer_id": "@Customer", "plan_id": "@Plan",
             "cycle": "monthly", "payment_method_id": "@PaymentMethod", "coupon_id": "@Coupon"}),
         ("post", "/v1/portal-sessions") => json!({"customer_id": "@Customer"}),
+        ("post", "/v1/console-users/{id}/invitation") => json!({}),
+        ("post", "/v1/console-users") => json!({"email": "isolated@example.co", "role": "support"}),
         ("post", "/v1/checkout-sessions") => {
             json!({"plan_id": "@Plan", "cycle": "monthly", "customer_id": "@Customer"})
         }
