@@ -10,6 +10,7 @@ pub mod charge_purpose;
 pub mod charge_status;
 pub mod checkout;
 pub mod collection_hours;
+pub mod console;
 pub mod decline;
 pub mod dian;
 pub mod discount;

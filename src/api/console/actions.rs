@@ -8,8 +8,8 @@
 //! click, a reload) replays the first answer instead of acting twice. The API's answer is
 //! added to the record and shown on the subscription's page.
 
+use super::frame::{Chrome, locale_of, page, problem};
 use super::i18n::Tr;
-use super::pages::{Chrome, locale_of, page, problem};
 use super::session::ConsoleCaller;
 use super::view::{is_id, message_of, money, text};
 use super::{InnerApi, Role};
@@ -154,7 +154,7 @@ async fn on_subscription(
     }
     match subscription_action(&state, &api, &caller, &id, &action, &form).await {
         Ok(response) => response,
-        Err(err) => super::pages::failed(&caller, err),
+        Err(err) => super::frame::failed(&caller, err),
     }
 }
 
@@ -508,7 +508,7 @@ async fn refund(
         .await
     }
     .await;
-    result.unwrap_or_else(|err| super::pages::failed(&caller, err))
+    result.unwrap_or_else(|err| super::frame::failed(&caller, err))
 }
 
 #[cfg(test)]

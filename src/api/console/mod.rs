@@ -6,13 +6,15 @@
 //! - `password`: argon2id hashes, computed on the blocking pool, a few at a time;
 //! - `session`: the cookie, the session row behind it, its CSRF token, and `ConsoleCaller`;
 //! - `sign_in`: the login, invitation and sign-out pages, with their limits;
-//! - `pages`, `subscription`: what people read: home, customers, a customer, a subscription,
-//!   invoices, exports, settings;
+//! - `frame`: what every page shares; `pages`, `subscription`, `documents`: what people read
+//!   (home, customers, a customer, a subscription; invoices, exports, settings);
 //! - `actions`: what people do, each checked against their role on the server, confirmed on a
 //!   page of its own, recorded with who took it, and sent to the API itself through
 //!   [`InnerApi`]: the same handlers, rules, events and Idempotency-Keys as an integrator's.
 
 mod actions;
+mod documents;
+mod frame;
 mod i18n;
 mod pages;
 mod password;
@@ -34,42 +36,8 @@ use axum::{Extension, Router};
 use serde_json::Value;
 use tower::ServiceExt;
 
+pub use crate::domain::console::Role;
 pub use users::router;
-
-/// What a person may do. An accountant reads and exports; support also acts on subscriptions
-/// and customers; only an admin refunds and changes settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    Accountant,
-    Support,
-    Admin,
-}
-
-impl Role {
-    pub const WORDS: [&'static str; 3] = ["admin", "support", "accountant"];
-
-    pub fn parse(word: &str) -> Option<Self> {
-        match word {
-            "admin" => Some(Role::Admin),
-            "support" => Some(Role::Support),
-            "accountant" => Some(Role::Accountant),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Support => "support",
-            Role::Accountant => "accountant",
-        }
-    }
-
-    /// Whether this role may do what `needed` may.
-    pub fn may(self, needed: Role) -> bool {
-        self >= needed
-    }
-}
 
 /// The `/v1` routes behind the API's Idempotency layer, with no credential of their own: the
 /// console calls them in the name of its signed-in person, whose account it sets as the
@@ -164,6 +132,7 @@ impl InnerApi {
 pub fn pages(state: &AppState, inner: InnerApi) -> Router<AppState> {
     sign_in::router()
         .merge(pages::router())
+        .merge(documents::router())
         .merge(subscription::router())
         .merge(actions::router())
         .layer(axum::middleware::from_fn_with_state(

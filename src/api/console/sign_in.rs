@@ -88,7 +88,7 @@ fn login_page(
         lang_query: if locale == Locale::En { "?lang=en" } else { "" },
         other_lang: if locale == Locale::En { "es" } else { "en" },
     };
-    let mut response = super::pages::page(status, body.render());
+    let mut response = super::frame::page(status, body.render());
     if let Ok(cookie) = cookie_header(state, LOGIN_COOKIE, &nonce, 3600) {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
@@ -207,8 +207,8 @@ async fn sign_out(
     everywhere: bool,
 ) -> Response {
     if !crate::http::pages::same_origin(headers) || !caller.csrf_ok(&form.csrf) {
-        let t = Tr(super::pages::locale_of(caller));
-        return super::pages::problem(
+        let t = Tr(super::frame::locale_of(caller));
+        return super::frame::problem(
             caller,
             StatusCode::FORBIDDEN,
             t.get("stale_form"),
@@ -230,7 +230,7 @@ async fn sign_out(
     if let Err(err) = ended {
         return ApiError::from(err).into_response();
     }
-    let locale = super::pages::locale_of(caller);
+    let locale = super::frame::locale_of(caller);
     let mut response = login_page(
         state,
         locale,
@@ -331,7 +331,7 @@ async fn invitation_page(
         (true, Some(_)) => StatusCode::BAD_REQUEST,
         (true, None) => StatusCode::OK,
     };
-    Ok(super::pages::page(status, body.render()))
+    Ok(super::frame::page(status, body.render()))
 }
 
 async fn invitation_form(State(state): State<AppState>, Path(token): Path<String>) -> Response {

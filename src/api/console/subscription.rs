@@ -3,8 +3,8 @@
 //! events, newest first, beside what people did through the console and who they were.
 //! Also the settings page's sections, read from the API.
 
+use super::frame::{Chrome, failed, locale_of, method_words, page, problem, status_words};
 use super::i18n::Tr;
-use super::pages::{Chrome, failed, locale_of, method_words, page, problem, status_words};
 use super::session::ConsoleCaller;
 use super::view::{day, int, is_id, items, moment, money, text};
 use super::{InnerApi, Role};
@@ -138,7 +138,7 @@ pub async fn render(
                     .to_owned(),
                 refunded: money(refunded, locale),
                 refundable: state == "approved" && refunded < amount,
-                refundable_left: format!("{:.2}", (amount - refunded) as f64 / 100.0),
+                refundable_left: money(amount - refunded, locale),
             }
         })
         .collect();
@@ -306,129 +306,4 @@ async fn console_actions(
         ));
     }
     Ok(out)
-}
-
-/// The settings page's sections (invoicing and DIAN, notices, portal) and the account's
-/// people, read from the API.
-pub async fn settings_sections(
-    api: &InnerApi,
-    caller: &ConsoleCaller,
-    t: Tr,
-) -> Result<
-    (
-        Vec<super::pages::SettingsSection>,
-        Vec<(String, &'static str, String)>,
-    ),
-    ApiError,
-> {
-    use super::pages::SettingsSection;
-    let locale = locale_of(caller);
-    let yes_no = |on: bool| t.get(if on { "on" } else { "off" }).to_owned();
-    let invoicing = api.get(caller, "/v1/account/invoicing").await?;
-    let dian = &invoicing["dian"];
-    let mut dian_lines = vec![
-        (t.get("legal_name"), text(&invoicing, "legal_name")),
-        ("NIT", text(&invoicing["nit"], "number")),
-        (t.get("tax_regime"), text(&invoicing, "tax_regime")),
-        ("DIAN", yes_no(dian["enabled"].as_bool() == Some(true))),
-    ];
-    let mut warnings = Vec::new();
-    if !dian.is_null() {
-        dian_lines.push((t.get("environment"), text(dian, "environment")));
-        dian_lines.push((
-            t.get("certificate_expires"),
-            day(&text(&dian["certificate"], "expires_at"), locale),
-        ));
-    }
-    let ranges = api
-        .get(caller, "/v1/account/invoicing/numbering-ranges")
-        .await?;
-    for range in items(&ranges) {
-        dian_lines.push((
-            t.get("numbering_range"),
-            format!(
-                "{} {}–{} · {} {} · {} {}",
-                text(&range, "prefix"),
-                int(&range, "from"),
-                int(&range, "to"),
-                t.get("remaining"),
-                int(&range, "remaining"),
-                t.get("valid_to"),
-                day(&text(&range, "valid_to"), locale)
-            ),
-        ));
-        if range["warning"].as_bool() == Some(true) {
-            warnings.push(format!(
-                "{} {}",
-                t.get("range_near_end"),
-                text(&range, "prefix")
-            ));
-        }
-    }
-    let notices = api.get(caller, "/v1/account/notices").await?;
-    let portal = api.get(caller, "/v1/account/portal").await?;
-    let sections = vec![
-        SettingsSection {
-            title: t.get("invoicing_and_dian"),
-            lines: dian_lines,
-            warnings,
-        },
-        SettingsSection {
-            title: t.get("notices"),
-            lines: vec![
-                (
-                    "E-mail",
-                    yes_no(notices["email"]["enabled"].as_bool() == Some(true)),
-                ),
-                (t.get("sender"), text(&notices["email"], "from_address")),
-                (
-                    "WhatsApp",
-                    yes_no(notices["whatsapp"]["enabled"].as_bool() == Some(true)),
-                ),
-                (t.get("language"), text(&notices, "locale")),
-            ],
-            warnings: Vec::new(),
-        },
-        SettingsSection {
-            title: t.get("portal"),
-            lines: vec![
-                (
-                    t.get("portal_cancel"),
-                    yes_no(portal["cancel"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_switch"),
-                    yes_no(portal["plan_switch"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_method"),
-                    yes_no(portal["payment_method_update"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_invoices"),
-                    yes_no(portal["invoice_history"]["enabled"].as_bool() == Some(true)),
-                ),
-            ],
-            warnings: Vec::new(),
-        },
-    ];
-    let people = items(&api.get(caller, "/v1/console-users").await?)
-        .iter()
-        .map(|person| {
-            let role = text(person, "role");
-            let status = text(person, "status");
-            (
-                text(person, "email"),
-                t.get(match role.as_str() {
-                    "admin" => "role_admin",
-                    "support" => "role_support",
-                    _ => "role_accountant",
-                }),
-                t.find(&format!("person_{status}"))
-                    .unwrap_or(&status)
-                    .to_owned(),
-            )
-        })
-        .collect();
-    Ok((sections, people))
 }

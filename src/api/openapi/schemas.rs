@@ -404,7 +404,7 @@ pub fn portal_flow() -> Object {
 }
 
 pub fn console_role() -> Object {
-    strings(&crate::api::console::Role::WORDS, false)
+    strings(&crate::domain::console::Role::WORDS, false)
 }
 
 pub fn optional_locale() -> Object {

@@ -15,6 +15,7 @@ pub struct Model {
     /// `cancel`, `pause`, `resume`, `charge_now`, `change_plan`, `refund`, `portal_link`.
     pub action: String,
     /// The subscription or charge it was taken on.
+    // raw id: a subscription's or a charge's, whichever the action was taken on.
     pub object_id: String,
     pub idempotency_key: String,
     pub status: Option<i32>,
