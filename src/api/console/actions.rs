@@ -52,6 +52,13 @@ pub struct ActionForm {
     subscription_id: Option<String>,
 }
 
+/// A select on a confirmation page: its field's name, its label, its options (value, words).
+type Choice = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+);
+
 #[derive(Template)]
 #[template(path = "api/console/templates/confirm.html")]
 struct ConfirmPage {
@@ -62,11 +69,7 @@ struct ConfirmPage {
     lines: Vec<String>,
     action: String,
     fields: Vec<(&'static str, String)>,
-    choice: Option<(
-        &'static str,
-        &'static str,
-        Vec<(&'static str, &'static str)>,
-    )>,
+    choice: Option<Choice>,
     note: Option<(&'static str, &'static str)>,
     button: &'static str,
     button_class: &'static str,

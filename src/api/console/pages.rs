@@ -23,7 +23,7 @@ use serde::Deserialize;
 const STYLE: &str = include_str!("assets/console.css");
 
 /// A balance under this many pesos' worth of fees is warned about (`GET /v1/balance`).
-const LOW_BALANCE_CENTS: i64 = 50_000_00;
+const LOW_BALANCE_CENTS: i64 = 5_000_000;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -165,7 +165,7 @@ pub async fn render(
     ids.extend(items(&charges_list).iter().map(|c| text(c, "id")));
     let done = console_actions(state, caller, &ids).await?;
     timeline.extend(done);
-    timeline.sort_by(|a, b| b.0.cmp(&a.0));
+    timeline.sort_by_key(|entry| std::cmp::Reverse(entry.0));
     let may_act = caller.role.may(Role::Support) && status_word != "canceled";
     let mut simple_actions = Vec::new();
     if may_act {
