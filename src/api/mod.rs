@@ -221,6 +221,7 @@ pub fn routes(state: &AppState) -> OpenApiRouter<AppState> {
     let mut admin = OpenApiRouter::new()
         .merge(accounts::admin_router())
         .merge(admin::admin_router())
+        .merge(console::admin_router())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             crate::http::layers::require_admin,

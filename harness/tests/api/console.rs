@@ -18,6 +18,8 @@ crate::db_tests!(
     an_admin_refunds_once_however_often_the_form_is_posted,
     an_accountant_reads_and_exports_but_cannot_act,
     a_person_finds_customers_and_never_another_accounts_objects,
+    a_portal_link_and_a_test_message_reach_a_real_mail_server,
+    an_operator_invites_an_accounts_first_admin,
 );
 
 pub(crate) const PASSWORD: &str = "una clave bien larga";
@@ -615,4 +617,121 @@ async fn a_person_finds_customers_and_never_another_accounts_objects(app: TestAp
         .await;
     assert_eq!(status, 404);
     assert_eq!(get(&app, &sub).await["cancel_at_period_end"], false);
+}
+
+async fn a_portal_link_and_a_test_message_reach_a_real_mail_server(app: TestApp) {
+    app.lift_rate_limit().await;
+    let (sub, _, _) = charged(&app).await;
+    let pablo = person(&app, "pablo@tienda.example.co", "support").await;
+    let (_, html) = pablo.page(&format!("/console/subscriptions/{sub}")).await;
+    let csrf = hidden(&html, "csrf");
+    let key = key_for(&html, "portal-link");
+    let path = format!("/console/subscriptions/{sub}/portal-link");
+    let (status, done) = pablo
+        .post(&path, &[("csrf", &csrf), ("key", &key), ("confirm", "yes")])
+        .await;
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        done.contains("La cuenta no envía correos"),
+        "an account without e-mail says so, with the link to send another way: {done}"
+    );
+    assert!(done.contains("/portal/bpt_"), "{done}");
+
+    let sink = crate::notices::SmtpSink::start();
+    crate::notices::turn_email_on(&app, &sink).await;
+    let (_, html) = pablo.page(&format!("/console/subscriptions/{sub}")).await;
+    let key = key_for(&html, "portal-link");
+    let (status, confirm) = pablo.post(&path, &[("csrf", &csrf), ("key", &key)]).await;
+    assert_eq!(status, 200);
+    assert!(
+        confirm.contains("¿Enviar el enlace del portal a ana@example.co"),
+        "{confirm}"
+    );
+    assert!(sink.messages().is_empty(), "nothing before it is confirmed");
+    let (status, done) = pablo
+        .post(&path, &[("csrf", &csrf), ("key", &key), ("confirm", "yes")])
+        .await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Correo enviado a ana@example.co"), "{done}");
+    let messages = sink.messages();
+    assert_eq!(messages.len(), 1);
+    let mail = String::from_utf8_lossy(&messages[0]).replace("=\r\n", "");
+    assert!(mail.contains("To: Ana <ana@example.co>"), "{mail}");
+    let start = mail.find("/portal/bpt_").expect("the link");
+    let token: String = mail[start + "/portal/".len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    let portal = app
+        .client
+        .get(app.url(&format!("/portal/{token}")))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(
+        portal.status(),
+        200,
+        "the link the customer got opens their portal"
+    );
+
+    let marta = person(&app, "marta@tienda.example.co", "admin").await;
+    let (status, settings) = marta.page("/console/settings").await;
+    assert_eq!(status, 200);
+    let key = key_for(&settings, "test-email");
+    let csrf = hidden(&settings, "csrf");
+    let (status, done) = marta
+        .post(
+            "/console/settings/test-email",
+            &[
+                ("csrf", &csrf),
+                ("key", &key),
+                ("to", "contador@tienda.example.co"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        done.contains("Correo enviado a contador@tienda.example.co"),
+        "{done}"
+    );
+    let messages = sink.messages();
+    assert_eq!(messages.len(), 2);
+    assert!(String::from_utf8_lossy(&messages[1]).contains("contador@tienda.example.co"));
+    let (status, _) = pablo
+        .post(
+            "/console/settings/test-email",
+            &[("csrf", &csrf), ("key", &key)],
+        )
+        .await;
+    assert_eq!(status, 403, "a test message is an admin's");
+}
+
+async fn an_operator_invites_an_accounts_first_admin(app: TestApp) {
+    let (status, user) = read(
+        app.admin(
+            Method::POST,
+            &format!("/admin/accounts/{}/console-users", app.account_id),
+        )
+        .json(&json!({"email": "duena@tienda.example.co", "role": "admin"}))
+        .send()
+        .await
+        .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 201, "{user}");
+    let url = user["invitation_url"].as_str().expect("url");
+    let duena = accept(&app, url, "duena@tienda.example.co").await;
+    assert_eq!(duena.page("/console/settings").await.0, 200);
+    let (status, _) = read(
+        app.admin(
+            Method::POST,
+            "/admin/accounts/acct_00000000000000000000000000000000/console-users",
+        )
+        .json(&json!({"email": "x@tienda.example.co", "role": "admin"}))
+        .send()
+        .await
+        .expect("send"),
+    )
+    .await;
+    assert_eq!(status, 404);
 }

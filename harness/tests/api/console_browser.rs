@@ -140,6 +140,43 @@ async fn an_admin_signs_in_finds_a_customer_refunds_changes_plan_and_exports() {
         .wait_for_text(".timeline", "marta@tienda.example.co")
         .await;
 
+    // The portal link e-mailed to the customer, confirmed first, read as their mail program
+    // reads it and opened in Chromium.
+    let sink = crate::notices::SmtpSink::start();
+    crate::notices::turn_email_on(&app, &sink).await;
+    browser
+        .client
+        .goto(&app.url(&format!("/console/subscriptions/{sub}")))
+        .await
+        .expect("open");
+    browser.click("form[action$='/portal-link'] button").await;
+    browser
+        .wait_for_text("h1", "¿Enviar el enlace del portal a ana@example.co")
+        .await;
+    looked_at(&browser, "portal-link-confirm").await;
+    browser.click("main form button[type=submit]").await;
+    browser
+        .wait_for_text(".flash", "Correo enviado a ana@example.co")
+        .await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mail = crate::notices::as_read(&sink.messages()[0], dir.path());
+    assert!(
+        mail["text"]
+            .as_str()
+            .expect("text")
+            .contains("/portal/bpt_"),
+        "{mail}"
+    );
+    let file = dir.path().join("portal.html");
+    std::fs::write(&file, mail["html"].as_str().expect("html")).expect("write");
+    browser
+        .client
+        .goto(&format!("file://{}", file.display()))
+        .await
+        .expect("open the e-mail");
+    browser.wait_for_text("h1", "Tu acceso al portal de").await;
+    looked_at(&browser, "portal-mail").await;
+
     for (path, title, name) in [
         ("/console/invoices", "Facturas", "invoices"),
         ("/console/exports", "Exportar", "exports"),

@@ -13,7 +13,6 @@ use super::i18n::Tr;
 use super::session::ConsoleCaller;
 use super::view::{is_id, message_of, money, text};
 use super::{InnerApi, Role};
-use crate::checkout::i18n::Locale;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::ids::ConsoleActionId;
@@ -21,7 +20,7 @@ use crate::store::console::ConsoleAction;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Form, Router};
 use serde::Deserialize;
@@ -33,27 +32,28 @@ pub fn router() -> Router<AppState> {
             "/console/subscriptions/{id}/{action}",
             post(on_subscription),
         )
-        .route("/console/charges/{id}/refund", post(refund))
+        .route("/console/settings/test-email", post(test_email))
 }
 
 #[derive(Deserialize)]
 pub struct ActionForm {
     #[serde(default)]
-    csrf: String,
+    pub(super) csrf: String,
     #[serde(default)]
-    key: String,
-    confirm: Option<String>,
-    plan_id: Option<String>,
-    proration_date: Option<String>,
-    at_period_end: Option<String>,
-    amount: Option<String>,
-    amount_cents: Option<i64>,
-    reason: Option<String>,
-    subscription_id: Option<String>,
+    pub(super) key: String,
+    pub(super) confirm: Option<String>,
+    pub(super) plan_id: Option<String>,
+    pub(super) proration_date: Option<String>,
+    pub(super) at_period_end: Option<String>,
+    pub(super) amount: Option<String>,
+    pub(super) amount_cents: Option<i64>,
+    pub(super) reason: Option<String>,
+    pub(super) subscription_id: Option<String>,
+    pub(super) to: Option<String>,
 }
 
 /// A select on a confirmation page: its field's name, its label, its options (value, words).
-type Choice = (
+pub(super) type Choice = (
     &'static str,
     &'static str,
     Vec<(&'static str, &'static str)>,
@@ -61,19 +61,19 @@ type Choice = (
 
 #[derive(Template)]
 #[template(path = "api/console/templates/confirm.html")]
-struct ConfirmPage {
-    lang: &'static str,
-    t: Tr,
-    title: String,
-    chrome: Chrome,
-    lines: Vec<String>,
-    action: String,
-    fields: Vec<(&'static str, String)>,
-    choice: Option<Choice>,
-    note: Option<(&'static str, &'static str)>,
-    button: &'static str,
-    button_class: &'static str,
-    back: String,
+pub(super) struct ConfirmPage {
+    pub(super) lang: &'static str,
+    pub(super) t: Tr,
+    pub(super) title: String,
+    pub(super) chrome: Chrome,
+    pub(super) lines: Vec<String>,
+    pub(super) action: String,
+    pub(super) fields: Vec<(&'static str, String)>,
+    pub(super) choice: Option<Choice>,
+    pub(super) note: Option<(&'static str, &'static str)>,
+    pub(super) button: &'static str,
+    pub(super) button_class: &'static str,
+    pub(super) back: String,
 }
 
 /// An Idempotency-Key the console's pages made (`con_…`, a suffix naming the action).
@@ -87,7 +87,7 @@ fn is_key(raw: &str) -> bool {
 
 /// The checks every post meets before anything else: a same-origin post carrying the
 /// session's CSRF token, by a person whose role may do `needed`, with a key of ours.
-fn refused(
+pub(super) fn refused(
     caller: &ConsoleCaller,
     headers: &HeaderMap,
     form: &ActionForm,
@@ -237,11 +237,24 @@ async fn subscription_action(
                 json!({}),
             )
         }
-        "portal-link" => (
-            "portal_link",
-            "/v1/portal-sessions".to_owned(),
-            json!({"customer_id": text(&sub, "customer_id"), "locale": "es"}),
-        ),
+        "portal-link" => {
+            if !confirmed {
+                let customer = customer_of(api, caller, &sub).await?;
+                confirm.title = format!(
+                    "{} {}",
+                    t.get("confirm_portal_link"),
+                    text(&customer, "email")
+                );
+                confirm.lines.push(t.get("portal_link_explain").to_owned());
+                confirm.button = t.get("send");
+                return Ok(page(StatusCode::OK, confirm.render()));
+            }
+            (
+                "portal_link",
+                "/v1/portal-sessions".to_owned(),
+                json!({"customer_id": text(&sub, "customer_id")}),
+            )
+        }
         _ => {
             let Some(plan_id) = form.plan_id.clone().filter(|p| is_id(p)) else {
                 return Ok(problem(
@@ -302,7 +315,7 @@ async fn subscription_action(
     let (status, answer) = act(state, api, caller, record, id, &path, &body, &form.key).await?;
     let flash = if status.is_success() {
         if record == "portal_link" {
-            format!("{} {}", t.get("portal_link_made"), text(&answer, "url"))
+            return mail_portal_link(state, api, caller, id, &sub, &text(&answer, "url")).await;
         } else {
             t.get("action_done").to_owned()
         }
@@ -312,10 +325,127 @@ async fn subscription_action(
     super::subscription::render(state, api, caller, id, Some((flash, !status.is_success()))).await
 }
 
+/// The customer of a subscription, as the API answers it.
+async fn customer_of(
+    api: &InnerApi,
+    caller: &ConsoleCaller,
+    sub: &Value,
+) -> Result<Value, ApiError> {
+    let customer_id = text(sub, "customer_id");
+    if !is_id(&customer_id) {
+        return Err(ApiError::not_found("The subscription has no customer."));
+    }
+    api.get(caller, &format!("/v1/customers/{customer_id}"))
+        .await
+}
+
+/// E-mails the customer their new portal link, in the account's language for its customers,
+/// and says on the subscription's page what the mail server answered (with the link itself
+/// when it was not sure to arrive, to be sent another way).
+async fn mail_portal_link(
+    state: &AppState,
+    api: &InnerApi,
+    caller: &ConsoleCaller,
+    id: &str,
+    sub: &Value,
+    url: &str,
+) -> Result<Response, ApiError> {
+    let t = Tr(locale_of(caller));
+    let customer = customer_of(api, caller, sub).await?;
+    let to = text(&customer, "email");
+    let name = text(&customer, "name");
+    let words = Tr(super::mail::customer_locale(state, &caller.account).await?);
+    let sent = super::mail::send(
+        state,
+        &caller.account,
+        &to,
+        Some(&name),
+        &format!(
+            "{} {}",
+            words.get("portal_mail_subject"),
+            caller.account.name
+        ),
+        &format!("{} {name},", words.get("hello")),
+        words.get("portal_mail_body"),
+        Some((words.get("portal_mail_button"), url)),
+    )
+    .await?;
+    let (mut flash, bad) = sent.words(t, &to);
+    if bad {
+        flash = format!("{flash} {} {url}", t.get("portal_link_made"));
+    }
+    super::subscription::render(state, api, caller, id, Some((flash, bad))).await
+}
+
+/// A test message to the address a person gives (their own by default), through the
+/// account's e-mail settings: admins only, checked and recorded as every action is.
+async fn test_email(
+    State(state): State<AppState>,
+    Extension(api): Extension<InnerApi>,
+    caller: ConsoleCaller,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let t = Tr(locale_of(&caller));
+    if let Some(refusal) = refused(&caller, &headers, &form, Role::Admin, "/console/settings") {
+        return refusal;
+    }
+    let to = form
+        .to
+        .as_deref()
+        .map(str::trim)
+        .filter(|to| !to.is_empty())
+        .unwrap_or(&caller.user.email)
+        .to_owned();
+    let result = async {
+        let to = crate::api::customers::parse_email(&to)?;
+        let record = ConsoleActionId::generate();
+        state
+            .store
+            .record_console_action(ConsoleAction {
+                id: record.clone(),
+                account_id: caller.account.id.clone(),
+                user_id: caller.user.id.clone(),
+                action: "test_email".to_owned(),
+                object_id: caller.account.id.to_string(),
+                idempotency_key: form.key.clone(),
+                status: None,
+                created_at: caller.now_ms,
+            })
+            .await?;
+        let words = Tr(super::mail::customer_locale(&state, &caller.account).await?);
+        let sent = super::mail::send(
+            &state,
+            &caller.account,
+            &to,
+            None,
+            &format!("{} {}", words.get("test_mail_subject"), caller.account.name),
+            &format!("{},", words.get("hello_plain")),
+            words.get("test_mail_body"),
+            None,
+        )
+        .await?;
+        let status = match sent {
+            super::mail::Delivery::Sent => 200,
+            super::mail::Delivery::Refused(_) | super::mail::Delivery::Off => 422,
+            super::mail::Delivery::Unknown(_) => 504,
+        };
+        state.store.finish_console_action(&record, status).await?;
+        Ok(sent.words(t, &to))
+    }
+    .await;
+    let flash = match result {
+        Ok(flash) => flash,
+        Err(ApiError::InvalidRequest { message, .. }) => (message, true),
+        Err(err) => return err.into_response(),
+    };
+    super::documents::settings_page(&api, &caller, Some(flash)).await
+}
+
 /// Records the action with who took it, sends it to the API under the form's key, and adds
 /// the API's answer to the record.
 #[allow(clippy::too_many_arguments)]
-async fn act(
+pub(super) async fn act(
     state: &AppState,
     api: &InnerApi,
     caller: &ConsoleCaller,
@@ -349,194 +479,9 @@ async fn act(
     Ok((status, answer))
 }
 
-/// Pesos as a person types them in their language (`10.000,50` in Spanish, `10,000.50` in
-/// English, with or without `$`), as cents; `None` for anything else or not above zero.
-pub fn parse_pesos(raw: &str, locale: Locale) -> Option<i64> {
-    let cleaned: String = raw
-        .trim()
-        .trim_start_matches('$')
-        .trim_start_matches("COP")
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    let (group, decimal) = match locale {
-        Locale::Es => ('.', ','),
-        Locale::En => (',', '.'),
-    };
-    let (whole, cents) = match cleaned.split_once(decimal) {
-        Some((whole, cents)) => (whole.to_owned(), cents.to_owned()),
-        None => (cleaned.clone(), String::new()),
-    };
-    let groups: Vec<&str> = whole.split(group).collect();
-    let grouped_well = groups.len() == 1
-        || (!groups[0].is_empty()
-            && groups[0].len() <= 3
-            && groups[1..].iter().all(|g| g.len() == 3));
-    let digits: String = groups.concat();
-    if !grouped_well
-        || digits.is_empty()
-        || digits.len() > 15
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-        || cents.len() > 2
-        || !cents.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    let pesos: i64 = digits.parse().ok()?;
-    let cents: i64 = match cents.len() {
-        0 => 0,
-        1 => cents.parse::<i64>().ok()? * 10,
-        _ => cents.parse().ok()?,
-    };
-    let total = pesos.checked_mul(100)?.checked_add(cents)?;
-    (total > 0).then_some(total)
-}
-
-/// A refund of a charge: admins only, the amount (all that is left when none is typed) and a
-/// reason confirmed on a page of its own.
-async fn refund(
-    State(state): State<AppState>,
-    Extension(api): Extension<InnerApi>,
-    caller: ConsoleCaller,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    let locale = locale_of(&caller);
-    let t = Tr(locale);
-    let subscription = form
-        .subscription_id
-        .clone()
-        .filter(|s| is_id(s))
-        .unwrap_or_default();
-    let back = if subscription.is_empty() {
-        "/console".to_owned()
-    } else {
-        format!("/console/subscriptions/{subscription}")
-    };
-    if !is_id(&id) {
-        return problem(&caller, StatusCode::NOT_FOUND, t.get("not_found"), &back);
-    }
-    if let Some(refusal) = refused(&caller, &headers, &form, Role::Admin, &back) {
-        return refusal;
-    }
-    let typed = form.amount.as_deref().map(str::trim).unwrap_or_default();
-    let amount = if typed.is_empty() {
-        None
-    } else {
-        match parse_pesos(typed, locale) {
-            Some(cents) => Some(cents),
-            None => return problem(&caller, StatusCode::BAD_REQUEST, t.get("bad_amount"), &back),
-        }
-    };
-    let result = async {
-        let charge = api.get(&caller, &format!("/v1/charges/{id}")).await?;
-        let left = charge["amount_cents"].as_i64().unwrap_or_default()
-            - charge["refunded_amount_cents"].as_i64().unwrap_or_default();
-        let cents = amount.unwrap_or(left);
-        if form.confirm.as_deref() != Some("yes") {
-            let mut fields = vec![
-                ("key", form.key.clone()),
-                ("amount_cents", format!("{cents}")),
-                ("subscription_id", subscription.clone()),
-            ];
-            fields.retain(|(_, v)| !v.is_empty());
-            let body = ConfirmPage {
-                lang: t.code(),
-                t,
-                title: t.get("confirm_refund").to_owned(),
-                chrome: Chrome::of(&caller, t, "customers"),
-                lines: vec![
-                    format!("{} {}", t.get("refund_of"), money(cents, locale)),
-                    format!(
-                        "{} {}",
-                        t.get("charge_of"),
-                        money(charge["amount_cents"].as_i64().unwrap_or_default(), locale)
-                    ),
-                ],
-                action: format!("/console/charges/{id}/refund"),
-                fields,
-                choice: None,
-                note: Some(("reason", t.get("reason"))),
-                button: t.get("refund"),
-                button_class: "danger",
-                back: back.clone(),
-            };
-            return Ok(page(StatusCode::OK, body.render()));
-        }
-        // The confirmation carries the amount in cents, as the first page computed it.
-        let Some(cents) = form.amount_cents.filter(|c| *c > 0) else {
-            return Ok(problem(
-                &caller,
-                StatusCode::BAD_REQUEST,
-                t.get("bad_amount"),
-                &back,
-            ));
-        };
-        let mut body = json!({"amount_cents": cents});
-        if let Some(reason) = form
-            .reason
-            .as_deref()
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-        {
-            body["reason"] = json!(reason.chars().take(500).collect::<String>());
-        }
-        let (status, answer) = act(
-            &state,
-            &api,
-            &caller,
-            "refund",
-            &id,
-            &format!("/v1/charges/{id}/refunds"),
-            &body,
-            &form.key,
-        )
-        .await?;
-        let flash = if status.is_success() {
-            t.get("refund_done").to_owned()
-        } else {
-            message_of(&answer)
-        };
-        if subscription.is_empty() {
-            return Ok(problem(&caller, status, &flash, "/console"));
-        }
-        super::subscription::render(
-            &state,
-            &api,
-            &caller,
-            &subscription,
-            Some((flash, !status.is_success())),
-        )
-        .await
-    }
-    .await;
-    result.unwrap_or_else(|err| super::frame::failed(&caller, err))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pesos_read_as_each_language_writes_them() {
-        assert_eq!(parse_pesos("10.000", Locale::Es), Some(1_000_000));
-        assert_eq!(parse_pesos("$ 10.000,5", Locale::Es), Some(1_000_050));
-        assert_eq!(parse_pesos("10000", Locale::Es), Some(1_000_000));
-        assert_eq!(parse_pesos("10,000.50", Locale::En), Some(1_000_050));
-        assert_eq!(parse_pesos("COP 49,900", Locale::En), Some(4_990_000));
-        assert_eq!(
-            parse_pesos("10.00", Locale::Es),
-            None,
-            "a Spanish group has three digits"
-        );
-        assert_eq!(parse_pesos("1,2,3", Locale::Es), None);
-        assert_eq!(parse_pesos("0", Locale::Es), None);
-        assert_eq!(parse_pesos("-5", Locale::Es), None);
-        assert_eq!(parse_pesos("1e9", Locale::En), None);
-        assert_eq!(parse_pesos("9999999999999999", Locale::En), None);
-        assert_eq!(parse_pesos("", Locale::En), None);
-    }
 
     #[test]
     fn only_a_key_the_pages_made_is_sent() {

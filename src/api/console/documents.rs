@@ -263,6 +263,8 @@ async fn export_download(
 
 pub struct SettingsSection {
     pub title: &'static str,
+    /// Whether the notices' test message form goes here.
+    pub test_email: bool,
     pub lines: Vec<(&'static str, String)>,
     pub warnings: Vec<String>,
 }
@@ -276,33 +278,52 @@ struct SettingsPage {
     chrome: Chrome,
     sections: Vec<SettingsSection>,
     people: Vec<(String, &'static str, String)>,
+    /// The test message form's Idempotency-Key.
+    key: String,
+    email: String,
 }
 
 /// The account's invoicing, DIAN, notices and portal settings as they are, and its people.
 /// Only an admin opens it (settings are theirs).
 async fn settings(Extension(api): Extension<InnerApi>, caller: ConsoleCaller) -> Response {
-    let t = Tr(locale_of(&caller));
+    settings_page(&api, &caller, None).await
+}
+
+/// The settings page, with `flash` (what a test message came to) on top.
+pub async fn settings_page(
+    api: &InnerApi,
+    caller: &ConsoleCaller,
+    flash: Option<(String, bool)>,
+) -> Response {
+    let t = Tr(locale_of(caller));
     if !caller.role.may(Role::Admin) {
         return problem(
-            &caller,
+            caller,
             StatusCode::FORBIDDEN,
             t.get("admins_only"),
             "/console",
         );
     }
-    match settings_sections(&api, &caller, t).await {
+    match settings_sections(api, caller, t).await {
         Ok((sections, people)) => {
+            let mut chrome = Chrome::of(caller, t, "settings");
+            if let Some((message, bad)) = flash {
+                chrome.flash = Some(message);
+                chrome.flash_bad = bad;
+            }
             let body = SettingsPage {
                 lang: t.code(),
                 t,
                 title: t.get("nav_settings"),
-                chrome: Chrome::of(&caller, t, "settings"),
+                chrome,
                 sections,
                 people,
+                key: crate::secrets::random_token("con_", 24),
+                email: caller.user.email.clone(),
             };
             page(StatusCode::OK, body.render())
         }
-        Err(err) => failed(&caller, err),
+        Err(err) => failed(caller, err),
     }
 }
 
@@ -361,11 +382,13 @@ pub async fn settings_sections(
     let sections = vec![
         SettingsSection {
             title: t.get("invoicing_and_dian"),
+            test_email: false,
             lines: dian_lines,
             warnings,
         },
         SettingsSection {
             title: t.get("notices"),
+            test_email: true,
             lines: vec![
                 (
                     "E-mail",
@@ -382,6 +405,7 @@ pub async fn settings_sections(
         },
         SettingsSection {
             title: t.get("portal"),
+            test_email: false,
             lines: vec![
                 (
                     t.get("portal_cancel"),

@@ -8,6 +8,7 @@
 //! - `sign_in`: the login, invitation and sign-out pages, with their limits;
 //! - `frame`: what every page shares; `pages`, `subscription`, `documents`: what people read
 //!   (home, customers, a customer, a subscription; invoices, exports, settings);
+//! - `mail`: e-mail a person sends (a portal link, a test message) through the account's SMTP;
 //! - `actions`: what people do, each checked against their role on the server, confirmed on a
 //!   page of its own, recorded with who took it, and sent to the API itself through
 //!   [`InnerApi`]: the same handlers, rules, events and Idempotency-Keys as an integrator's.
@@ -16,8 +17,10 @@ mod actions;
 mod documents;
 mod frame;
 mod i18n;
+mod mail;
 mod pages;
 mod password;
+mod refund;
 mod session;
 mod sign_in;
 mod subscription;
@@ -37,7 +40,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 pub use crate::domain::console::Role;
-pub use users::router;
+pub use users::{admin_router, router};
 
 /// The `/v1` routes behind the API's Idempotency layer, with no credential of their own: the
 /// console calls them in the name of its signed-in person, whose account it sets as the
@@ -135,6 +138,7 @@ pub fn pages(state: &AppState, inner: InnerApi) -> Router<AppState> {
         .merge(documents::router())
         .merge(subscription::router())
         .merge(actions::router())
+        .merge(refund::router())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             session::limit_pages,

@@ -10,7 +10,7 @@ use crate::http::error::{ApiError, ApiResult, ErrorBody};
 use crate::http::extract::ApiJson;
 use crate::http::list::ListOut;
 use crate::http::state::AppState;
-use crate::ids::ConsoleUserId;
+use crate::ids::{AccountId, ConsoleUserId};
 use crate::secrets::{random_token, sha256_hex};
 use crate::store::console::{ConsoleInvitation, ConsoleUser, NewUserError};
 use axum::Json;
@@ -38,6 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[schema(examples(json!({"email": "laura@tienda.example.co", "role": "support"})))]
 pub struct ConsoleUserIn {
     /// One person of this deployment: an address another console user has is refused.
+    #[schema(format = Email, max_length = 254)]
     pub email: String,
     /// `admin` (everything), `support` (acts on subscriptions and customers; no refunds, no
     /// settings) or `accountant` (reads and exports).
@@ -118,6 +119,35 @@ async fn create_console_user(
     caller: Caller,
     ApiJson(body): ApiJson<ConsoleUserIn>,
 ) -> ApiResult<(StatusCode, Json<ConsoleUserOut>)> {
+    invite(&state, caller.account_id(), body).await
+}
+
+/// An operator's invitation of a person to an account's console (its first admin, say).
+#[utoipa::path(post, path = "/admin/accounts/{id}/console-users", tag = "admin", request_body = ConsoleUserIn,
+    responses((status = 201, body = ConsoleUserOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+async fn create_console_user_admin(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ConsoleUserIn>,
+) -> ApiResult<(StatusCode, Json<ConsoleUserOut>)> {
+    let account = state
+        .store
+        .account(&AccountId::given(id.as_str()))
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("No account with id `{id}`.")).param("id"))?;
+    invite(&state, &account.id, body).await
+}
+
+/// The operator's routes (behind the admin token).
+pub fn admin_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_console_user_admin))
+}
+
+async fn invite(
+    state: &AppState,
+    account: &AccountId,
+    body: ConsoleUserIn,
+) -> ApiResult<(StatusCode, Json<ConsoleUserOut>)> {
     let email = crate::api::customers::parse_email(&body.email)?.to_lowercase();
     let role = Role::parse(&body.role).ok_or_else(|| {
         ApiError::bad_request(format!("role must be one of {}.", Role::WORDS.join(", ")))
@@ -130,7 +160,6 @@ async fn create_console_user(
             return Err(ApiError::bad_request("locale must be `es` or `en`.").param("locale"));
         }
     };
-    let account = caller.account_id();
     let now = state.runtime.clock().now_ms(account).await?;
     let user = ConsoleUser {
         id: ConsoleUserId::generate(),
@@ -143,7 +172,7 @@ async fn create_console_user(
         activated_at: None,
         removed_at: None,
     };
-    let (row, url) = invitation(&state, &user, now);
+    let (row, url) = invitation(state, &user, now);
     let expires = row.expires_at;
     match state.store.create_console_user(user, row).await {
         Ok(user) => Ok((StatusCode::CREATED, Json(out(user, Some((url, expires)))))),

@@ -140,6 +140,9 @@ pub(super) fn body_of(method: &str, path: &str) -> Option<Value> {
             "cycle": "monthly", "payment_method_id": "@PaymentMethod", "coupon_id": "@Coupon"}),
         ("post", "/v1/portal-sessions") => json!({"customer_id": "@Customer"}),
         ("post", "/v1/console-users/{id}/invitation") => json!({}),
+        ("post", "/admin/accounts/{id}/console-users") => {
+            json!({"email": "operator-invited@example.co", "role": "admin"})
+        }
         ("post", "/v1/console-users") => json!({"email": "isolated@example.co", "role": "support"}),
         ("post", "/v1/checkout-sessions") => {
             json!({"plan_id": "@Plan", "cycle": "monthly", "customer_id": "@Customer"})
