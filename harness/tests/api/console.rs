@@ -20,6 +20,7 @@ crate::db_tests!(
     a_person_finds_customers_and_never_another_accounts_objects,
     a_portal_link_and_a_test_message_reach_a_real_mail_server,
     an_operator_invites_an_accounts_first_admin,
+    an_admin_switches_the_settings_and_support_cannot,
 );
 
 pub(crate) const PASSWORD: &str = "una clave bien larga";
@@ -734,4 +735,46 @@ async fn an_operator_invites_an_accounts_first_admin(app: TestApp) {
     )
     .await;
     assert_eq!(status, 404);
+}
+
+async fn an_admin_switches_the_settings_and_support_cannot(app: TestApp) {
+    app.lift_rate_limit().await;
+    let marta = person(&app, "marta@tienda.example.co", "admin").await;
+    let (status, html) = marta.page("/console/settings").await;
+    assert_eq!(status, 200, "{html}");
+    let csrf = hidden(&html, "csrf");
+    let key = key_for(&html, "switches");
+    let on = [
+        ("csrf", csrf.as_str()),
+        ("key", key.as_str()),
+        ("receipt", "on"),
+        ("portal_method", "on"),
+    ];
+    let (status, done) = marta.post("/console/settings/switches", &on).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Guardado."), "{done}");
+    let (_, notices) = read(app.get("/v1/account/notices").await).await;
+    assert_eq!(notices["kinds"]["receipt"], true);
+    assert_eq!(
+        notices["kinds"]["payment_failed"], false,
+        "unticked is off: {notices}"
+    );
+    let (_, portal) = read(app.get("/v1/account/portal").await).await;
+    assert_eq!(portal["cancel"]["enabled"], false);
+    assert_eq!(portal["payment_method_update"]["enabled"], true);
+    let pablo = person(&app, "pablo@tienda.example.co", "support").await;
+    let (_, page) = pablo.page("/console").await;
+    let theirs = hidden(&page, "csrf");
+    let forged = [
+        ("csrf", theirs.as_str()),
+        ("key", "con_forged-switches"),
+        ("payment_failed", "on"),
+    ];
+    let (status, _) = pablo.post("/console/settings/switches", &forged).await;
+    assert_eq!(
+        status, 403,
+        "settings are an admin's, even for a forged form"
+    );
+    let (_, notices) = read(app.get("/v1/account/notices").await).await;
+    assert_eq!(notices["kinds"]["payment_failed"], false);
 }

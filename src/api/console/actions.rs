@@ -439,7 +439,7 @@ async fn test_email(
         Err(ApiError::InvalidRequest { message, .. }) => (message, true),
         Err(err) => return err.into_response(),
     };
-    super::documents::settings_page(&api, &caller, Some(flash)).await
+    super::settings::settings_page(&api, &caller, Some(flash)).await
 }
 
 /// Records the action with who took it, sends it to the API under the form's key, and adds

@@ -1,13 +1,12 @@
 //! The accountant's pages: invoices and credit notes by day and DIAN status with their
-//! downloads, the month's exports, and (for admins) the account's settings as the API has them.
-//! Downloads are the API's own answers passed on as they are.
+//! downloads, and the month's exports. Downloads are the API's own answers passed on as they
+//! are.
 
+use super::InnerApi;
 use super::frame::{Chrome, DocRow, doc_row, failed, locale_of, page, problem};
 use super::i18n::Tr;
 use super::session::ConsoleCaller;
-use super::view::{day, int, is_id, items, query, text};
-use super::{InnerApi, Role};
-use crate::http::error::ApiError;
+use super::view::{is_id, items, query, text};
 use crate::http::state::AppState;
 use askama::Template;
 use axum::extract::{Path, Query};
@@ -24,7 +23,6 @@ pub fn router() -> Router<AppState> {
         .route("/console/documents/{kind}/{id}/{format}", get(download))
         .route("/console/exports", get(exports))
         .route("/console/exports/download", get(export_download))
-        .route("/console/settings", get(settings))
 }
 
 #[derive(Deserialize)]
@@ -259,191 +257,4 @@ async fn export_download(
         }
     };
     passed_on(&api, &caller, &path).await
-}
-
-pub struct SettingsSection {
-    pub title: &'static str,
-    /// Whether the notices' test message form goes here.
-    pub test_email: bool,
-    pub lines: Vec<(&'static str, String)>,
-    pub warnings: Vec<String>,
-}
-
-#[derive(Template)]
-#[template(path = "api/console/templates/settings.html")]
-struct SettingsPage {
-    lang: &'static str,
-    t: Tr,
-    title: &'static str,
-    chrome: Chrome,
-    sections: Vec<SettingsSection>,
-    people: Vec<(String, &'static str, String)>,
-    /// The test message form's Idempotency-Key.
-    key: String,
-    email: String,
-}
-
-/// The account's invoicing, DIAN, notices and portal settings as they are, and its people.
-/// Only an admin opens it (settings are theirs).
-async fn settings(Extension(api): Extension<InnerApi>, caller: ConsoleCaller) -> Response {
-    settings_page(&api, &caller, None).await
-}
-
-/// The settings page, with `flash` (what a test message came to) on top.
-pub async fn settings_page(
-    api: &InnerApi,
-    caller: &ConsoleCaller,
-    flash: Option<(String, bool)>,
-) -> Response {
-    let t = Tr(locale_of(caller));
-    if !caller.role.may(Role::Admin) {
-        return problem(
-            caller,
-            StatusCode::FORBIDDEN,
-            t.get("admins_only"),
-            "/console",
-        );
-    }
-    match settings_sections(api, caller, t).await {
-        Ok((sections, people)) => {
-            let mut chrome = Chrome::of(caller, t, "settings");
-            if let Some((message, bad)) = flash {
-                chrome.flash = Some(message);
-                chrome.flash_bad = bad;
-            }
-            let body = SettingsPage {
-                lang: t.code(),
-                t,
-                title: t.get("nav_settings"),
-                chrome,
-                sections,
-                people,
-                key: crate::secrets::random_token("con_", 24),
-                email: caller.user.email.clone(),
-            };
-            page(StatusCode::OK, body.render())
-        }
-        Err(err) => failed(caller, err),
-    }
-}
-
-/// The settings page's sections (invoicing and DIAN, notices, portal) and the account's
-/// people, read from the API.
-pub async fn settings_sections(
-    api: &InnerApi,
-    caller: &ConsoleCaller,
-    t: Tr,
-) -> Result<(Vec<SettingsSection>, Vec<(String, &'static str, String)>), ApiError> {
-    let locale = locale_of(caller);
-    let yes_no = |on: bool| t.get(if on { "on" } else { "off" }).to_owned();
-    let invoicing = api.get(caller, "/v1/account/invoicing").await?;
-    let dian = &invoicing["dian"];
-    let mut dian_lines = vec![
-        (t.get("legal_name"), text(&invoicing, "legal_name")),
-        ("NIT", text(&invoicing["nit"], "number")),
-        (t.get("tax_regime"), text(&invoicing, "tax_regime")),
-        ("DIAN", yes_no(dian["enabled"].as_bool() == Some(true))),
-    ];
-    let mut warnings = Vec::new();
-    if !dian.is_null() {
-        dian_lines.push((t.get("environment"), text(dian, "environment")));
-        dian_lines.push((
-            t.get("certificate_expires"),
-            day(&text(&dian["certificate"], "expires_at"), locale),
-        ));
-    }
-    let ranges = api
-        .get(caller, "/v1/account/invoicing/numbering-ranges")
-        .await?;
-    for range in items(&ranges) {
-        dian_lines.push((
-            t.get("numbering_range"),
-            format!(
-                "{} {}–{} · {} {} · {} {}",
-                text(&range, "prefix"),
-                int(&range, "from"),
-                int(&range, "to"),
-                t.get("remaining"),
-                int(&range, "remaining"),
-                t.get("valid_to"),
-                day(&text(&range, "valid_to"), locale)
-            ),
-        ));
-        if range["warning"].as_bool() == Some(true) {
-            warnings.push(format!(
-                "{} {}",
-                t.get("range_near_end"),
-                text(&range, "prefix")
-            ));
-        }
-    }
-    let notices = api.get(caller, "/v1/account/notices").await?;
-    let portal = api.get(caller, "/v1/account/portal").await?;
-    let sections = vec![
-        SettingsSection {
-            title: t.get("invoicing_and_dian"),
-            test_email: false,
-            lines: dian_lines,
-            warnings,
-        },
-        SettingsSection {
-            title: t.get("notices"),
-            test_email: true,
-            lines: vec![
-                (
-                    "E-mail",
-                    yes_no(notices["email"]["enabled"].as_bool() == Some(true)),
-                ),
-                (t.get("sender"), text(&notices["email"], "from_address")),
-                (
-                    "WhatsApp",
-                    yes_no(notices["whatsapp"]["enabled"].as_bool() == Some(true)),
-                ),
-                (t.get("language"), text(&notices, "locale")),
-            ],
-            warnings: Vec::new(),
-        },
-        SettingsSection {
-            title: t.get("portal"),
-            test_email: false,
-            lines: vec![
-                (
-                    t.get("portal_cancel"),
-                    yes_no(portal["cancel"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_switch"),
-                    yes_no(portal["plan_switch"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_method"),
-                    yes_no(portal["payment_method_update"]["enabled"].as_bool() == Some(true)),
-                ),
-                (
-                    t.get("portal_invoices"),
-                    yes_no(portal["invoice_history"]["enabled"].as_bool() == Some(true)),
-                ),
-            ],
-            warnings: Vec::new(),
-        },
-    ];
-    let people = items(&api.get(caller, "/v1/console-users").await?)
-        .iter()
-        .map(|person| {
-            let role = text(person, "role");
-            let status = text(person, "status");
-            (
-                text(person, "email"),
-                t.get(match role.as_str() {
-                    "admin" => "role_admin",
-                    "support" => "role_support",
-                    _ => "role_accountant",
-                }),
-                t.find(&format!("person_{status}"))
-                    .unwrap_or(&status)
-                    .to_owned(),
-            )
-        })
-        .collect();
-    Ok((sections, people))
 }

@@ -7,7 +7,8 @@
 //! - `session`: the cookie, the session row behind it, its CSRF token, and `ConsoleCaller`;
 //! - `sign_in`: the login, invitation and sign-out pages, with their limits;
 //! - `frame`: what every page shares; `pages`, `subscription`, `documents`: what people read
-//!   (home, customers, a customer, a subscription; invoices, exports, settings);
+//!   (home, customers, a customer, a subscription; invoices, exports); `settings`: the
+//!   account's settings, which an admin switches;
 //! - `mail`: e-mail a person sends (a portal link, a test message) through the account's SMTP;
 //! - `actions`: what people do, each checked against their role on the server, confirmed on a
 //!   page of its own, recorded with who took it, and sent to the API itself through
@@ -22,6 +23,7 @@ mod pages;
 mod password;
 mod refund;
 mod session;
+mod settings;
 mod sign_in;
 mod subscription;
 mod users;
@@ -136,6 +138,7 @@ pub fn pages(state: &AppState, inner: InnerApi) -> Router<AppState> {
     sign_in::router()
         .merge(pages::router())
         .merge(documents::router())
+        .merge(settings::router())
         .merge(subscription::router())
         .merge(actions::router())
         .merge(refund::router())
