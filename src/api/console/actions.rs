@@ -11,12 +11,10 @@
 use super::frame::{Chrome, locale_of, page, problem};
 use super::i18n::Tr;
 use super::session::ConsoleCaller;
-use super::view::{is_id, message_of, money, text};
+use super::view::{is_id, is_key, message_of, money, text};
 use super::{InnerApi, Role};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::ids::ConsoleActionId;
-use crate::store::console::ConsoleAction;
 use askama::Template;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -74,15 +72,6 @@ pub(super) struct ConfirmPage {
     pub(super) button: &'static str,
     pub(super) button_class: &'static str,
     pub(super) back: String,
-}
-
-/// An Idempotency-Key the console's pages made (`con_…`, a suffix naming the action).
-fn is_key(raw: &str) -> bool {
-    raw.starts_with("con_")
-        && raw.len() <= 120
-        && raw
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The checks every post meets before anything else: a same-origin post carrying the
@@ -399,19 +388,8 @@ async fn test_email(
         .to_owned();
     let result = async {
         let to = crate::api::customers::parse_email(&to)?;
-        let record = ConsoleActionId::generate();
-        state
-            .store
-            .record_console_action(ConsoleAction {
-                id: record.clone(),
-                account_id: caller.account.id.clone(),
-                user_id: caller.user.id.clone(),
-                action: "test_email".to_owned(),
-                object_id: caller.account.id.to_string(),
-                idempotency_key: form.key.clone(),
-                status: None,
-                created_at: caller.now_ms,
-            })
+        let record = caller
+            .record(&state, "test_email", caller.account.id.as_str(), &form.key)
             .await?;
         let words = Tr(super::mail::customer_locale(&state, &caller.account).await?);
         let sent = super::mail::send(
@@ -455,20 +433,7 @@ pub(super) async fn act(
     body: &Value,
     key: &str,
 ) -> Result<(StatusCode, Value), ApiError> {
-    let record = ConsoleActionId::generate();
-    state
-        .store
-        .record_console_action(ConsoleAction {
-            id: record.clone(),
-            account_id: caller.account.id.clone(),
-            user_id: caller.user.id.clone(),
-            action: action.to_owned(),
-            object_id: object_id.to_owned(),
-            idempotency_key: key.to_owned(),
-            status: None,
-            created_at: caller.now_ms,
-        })
-        .await?;
+    let record = caller.record(state, action, object_id, key).await?;
     let (status, answer) = api
         .call(caller, Method::POST, path, Some(body), Some(key))
         .await?;

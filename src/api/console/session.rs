@@ -9,9 +9,10 @@ use super::Role;
 use crate::http::auth_failures::ClientAddr;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
+use crate::ids::ConsoleActionId;
 use crate::secrets::{constant_time_eq, random_token, sha256_hex};
 use crate::store::accounts::Account;
-use crate::store::console::{ConsoleSession, ConsoleUser};
+use crate::store::console::{ConsoleAction, ConsoleSession, ConsoleUser};
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -45,6 +46,32 @@ pub struct ConsoleCaller {
 impl ConsoleCaller {
     pub fn csrf(&self) -> &str {
         &self.session.csrf
+    }
+
+    /// Records that this person is taking `action` on `object_id` under `key`, before it is
+    /// taken: the record's id, for `finish_console_action` to add the answer to.
+    pub async fn record(
+        &self,
+        state: &AppState,
+        action: &str,
+        object_id: &str,
+        key: &str,
+    ) -> Result<ConsoleActionId, ApiError> {
+        let id = ConsoleActionId::generate();
+        state
+            .store
+            .record_console_action(ConsoleAction {
+                id: id.clone(),
+                account_id: self.account.id.clone(),
+                user_id: self.user.id.clone(),
+                action: action.to_owned(),
+                object_id: object_id.to_owned(),
+                idempotency_key: key.to_owned(),
+                status: None,
+                created_at: self.now_ms,
+            })
+            .await?;
+        Ok(id)
     }
 
     /// Whether the form's token is the session's.

@@ -11,8 +11,6 @@ use super::view::{day, int, items, message_of, text};
 use super::{InnerApi, Role};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::ids::ConsoleActionId;
-use crate::store::console::ConsoleAction;
 use askama::Template;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode};
@@ -108,11 +106,7 @@ async fn save(
     let t = Tr(locale_of(&caller));
     let field = |name: &str| form.get(name).cloned().unwrap_or_default();
     let key = field("key");
-    let key_ok = key.starts_with("con_")
-        && key.len() <= 120
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let key_ok = super::view::is_key(&key);
     if !crate::http::pages::same_origin(&headers) || !caller.csrf_ok(&field("csrf")) || !key_ok {
         return problem(
             &caller,
@@ -146,19 +140,8 @@ async fn save(
         "payment_method_update": {"enabled": on("portal_method")},
     });
     let result = async {
-        let record = ConsoleActionId::generate();
-        state
-            .store
-            .record_console_action(ConsoleAction {
-                id: record.clone(),
-                account_id: caller.account.id.clone(),
-                user_id: caller.user.id.clone(),
-                action: "settings".to_owned(),
-                object_id: caller.account.id.to_string(),
-                idempotency_key: key.clone(),
-                status: None,
-                created_at: caller.now_ms,
-            })
+        let record = caller
+            .record(&state, "settings", caller.account.id.as_str(), &key)
             .await?;
         let mut last = (StatusCode::OK, Value::Null);
         for (path, body, suffix) in [

@@ -15,6 +15,15 @@ pub fn is_id(raw: &str) -> bool {
         && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// An Idempotency-Key the console's pages made (`con_…`, a suffix naming the action).
+pub fn is_key(raw: &str) -> bool {
+    raw.starts_with("con_")
+        && raw.len() <= 120
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// The message of an API error body, or nothing.
 pub fn message_of(body: &Value) -> String {
     body["error"]["message"]
