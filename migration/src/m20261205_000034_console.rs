@@ -1,7 +1,8 @@
 //! Why: the merchant's console (CONTRACT §17; issue 49). The people of an account who sign in
 //! to `/console`: each a `console_users` row with a role and, once they accepted their
 //! invitation, an argon2id hash (PHC string) of their password. An e-mail address names one
-//! person of one deployment (`console_users_email`): the login form asks for no account. An
+//! person of one deployment while they are not removed (`console_users_email`, partial): the
+//! login form asks for no account, and a removed person may be invited again. An
 //! invitation is a link whose token only its SHA-256 is kept of, used once
 //! (`used_at`, set by a conditional update). A session is a row the cookie's token hashes to,
 //! with the CSRF token its forms carry. Every action a person takes through the console is a
@@ -26,7 +27,7 @@ const UP: [&str; 8] = [
         removed_at BIGINT NULL,
         CONSTRAINT console_users_role CHECK (role IN ('admin', 'support', 'accountant'))
     )",
-    "CREATE UNIQUE INDEX console_users_email ON console_users (email)",
+    "CREATE UNIQUE INDEX console_users_email ON console_users (email) WHERE removed_at IS NULL",
     "CREATE TABLE console_invitations (
         token_hash TEXT NOT NULL PRIMARY KEY,
         account_id TEXT NOT NULL,

@@ -109,10 +109,11 @@ impl Store {
             .await?)
     }
 
-    /// The person a sign-in names (lower-cased e-mail), whichever their account.
+    /// The person a sign-in names (lower-cased e-mail), whichever their account, unless removed.
     pub async fn console_user_by_email(&self, email: &str) -> StoreResult<Option<ConsoleUser>> {
         Ok(console_user::Entity::find()
             .filter(console_user::Column::Email.eq(email))
+            .filter(console_user::Column::RemovedAt.is_null())
             .one(self.conn())
             .await?)
     }

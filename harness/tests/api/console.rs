@@ -294,6 +294,13 @@ async fn a_person_invited_sets_a_password_signs_in_and_out(app: TestApp) {
         401,
         "removed"
     );
+    let again = invite(&app, "laura@tienda.example.co", "accountant").await;
+    accept(&app, &again, "laura@tienda.example.co").await;
+    assert_eq!(
+        login(&app, "laura@tienda.example.co", PASSWORD).await.0,
+        303,
+        "a removed person may be invited again"
+    );
 }
 
 async fn guessing_is_limited_before_any_password_is_checked(app: TestApp) {
