@@ -82,7 +82,10 @@ struct EventDoc {
 #[derive(ToSchema)]
 #[allow(dead_code)] // Describes what `actors::subscription` writes; never built.
 struct EventData {
-    subscription_id: String,
+    /// Every event about a subscription (all but a notice or a console action about
+    /// something else).
+    #[schema(nullable = false)]
+    subscription_id: Option<String>,
     /// The subscription's metadata, or null.
     #[schema(value_type = Option<Object>, required = true)]
     metadata: (),
@@ -120,6 +123,31 @@ struct EventData {
     to: Option<String>,
     #[schema(nullable = false)]
     last_error: Option<String>,
+    /// `console.action`: what a person did in the merchant's console (CONTRACT §17), with the
+    /// `action`, the `object_id` it was taken on, the `idempotency_key` it went to the API
+    /// under, the API's `http_status`, and who took it (`console_user`).
+    #[schema(nullable = false)]
+    console_action_id: Option<String>,
+    #[schema(nullable = false)]
+    action: Option<String>,
+    #[schema(nullable = false)]
+    object_id: Option<String>,
+    #[schema(nullable = false)]
+    idempotency_key: Option<String>,
+    #[schema(nullable = false)]
+    http_status: Option<u16>,
+    #[schema(nullable = false)]
+    console_user: Option<ConsoleUserRef>,
+}
+
+/// Who took a console action.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Describes what `store::console` writes; never built.
+struct ConsoleUserRef {
+    id: String,
+    email: Option<String>,
+    /// `admin`, `support` or `accountant`.
+    role: Option<String>,
 }
 
 fn event_out(body: String) -> EventOut {

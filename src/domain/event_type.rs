@@ -1,4 +1,4 @@
-//! The events an integrator can receive (spec "Events", CONTRACT §6 and §15): one closed
+//! The events an integrator can receive (spec "Events", CONTRACT §6, §15 and §17): one closed
 //! vocabulary, so that every writer names a type the fan-out's sinks know, and a sink that
 //! reacts to events (`store::notice_sink`) matches on all of them.
 
@@ -22,6 +22,7 @@ vocabulary! {
         CreditNoteCreated => "credit_note.created",
         NoticeSent => "notice.sent",
         NoticeFailed => "notice.failed",
+        ConsoleAction => "console.action",
     }
 }
 

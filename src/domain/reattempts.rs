@@ -57,6 +57,22 @@ impl Network {
         }
     }
 
+    /// Why a retry was not sent when `sent` attempts already fell in its `window`, as its
+    /// charge's message says.
+    pub fn refusal(self, window: Window, sent: u64) -> String {
+        format!(
+            "Not sent: {self:?} allows at most {} attempts in {} day(s) on a card{}, and {sent} \
+             were made",
+            window.limit,
+            window.span_ms / DAY_MS,
+            if window.same_amount {
+                " for one amount"
+            } else {
+                ""
+            },
+        )
+    }
+
     /// The network's limits.
     pub fn windows(self) -> &'static [Window] {
         match self {

@@ -1,10 +1,11 @@
 //! The console's rows (CONTRACT §17): its people, their invitations, their sessions and the
-//! record of every action they took. Tokens (an invitation's, a session's) are kept only as
-//! their SHA-256; an invitation is used once, by a conditional update in the transaction that
-//! sets the password.
+//! record of every action they took, each answered action also an event (`console.action`).
+//! Tokens (an invitation's, a session's) are kept only as their SHA-256; an invitation is used
+//! once, by a conditional update in the transaction that sets the password.
 
 use super::entities::{console_action, console_invitation, console_session, console_user};
 use super::{Store, StoreResult};
+use crate::domain::event_type::EventType;
 use crate::ids::{AccountId, ConsoleActionId, ConsoleUserId};
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr};
@@ -266,20 +267,78 @@ impl Store {
         Ok(())
     }
 
+    /// Adds the API's answer to the action `id` and writes its event, `console.action` (who
+    /// took it, what, on what, under which key, the answer), in one transaction; an action
+    /// already answered is left as it is, and a form posted again under the same key (the
+    /// API replays its answer) writes no second event.
     pub async fn finish_console_action(
         &self,
+        account: &AccountId,
         id: &ConsoleActionId,
         status: u16,
+        now_ms: i64,
     ) -> StoreResult<()> {
-        console_action::Entity::update_many()
+        let txn = self.begin().await?;
+        let answered = console_action::Entity::update_many()
             .col_expr(
                 console_action::Column::Status,
                 Expr::value(i32::from(status)),
             )
+            .filter(console_action::Entity::of(account))
             .filter(console_action::Column::Id.eq(id.clone()))
-            .exec(self.writer())
+            .filter(console_action::Column::Status.is_null())
+            .exec(txn.conn())
+            .await?
+            .rows_affected
+            == 1;
+        let action = console_action::Entity::find_scoped(account, id.clone())
+            .one(txn.conn())
             .await?;
-        Ok(())
+        let Some(action) = action.filter(|_| answered) else {
+            return Ok(());
+        };
+        // A form posted again under its key is the API's replay of one action: its event was
+        // written when it was first answered.
+        let replay = console_action::Entity::scoped(account)
+            .filter(console_action::Column::UserId.eq(action.user_id.clone()))
+            .filter(console_action::Column::IdempotencyKey.eq(action.idempotency_key.clone()))
+            .filter(console_action::Column::Action.eq(action.action.clone()))
+            .filter(console_action::Column::Id.ne(action.id.clone()))
+            .filter(console_action::Column::Status.is_not_null())
+            .one(txn.conn())
+            .await?
+            .is_some();
+        if replay {
+            return txn.commit().await;
+        }
+        let person = console_user::Entity::find_scoped(account, action.user_id.clone())
+            .one(txn.conn())
+            .await?;
+        let subscription = crate::ids::SubscriptionId::parse(&action.object_id);
+        let mut data = serde_json::json!({
+            "console_action_id": action.id,
+            "action": action.action,
+            "object_id": action.object_id,
+            "idempotency_key": action.idempotency_key,
+            "http_status": status,
+            "console_user": {
+                "id": action.user_id,
+                "email": person.as_ref().map(|p| p.email.as_str()),
+                "role": person.as_ref().map(|p| p.role.as_str()),
+            },
+        });
+        if let Some(subscription) = &subscription {
+            data["subscription_id"] = serde_json::json!(subscription);
+        }
+        txn.insert_event(super::outbox::event_row(
+            account,
+            subscription.as_ref(),
+            EventType::ConsoleAction,
+            data,
+            now_ms,
+        ))
+        .await?;
+        txn.commit().await
     }
 
     /// The actions people took on `object_id`, newest first (at most 200).

@@ -12,6 +12,7 @@
 
 use super::StoreResult;
 use super::entities::{notice, webhook_delivery};
+use super::notice_sink::Known;
 use super::outbox::Event;
 use super::webhooks::{WebhookEndpoint, active_endpoints, pending_delivery, subscribes};
 use crate::ids::{AccountId, WebhookEndpointId};
@@ -20,12 +21,14 @@ use std::collections::BTreeMap;
 
 /// The statements writing `events` and every sink's rows for them, in order (the events
 /// first: the deliveries and notices refer to them), and the endpoints given deliveries, to be
-/// told once the transaction commits.
+/// told once the transaction commits; `known` is what the caller knows of the events, which
+/// the sinks need not read.
 pub(crate) async fn statements<C: ConnectionTrait>(
     conn: &C,
     events: &[&Event],
+    known: &Known<'_>,
 ) -> StoreResult<(Vec<sea_orm::Statement>, Vec<WebhookEndpointId>)> {
-    let (sinks, touched) = sink_statements(conn, events).await?;
+    let (sinks, touched) = sink_statements(conn, events, known).await?;
     let backend = conn.get_database_backend();
     let mut statements: Vec<_> = insert_events(backend, events).into_iter().collect();
     statements.extend(sinks);
@@ -42,7 +45,7 @@ pub(crate) async fn write<C: ConnectionTrait>(
     if let Some(insert) = insert_events(conn.get_database_backend(), events) {
         conn.execute_raw(insert).await?;
     }
-    let (sinks, touched) = sink_statements(conn, events).await?;
+    let (sinks, touched) = sink_statements(conn, events, &Known::default()).await?;
     for statement in sinks {
         conn.execute_raw(statement).await?;
     }
@@ -57,11 +60,12 @@ fn insert_events(backend: sea_orm::DbBackend, events: &[&Event]) -> Option<sea_o
 async fn sink_statements<C: ConnectionTrait>(
     conn: &C,
     events: &[&Event],
+    known: &Known<'_>,
 ) -> StoreResult<(Vec<sea_orm::Statement>, Vec<WebhookEndpointId>)> {
     let backend = conn.get_database_backend();
     let deliveries = deliveries_for(conn, events).await?;
     let touched = deliveries.iter().map(|d| d.endpoint_id.clone()).collect();
-    let notices = super::notice_sink::notices_for(conn, events).await?;
+    let notices = super::notice_sink::notices_for(conn, events, known).await?;
     let statements = insert_all(backend, deliveries)
         .into_iter()
         .chain(insert_notices(backend, notices))

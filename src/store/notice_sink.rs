@@ -31,6 +31,15 @@ struct AccountNotices {
     dian: bool,
 }
 
+/// What a batch's writer already knows of its events, so that the sink need not read it: the
+/// customer of each subscription, and that the invoices the events name are not written yet
+/// (a batch drafts its invoices with their events and inserts them after).
+#[derive(Default)]
+pub(crate) struct Known<'a> {
+    pub customers: HashMap<&'a SubscriptionId, &'a CustomerId>,
+    pub invoices_unwritten: bool,
+}
+
 /// The notices `events` cause, to be inserted in the events' transaction (`insert_notices`):
 /// for each event of a kind the account sends, one per channel it has on. The reads are per
 /// call, not per event: each account's settings once, then what the events are about in one
@@ -39,6 +48,7 @@ struct AccountNotices {
 pub(crate) async fn notices_for<C: ConnectionTrait>(
     conn: &C,
     events: &[&Event],
+    known: &Known<'_>,
 ) -> StoreResult<Vec<Notice>> {
     let mut accounts: HashMap<AccountId, Option<AccountNotices>> = HashMap::new();
     // The events that tell a customer something, with the kind each tells.
@@ -72,7 +82,7 @@ pub(crate) async fn notices_for<C: ConnectionTrait>(
     if telling.is_empty() {
         return Ok(Vec::new());
     }
-    let abouts = abouts(conn, &telling).await?;
+    let abouts = abouts(conn, &telling, known).await?;
     let whatsapp = on_whatsapp(conn, &accounts, &telling, &abouts).await?;
     let mut notices = Vec::new();
     for ((event, kind), about) in telling.iter().zip(&abouts) {
@@ -112,18 +122,33 @@ pub(crate) async fn notices_for<C: ConnectionTrait>(
     Ok(notices)
 }
 
-/// The multi-row insert of `notices`, once per cause and channel.
+/// The multi-row insert of `notices` as `new_notice` makes them (nothing sent yet), once per
+/// cause and channel.
 pub(crate) fn insert_notices_statement(
     backend: sea_orm::DbBackend,
     notices: Vec<Notice>,
 ) -> Option<sea_orm::Statement> {
-    use sea_orm::{ActiveModelTrait, IntoActiveModel, QueryTrait};
+    use sea_orm::{ActiveModelTrait, ActiveValue::NotSet, IntoActiveModel, QueryTrait};
     if notices.is_empty() {
         return None;
     }
-    let rows = notices
-        .into_iter()
-        .map(|n| n.into_active_model().reset_all());
+    // What a new notice has not yet (its sending's columns) is left to the columns' defaults
+    // (NULL, 0): fewer values to bind per row, the same row.
+    let rows = notices.into_iter().map(|n| {
+        debug_assert!(n.recipient.is_none() && n.message_id.is_none() && n.attempts == 0);
+        let mut row = n.into_active_model().reset_all();
+        row.recipient = NotSet;
+        row.subject = NotSet;
+        row.sent_at = NotSet;
+        row.attempts = NotSet;
+        row.last_error = NotSet;
+        row.suppressed_reason = NotSet;
+        row.message_id = NotSet;
+        row.claim = NotSet;
+        row.delivered_at = NotSet;
+        row.read_at = NotSet;
+        row
+    });
     Some(
         notice::Entity::insert_many(rows)
             .on_conflict(
@@ -168,7 +193,8 @@ fn kind_of(event_type: EventType) -> Option<NoticeKind> {
         | InvoiceDianRejected
         | CreditNoteCreated
         | NoticeSent
-        | NoticeFailed => None,
+        | NoticeFailed
+        | ConsoleAction => None,
     }
 }
 
@@ -268,6 +294,7 @@ struct About {
 async fn abouts<C: ConnectionTrait>(
     conn: &C,
     telling: &[(&Event, NoticeKind)],
+    known: &Known<'_>,
 ) -> StoreResult<Vec<Option<About>>> {
     // (invoice id, charge id) named in each event's data.
     let named: Vec<(Option<InvoiceId>, Option<ChargeAttemptId>)> = telling
@@ -293,6 +320,7 @@ async fn abouts<C: ConnectionTrait>(
     let named_invoices = telling
         .iter()
         .zip(&named)
+        .filter(|_| !known.invoices_unwritten)
         .filter_map(|((event, _), (invoice, _))| Some((&event.account_id, invoice.as_ref()?)));
     let mut invoices: HashMap<InvoiceId, InvoiceRow> = HashMap::new();
     for (account, ids) in id_lists(named_invoices) {
@@ -308,13 +336,19 @@ async fn abouts<C: ConnectionTrait>(
             .await?;
         invoices.extend(rows.into_iter().map(|row| (row.0.clone(), row)));
     }
-    // The subscriptions of the events whose invoice is not written yet (or that name none).
+    // The subscriptions of the events whose invoice is not written yet (or that name none),
+    // but those whose customer is known.
     let unnamed = telling
         .iter()
         .zip(&named)
         .filter(|(_, (invoice, _))| !invoice.as_ref().is_some_and(|id| invoices.contains_key(id)))
-        .filter_map(|((event, _), _)| Some((&event.account_id, event.subscription_id.as_ref()?)));
-    let mut customers: HashMap<SubscriptionId, CustomerId> = HashMap::new();
+        .filter_map(|((event, _), _)| Some((&event.account_id, event.subscription_id.as_ref()?)))
+        .filter(|(_, subscription)| !known.customers.contains_key(subscription));
+    let mut customers: HashMap<SubscriptionId, CustomerId> = known
+        .customers
+        .iter()
+        .map(|(subscription, customer)| ((*subscription).clone(), (*customer).clone()))
+        .collect();
     for (account, ids) in id_lists(unnamed) {
         let rows: Vec<(SubscriptionId, CustomerId)> = subscription::Entity::scoped(&account)
             .filter(subscription::Column::Id.is_in(ids))

@@ -21,6 +21,7 @@ crate::db_tests!(
     a_portal_link_and_a_test_message_reach_a_real_mail_server,
     an_operator_invites_an_accounts_first_admin,
     an_admin_switches_the_settings_and_support_cannot,
+    an_admin_sets_the_mail_server_and_the_sellers_data_and_no_secret_comes_back,
 );
 
 pub(crate) const PASSWORD: &str = "una clave bien larga";
@@ -402,6 +403,40 @@ async fn support_acts_after_confirming_and_cannot_refund_even_with_a_forged_form
         "who did it: {done}"
     );
     assert_eq!(get(&app, &sub).await["cancel_at_period_end"], true);
+    // Who did it is an event of the API's too, about the subscription.
+    let actions = console_events(&app, &sub).await;
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let data = &actions[0]["data"];
+    assert_eq!(
+        (
+            data["action"].clone(),
+            data["object_id"].clone(),
+            data["http_status"].clone(),
+            data["console_user"]["email"].clone(),
+            data["console_user"]["role"].clone(),
+            data["idempotency_key"].clone(),
+        ),
+        (
+            json!("cancel"),
+            json!(sub),
+            json!(200),
+            json!("pablo@tienda.example.co"),
+            json!("support"),
+            json!(key),
+        ),
+        "{data}"
+    );
+}
+
+/// The account's `console.action` events, newest first; with `subscription`, only its.
+async fn console_events(app: &TestApp, subscription: &str) -> Vec<Value> {
+    let mut path = "/v1/events?type=console.action&limit=100".to_owned();
+    if !subscription.is_empty() {
+        path.push_str(&format!("&subscription_id={subscription}"));
+    }
+    let (status, page) = read(app.get(&path).await).await;
+    assert_eq!(status, 200, "{page}");
+    page["data"].as_array().expect("data").clone()
 }
 
 async fn an_admin_refunds_once_however_often_the_form_is_posted(app: TestApp) {
@@ -455,6 +490,17 @@ async fn an_admin_refunds_once_however_often_the_form_is_posted(app: TestApp) {
     );
     assert_eq!(refunds[0]["amount_cents"], 1_000_000);
     assert_eq!(refunds[0]["reason"], "Cobro doble");
+    let refunded: Vec<Value> = console_events(&app, "")
+        .await
+        .into_iter()
+        .filter(|e| e["data"]["action"] == "refund")
+        .collect();
+    assert_eq!(refunded.len(), 1, "one action, one event: {refunded:?}");
+    assert_eq!(refunded[0]["data"]["object_id"], json!(charge));
+    assert_eq!(
+        refunded[0]["data"]["console_user"]["email"],
+        "marta@tienda.example.co"
+    );
 
     let change = format!("/console/subscriptions/{sub}/change-plan");
     let key = key_for(&html, "change-plan");
@@ -784,4 +830,133 @@ async fn an_admin_switches_the_settings_and_support_cannot(app: TestApp) {
     );
     let (_, notices) = read(app.get("/v1/account/notices").await).await;
     assert_eq!(notices["kinds"]["payment_failed"], false);
+}
+
+/// The settings' forms save through the API's PATCHes: the e-mail server (its password kept,
+/// never shown again), the seller's invoicing data; an empty field changes nothing; the API's
+/// refusal is said in its words; support's forged form is refused.
+async fn an_admin_sets_the_mail_server_and_the_sellers_data_and_no_secret_comes_back(app: TestApp) {
+    app.lift_rate_limit().await;
+    let marta = person(&app, "marta@tienda.example.co", "admin").await;
+    let (status, html) = marta.page("/console/settings").await;
+    assert_eq!(status, 200, "{html}");
+    let csrf = hidden(&html, "csrf");
+    let key = key_for(&html, "form-email");
+    let secret = "correo-secreto-9931";
+    let mail = [
+        ("csrf", csrf.as_str()),
+        ("key", key.as_str()),
+        ("from_address", "cobros@tienda.example.co"),
+        ("from_name", "Tienda Ejemplo"),
+        ("smtp_host", "127.0.0.1"),
+        ("smtp_port", "587"),
+        ("smtp_username", "cobros"),
+        ("smtp_password", secret),
+        ("smtp_security", "starttls"),
+        ("reply_to", ""),
+    ];
+    let (status, done) = marta.post("/console/settings/forms/email", &mail).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Guardado."), "{done}");
+    assert!(!done.contains(secret), "the password is never shown");
+    assert!(done.contains("Hay uno guardado"), "it says one is kept");
+    let (_, notices) = read(app.get("/v1/account/notices").await).await;
+    assert_eq!(
+        (
+            notices["email"]["from_address"].clone(),
+            notices["email"]["smtp"]["host"].clone(),
+            notices["email"]["smtp"]["port"].clone(),
+            notices["email"]["smtp"]["password_set"].clone(),
+            notices["email"]["reply_to"].clone(),
+        ),
+        (
+            json!("cobros@tienda.example.co"),
+            json!("127.0.0.1"),
+            json!(587),
+            json!(true),
+            Value::Null,
+        ),
+        "{notices}"
+    );
+
+    // Only the port typed: the password stays as it was.
+    let key = key_for(&done, "form-email");
+    let (status, done) = marta
+        .post(
+            "/console/settings/forms/email",
+            &[
+                ("csrf", csrf.as_str()),
+                ("key", key.as_str()),
+                ("smtp_port", "465"),
+                ("smtp_security", "tls"),
+                ("smtp_password", ""),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{done}");
+    let (_, notices) = read(app.get("/v1/account/notices").await).await;
+    assert_eq!(notices["email"]["smtp"]["port"], 465);
+    assert_eq!(notices["email"]["smtp"]["password_set"], true);
+
+    let key = key_for(&done, "form-seller");
+    let seller = [
+        ("csrf", csrf.as_str()),
+        ("key", key.as_str()),
+        ("legal_name", "Tienda Ejemplo S.A.S."),
+        ("nit", "900123456-8"),
+        ("address_line", "Carrera 7 # 71-21"),
+        ("city_code", "11001"),
+        ("country", "CO"),
+        ("tax_regime", "responsable_iva"),
+    ];
+    let (status, done) = marta.post("/console/settings/forms/seller", &seller).await;
+    assert_eq!(status, 200, "{done}");
+    assert!(done.contains("Guardado."), "{done}");
+    let (_, invoicing) = read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(invoicing["legal_name"], "Tienda Ejemplo S.A.S.");
+    assert_eq!(invoicing["nit"]["number"], "900123456");
+    assert_eq!(invoicing["address"]["city_code"], "11001");
+
+    // A NIT whose check digit is not DIAN's: the API's refusal, nothing changed.
+    let key = key_for(&done, "form-seller");
+    let (status, refused) = marta
+        .post(
+            "/console/settings/forms/seller",
+            &[
+                ("csrf", csrf.as_str()),
+                ("key", key.as_str()),
+                ("nit", "900123456-1"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 200, "{refused}");
+    assert!(
+        refused.contains("flash bad"),
+        "said as a refusal: {refused}"
+    );
+    let (_, invoicing) = read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(invoicing["nit"]["check_digit"], 8);
+    let changes: Vec<Value> = console_events(&app, "")
+        .await
+        .into_iter()
+        .filter(|e| e["data"]["action"] == "settings_seller")
+        .collect();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+
+    let pablo = person(&app, "pablo@tienda.example.co", "support").await;
+    let (_, page) = pablo.page("/console").await;
+    let theirs = hidden(&page, "csrf");
+    let (status, _) = pablo
+        .post(
+            "/console/settings/forms/email",
+            &[
+                ("csrf", theirs.as_str()),
+                ("key", "con_forged-email"),
+                ("smtp_host", "evil.example"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 403, "an admin's, even for a forged form");
+    let (_, notices) = read(app.get("/v1/account/notices").await).await;
+    assert_eq!(notices["email"]["smtp"]["host"], "127.0.0.1");
 }

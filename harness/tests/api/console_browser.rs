@@ -186,6 +186,17 @@ async fn an_admin_signs_in_finds_a_customer_refunds_changes_plan_and_exports() {
         browser.wait_for_text("h1", title).await;
         looked_at(&browser, name).await;
     }
+    // A settings form as a person fills it in: the seller's legal name, saved by the API.
+    browser
+        .fill("#seller-legal_name", "Tienda Ejemplo S.A.S.")
+        .await;
+    browser
+        .click("form[action$='/forms/seller'] button[type=submit]")
+        .await;
+    browser.wait_for_text(".flash", "Guardado.").await;
+    looked_at(&browser, "settings-saved").await;
+    let (_, invoicing) = crate::common::read(app.get("/v1/account/invoicing").await).await;
+    assert_eq!(invoicing["legal_name"], "Tienda Ejemplo S.A.S.");
     // The export as the browser downloads it: the form's month, with the browser's cookie.
     browser
         .client

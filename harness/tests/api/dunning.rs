@@ -2,7 +2,8 @@
 //! sandbox processor's test cards (`docs/payments.md`): a hard decline is charged once, never
 //! retried on that card, and canceled on the schedule's last day; a soft decline keeps the
 //! 1, 3, 5, 7 schedule; a new card on a hard-declined past-due subscription is charged at
-//! once; the card network's reattempt limit stops a retry before the processor sees it.
+//! once; the card network's reattempt limit stops a retry before the processor sees it, and
+//! lets the last attempt it allows through.
 
 use crate::common::{TestApp, eventually, read, sandbox_processor};
 use crate::subscriptions::{advance, card_token, get, shop, subscribe};
@@ -15,6 +16,7 @@ crate::db_tests!(
     a_soft_decline_keeps_the_retry_schedule,
     a_new_card_on_a_hard_declined_subscription_is_charged_at_once,
     the_visa_limit_stops_a_retry_before_the_processor_sees_it,
+    the_last_attempt_a_limit_allows_is_sent_and_no_more,
 );
 
 const DAY: i64 = 86_400;
@@ -218,6 +220,50 @@ async fn the_visa_limit_stops_a_retry_before_the_processor_sees_it(app: TestApp)
             .expect("the sandbox answers");
         assert!(found.is_some(), "the first charge was sent");
     }
+    let (_, balance) = read(app.get("/v1/balance").await).await;
+    assert_eq!(balance["reserved_cents"], 0, "no money moved or waits");
+    crate::common::assert_invariants(&app).await;
+}
+
+/// Nineteen subscriptions on one Visa card, each declined once; their first retries fall due
+/// together and the twentieth attempt is the last the limit allows: exactly one of them is
+/// sent, and the other eighteen are declined `network_limit` unsent. (Retries begun at the
+/// same instant are counted one after the other: `store::batch`'s unit test
+/// `retries_on_one_card_at_once_never_pass_its_limit_together`.)
+async fn the_last_attempt_a_limit_allows_is_sent_and_no_more(app: TestApp) {
+    app.lift_rate_limit().await;
+    let (shop, method) = shop(&app, NO_FUNDS).await;
+    let mut ids = Vec::new();
+    for _ in 0..19 {
+        let sub = subscribe(&app, &shop, &method, json!({})).await;
+        ids.push(sub["id"].as_str().expect("id").to_owned());
+    }
+    advance(&app, 60).await;
+    for id in &ids {
+        assert_eq!(get(&app, id).await["failed_attempts"], 1, "{id}");
+    }
+    advance(&app, DAY).await;
+    for id in &ids {
+        eventually(Duration::from_secs(20), || async {
+            get(&app, id).await["failed_attempts"] == 2
+        })
+        .await;
+    }
+    let mut sent = 0;
+    let mut stopped = 0;
+    for id in &ids {
+        let all = charges(&app, id).await;
+        assert_eq!(all.len(), 2, "{all:?}");
+        match all[1]["decline_code"].as_str() {
+            Some("network_limit") => stopped += 1,
+            _ => sent += 1,
+        }
+    }
+    assert_eq!(
+        (sent, stopped),
+        (1, 18),
+        "one retry reaches the limit, no more"
+    );
     let (_, balance) = read(app.get("/v1/balance").await).await;
     assert_eq!(balance["reserved_cents"], 0, "no money moved or waits");
     crate::common::assert_invariants(&app).await;

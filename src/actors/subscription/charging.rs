@@ -169,14 +169,11 @@ impl Context<'_> {
             return Ok(None);
         }
         let new = new_charge(sub, account, lines, purpose, Some(period_start), None, now);
-        // A retry the card network would count past its limit is not sent (CONTRACT §15).
-        if purpose == ChargePurpose::Retry
-            && let Some(refusal) = self.reattempt_refusal(&new, snapshot).await?
-        {
-            self.decline_unsent(sub, account, new, &refusal, resuming, now)
-                .await?;
-            return Ok(None);
-        }
+        // A retry is counted against its card network's limits as it begins (CONTRACT §15).
+        let network = match purpose {
+            ChargePurpose::Retry => self.network_of(&new, snapshot).await?,
+            _ => None,
+        };
         // Bounded: a burst never has more than `IN_FLIGHT` charges out at the processor.
         let slot = self.in_flight().slot().await;
         let mut row = sub.clone();
@@ -188,14 +185,33 @@ impl Context<'_> {
             Some(resuming) => (vec![resuming.event], Some(resuming.paused)),
             None => (Vec::new(), None),
         };
-        let began = self
-            .store()
-            .begin_period_charge(PeriodChargeBegin {
-                charge: new,
-                row,
-                events,
-            })
-            .await?;
+        let begin = PeriodChargeBegin {
+            charge: new,
+            row,
+            events,
+        };
+        let began = match network {
+            None => self.store().begin_period_charge(begin).await?,
+            Some(network) => {
+                match self
+                    .store()
+                    .begin_counted_charge(begin, network.windows())
+                    .await?
+                {
+                    Ok(began) => began,
+                    // Past a limit: not sent, and nothing of the begin was written.
+                    Err((overrun, begin)) => {
+                        drop(slot);
+                        let resuming = paused.zip(begin.events.into_iter().next());
+                        let resuming = resuming.map(|(paused, event)| Resuming { paused, event });
+                        let refusal = network.refusal(overrun.window, overrun.sent);
+                        self.decline_unsent(sub, account, begin.charge, &refusal, resuming, now)
+                            .await?;
+                        return Ok(None);
+                    }
+                }
+            }
+        };
         let charge = match began {
             Ok((charge, row)) => {
                 *sub = row;

@@ -1,8 +1,8 @@
 //! The card networks' reattempt limits as the subscription actor keeps them (CONTRACT §15,
-//! decision 0074): before a retry is posted, its payment method's attempts are counted by the
-//! database (`Store::count_sent_attempts`) over each window of its brand
-//! (`domain::reattempts`); a retry past a limit is recorded declined (`network_limit`) and
-//! settled as a soft decline in one unit, never posted. What a limit is lives in the domain;
+//! decision 0074): a retry on a card of a known brand begins in a unit of its own that locks
+//! the payment method and counts its attempts over each window of the brand
+//! (`Store::begin_counted_charge`, `domain::reattempts`); a retry past a limit is recorded
+//! declined (`network_limit`) and settled as a soft decline in one unit, never posted. What a limit is lives in the domain;
 //! when a charge is a retry, in `charging::charge_period`.
 
 use super::ActionError;
@@ -17,14 +17,13 @@ use crate::store::prefetch::DueSnapshot;
 use crate::store::subscriptions::Subscription;
 
 impl Context<'_> {
-    /// Why the card network's reattempt limits stop the attempt `new`, if they do: one more
-    /// on its payment method would go past a limit of its brand (`domain::reattempts`),
-    /// counted by the database over the charges already made on it.
-    pub(super) async fn reattempt_refusal(
+    /// The card network whose reattempt limits a retry `new` keeps, by its payment method's
+    /// brand; `None` when it has none (`domain::reattempts`).
+    pub(super) async fn network_of(
         &self,
         new: &NewCharge,
         snapshot: Option<&DueSnapshot>,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Option<Network>, StoreError> {
         let prefetched = snapshot
             .and_then(|s| s.payer.as_ref())
             .map(|(method, _)| method)
@@ -38,34 +37,7 @@ impl Context<'_> {
                     .await?
             }
         };
-        let Some(network) = Network::of_brand(method.and_then(|m| m.brand).as_deref()) else {
-            return Ok(None);
-        };
-        for window in network.windows() {
-            let sent = self
-                .store()
-                .count_sent_attempts(
-                    &new.account,
-                    &new.payment_method_id,
-                    window.since(new.now_ms),
-                    window.same_amount.then_some(new.amount_cents),
-                )
-                .await?;
-            if !window.allows_another(sent) {
-                return Ok(Some(format!(
-                    "Not sent: {network:?} allows at most {} attempts in {} day(s) on a card{}, \
-                     and {sent} were made",
-                    window.limit,
-                    window.span_ms / 86_400_000,
-                    if window.same_amount {
-                        " for one amount"
-                    } else {
-                        ""
-                    },
-                )));
-            }
-        }
-        Ok(None)
+        Ok(Network::of_brand(method.and_then(|m| m.brand).as_deref()))
     }
 
     /// Records the attempt `new` as declined without posting it (`refusal` says why) and

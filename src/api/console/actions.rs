@@ -408,7 +408,7 @@ async fn test_email(
             super::mail::Delivery::Refused(_) | super::mail::Delivery::Off => 422,
             super::mail::Delivery::Unknown(_) => 504,
         };
-        state.store.finish_console_action(&record, status).await?;
+        caller.finish(&state, &record, status).await?;
         Ok(sent.words(t, &to))
     }
     .await;
@@ -437,10 +437,7 @@ pub(super) async fn act(
     let (status, answer) = api
         .call(caller, Method::POST, path, Some(body), Some(key))
         .await?;
-    state
-        .store
-        .finish_console_action(&record, status.as_u16())
-        .await?;
+    caller.finish(state, &record, status.as_u16()).await?;
     Ok((status, answer))
 }
 

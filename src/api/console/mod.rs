@@ -24,6 +24,7 @@ mod password;
 mod refund;
 mod session;
 mod settings;
+mod settings_fields;
 mod sign_in;
 mod subscription;
 mod users;

@@ -49,7 +49,7 @@ impl ConsoleCaller {
     }
 
     /// Records that this person is taking `action` on `object_id` under `key`, before it is
-    /// taken: the record's id, for `finish_console_action` to add the answer to.
+    /// taken: the record's id, for `finish` to add the answer to.
     pub async fn record(
         &self,
         state: &AppState,
@@ -72,6 +72,21 @@ impl ConsoleCaller {
             })
             .await?;
         Ok(id)
+    }
+
+    /// Adds the API's `status` to the action `record` this person took, which writes its
+    /// `console.action` event.
+    pub async fn finish(
+        &self,
+        state: &AppState,
+        record: &ConsoleActionId,
+        status: u16,
+    ) -> Result<(), ApiError> {
+        state
+            .store
+            .finish_console_action(&self.account.id, record, status, self.now_ms)
+            .await?;
+        Ok(())
     }
 
     /// Whether the form's token is the session's.

@@ -1,18 +1,20 @@
 //! The account's settings as an admin sees and changes them: invoicing and DIAN (with the
 //! numbering ranges and their warnings), notices (with a test message, in `actions`), the
-//! portal, and the people with access. What an admin switches is saved through the API's own
-//! `PATCH /v1/account/portal` and `PATCH /v1/account/notices`, under the form's
-//! Idempotency-Key, and recorded with who did it.
+//! portal, and the people with access. What an admin switches, and the forms of
+//! `settings_fields` (the e-mail server, WhatsApp, the seller's data), are saved through the
+//! API's own PATCHes (`/v1/account/portal`, `/v1/account/notices`, `/v1/account/invoicing`),
+//! under the form's Idempotency-Key, and recorded with who did it.
 
 use super::frame::{Chrome, failed, locale_of, page, problem};
 use super::i18n::Tr;
 use super::session::ConsoleCaller;
+use super::settings_fields::{self, ShownForm};
 use super::view::{day, int, items, message_of, text};
 use super::{InnerApi, Role};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use askama::Template;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,11 +26,50 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/console/settings", get(settings))
         .route("/console/settings/switches", post(save))
+        .route("/console/settings/forms/{form}", post(save_form))
+}
+
+/// What the settings page shows, each read from the API once.
+struct Answers {
+    invoicing: Value,
+    ranges: Value,
+    notices: Value,
+    portal: Value,
+    people: Value,
+}
+
+impl Answers {
+    async fn read(api: &InnerApi, caller: &ConsoleCaller) -> Result<Self, ApiError> {
+        Ok(Answers {
+            invoicing: api.get(caller, "/v1/account/invoicing").await?,
+            ranges: api
+                .get(caller, "/v1/account/invoicing/numbering-ranges")
+                .await?,
+            notices: api.get(caller, "/v1/account/notices").await?,
+            portal: api.get(caller, "/v1/account/portal").await?,
+            people: api.get(caller, "/v1/console-users").await?,
+        })
+    }
+
+    /// The API's answer a settings form reads (the GET of the path it PATCHes).
+    fn of_path(&self, path: &str) -> &Value {
+        match path {
+            "/v1/account/invoicing" => &self.invoicing,
+            "/v1/account/portal" => &self.portal,
+            _ => &self.notices,
+        }
+    }
 }
 
 /// The switches of the settings form: (field, words, where it is in the API's answers).
-const SWITCHES: [(&str, &str, &str, &str); 9] = [
+const SWITCHES: [(&str, &str, &str, &str); 10] = [
     ("email", "switch_email", "notices", "/email/enabled"),
+    (
+        "whatsapp",
+        "switch_whatsapp",
+        "notices",
+        "/whatsapp/enabled",
+    ),
     ("receipt", "notice_receipt", "notices", "/kinds/receipt"),
     (
         "payment_failed",
@@ -75,24 +116,22 @@ const SWITCHES: [(&str, &str, &str, &str); 9] = [
 ];
 
 /// Each switch as it is now.
-async fn toggles(
-    api: &InnerApi,
-    caller: &ConsoleCaller,
-    t: Tr,
-) -> Result<Vec<(&'static str, &'static str, bool)>, ApiError> {
-    let notices = api.get(caller, "/v1/account/notices").await?;
-    let portal = api.get(caller, "/v1/account/portal").await?;
-    Ok(SWITCHES
+fn toggles(answers: &Answers, t: Tr) -> Vec<(&'static str, &'static str, bool)> {
+    SWITCHES
         .iter()
         .map(|(field, words, of, pointer)| {
-            let from = if *of == "notices" { &notices } else { &portal };
+            let from = if *of == "notices" {
+                &answers.notices
+            } else {
+                &answers.portal
+            };
             (
                 *field,
                 t.get(words),
                 from.pointer(pointer).and_then(Value::as_bool) == Some(true),
             )
         })
-        .collect())
+        .collect()
 }
 
 /// Saves the switches: what the form says on (a checkbox sent) or off (not sent).
@@ -104,28 +143,14 @@ async fn save(
     Form(form): Form<HashMap<String, String>>,
 ) -> Response {
     let t = Tr(locale_of(&caller));
-    let field = |name: &str| form.get(name).cloned().unwrap_or_default();
-    let key = field("key");
-    let key_ok = super::view::is_key(&key);
-    if !crate::http::pages::same_origin(&headers) || !caller.csrf_ok(&field("csrf")) || !key_ok {
-        return problem(
-            &caller,
-            StatusCode::FORBIDDEN,
-            t.get("stale_form"),
-            "/console/settings",
-        );
+    if let Some(refused) = refusal(&caller, &headers, &form) {
+        return refused;
     }
-    if !caller.role.may(Role::Admin) {
-        return problem(
-            &caller,
-            StatusCode::FORBIDDEN,
-            t.get("admins_only"),
-            "/console",
-        );
-    }
+    let key = posted(&form, "key");
     let on = |name: &str| form.get(name).is_some_and(|v| v == "on");
     let notices = json!({
         "email": {"enabled": on("email")},
+        "whatsapp": {"enabled": on("whatsapp")},
         "kinds": {
             "receipt": on("receipt"),
             "payment_failed": on("payment_failed"),
@@ -161,14 +186,99 @@ async fn save(
                 break;
             }
         }
-        state
-            .store
-            .finish_console_action(&record, last.0.as_u16())
-            .await?;
+        caller.finish(&state, &record, last.0.as_u16()).await?;
         Ok::<_, ApiError>(if last.0.is_success() {
             (t.get("saved").to_owned(), false)
         } else {
             (message_of(&last.1), true)
+        })
+    }
+    .await;
+    match result {
+        Ok(flash) => settings_page(&api, &caller, Some(flash)).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The form's field `name`, or nothing.
+fn posted(form: &HashMap<String, String>, name: &str) -> String {
+    form.get(name).cloned().unwrap_or_default()
+}
+
+/// Why an admin's settings form is refused, if it is: not from this origin, without the
+/// session's token or a well-formed key (403), or not an admin's (403).
+fn refusal(
+    caller: &ConsoleCaller,
+    headers: &HeaderMap,
+    form: &HashMap<String, String>,
+) -> Option<Response> {
+    let t = Tr(locale_of(caller));
+    let fresh = crate::http::pages::same_origin(headers)
+        && caller.csrf_ok(&posted(form, "csrf"))
+        && super::view::is_key(&posted(form, "key"));
+    if !fresh {
+        return Some(problem(
+            caller,
+            StatusCode::FORBIDDEN,
+            t.get("stale_form"),
+            "/console/settings",
+        ));
+    }
+    if !caller.role.may(Role::Admin) {
+        return Some(problem(
+            caller,
+            StatusCode::FORBIDDEN,
+            t.get("admins_only"),
+            "/console",
+        ));
+    }
+    None
+}
+
+/// Saves a form of `settings_fields` through the API's PATCH of its path: what was typed in,
+/// at its place in the body; the page then says the API's answer.
+async fn save_form(
+    State(state): State<AppState>,
+    Extension(api): Extension<InnerApi>,
+    caller: ConsoleCaller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    let t = Tr(locale_of(&caller));
+    let Some(def) = settings_fields::form(&id) else {
+        return problem(
+            &caller,
+            StatusCode::NOT_FOUND,
+            t.get("not_found"),
+            "/console/settings",
+        );
+    };
+    if let Some(refused) = refusal(&caller, &headers, &form) {
+        return refused;
+    }
+    let Some(body) = settings_fields::body(def, &form) else {
+        return settings_page(
+            &api,
+            &caller,
+            Some((t.get("nothing_typed").to_owned(), false)),
+        )
+        .await;
+    };
+    let key = posted(&form, "key");
+    let result = async {
+        let action = format!("settings_{}", def.id);
+        let record = caller
+            .record(&state, &action, caller.account.id.as_str(), &key)
+            .await?;
+        let (status, answer) = api
+            .call(&caller, Method::PATCH, def.path, Some(&body), Some(&key))
+            .await?;
+        caller.finish(&state, &record, status.as_u16()).await?;
+        Ok::<_, ApiError>(if status.is_success() {
+            (t.get("saved").to_owned(), false)
+        } else {
+            (message_of(&answer), true)
         })
     }
     .await;
@@ -200,6 +310,8 @@ struct SettingsPage {
     email: String,
     /// The switches an admin may turn: field, words, whether on.
     toggles: Vec<(&'static str, &'static str, bool)>,
+    /// The forms of `settings_fields`, filled in.
+    forms: Vec<ShownForm>,
 }
 
 /// The account's invoicing, DIAN, notices and portal settings as they are, and its people.
@@ -223,11 +335,14 @@ pub async fn settings_page(
             "/console",
         );
     }
-    match (
-        settings_sections(api, caller, t).await,
-        toggles(api, caller, t).await,
-    ) {
-        (Ok((sections, people)), Ok(toggles)) => {
+    match Answers::read(api, caller).await {
+        Ok(answers) => {
+            let (sections, people) = settings_sections(&answers, caller, t);
+            let toggles = toggles(&answers, t);
+            let forms = settings_fields::FORMS
+                .iter()
+                .map(|def| settings_fields::shown(def, answers.of_path(def.path), t))
+                .collect();
             let mut chrome = Chrome::of(caller, t, "settings");
             if let Some((message, bad)) = flash {
                 chrome.flash = Some(message);
@@ -243,28 +358,29 @@ pub async fn settings_page(
                 key: crate::secrets::random_token("con_", 24),
                 email: caller.user.email.clone(),
                 toggles,
+                forms,
             };
             page(StatusCode::OK, body.render())
         }
-        (Err(err), _) | (_, Err(err)) => failed(caller, err),
+        Err(err) => failed(caller, err),
     }
 }
 
 /// The settings page's sections (invoicing and DIAN, notices, portal) and the account's
-/// people, read from the API.
-pub async fn settings_sections(
-    api: &InnerApi,
+/// people, from the API's answers.
+fn settings_sections(
+    answers: &Answers,
     caller: &ConsoleCaller,
     t: Tr,
-) -> Result<(Vec<SettingsSection>, Vec<(String, &'static str, String)>), ApiError> {
+) -> (Vec<SettingsSection>, Vec<(String, &'static str, String)>) {
     let locale = locale_of(caller);
     let yes_no = |on: bool| t.get(if on { "on" } else { "off" }).to_owned();
-    let invoicing = api.get(caller, "/v1/account/invoicing").await?;
+    let invoicing = &answers.invoicing;
     let dian = &invoicing["dian"];
     let mut dian_lines = vec![
-        (t.get("legal_name"), text(&invoicing, "legal_name")),
+        (t.get("legal_name"), text(invoicing, "legal_name")),
         ("NIT", text(&invoicing["nit"], "number")),
-        (t.get("tax_regime"), text(&invoicing, "tax_regime")),
+        (t.get("tax_regime"), text(invoicing, "tax_regime")),
         ("DIAN", yes_no(dian["enabled"].as_bool() == Some(true))),
     ];
     let mut warnings = Vec::new();
@@ -275,10 +391,7 @@ pub async fn settings_sections(
             day(&text(&dian["certificate"], "expires_at"), locale),
         ));
     }
-    let ranges = api
-        .get(caller, "/v1/account/invoicing/numbering-ranges")
-        .await?;
-    for range in items(&ranges) {
+    for range in items(&answers.ranges) {
         dian_lines.push((
             t.get("numbering_range"),
             format!(
@@ -300,8 +413,8 @@ pub async fn settings_sections(
             ));
         }
     }
-    let notices = api.get(caller, "/v1/account/notices").await?;
-    let portal = api.get(caller, "/v1/account/portal").await?;
+    let notices = &answers.notices;
+    let portal = &answers.portal;
     let sections = vec![
         SettingsSection {
             title: t.get("invoicing_and_dian"),
@@ -322,7 +435,7 @@ pub async fn settings_sections(
                     "WhatsApp",
                     yes_no(notices["whatsapp"]["enabled"].as_bool() == Some(true)),
                 ),
-                (t.get("language"), text(&notices, "locale")),
+                (t.get("language"), text(notices, "locale")),
             ],
             warnings: Vec::new(),
         },
@@ -350,7 +463,7 @@ pub async fn settings_sections(
             warnings: Vec::new(),
         },
     ];
-    let people = items(&api.get(caller, "/v1/console-users").await?)
+    let people = items(&answers.people)
         .iter()
         .map(|person| {
             let role = text(person, "role");
@@ -368,5 +481,5 @@ pub async fn settings_sections(
             )
         })
         .collect();
-    Ok((sections, people))
+    (sections, people)
 }

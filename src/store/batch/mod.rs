@@ -24,15 +24,18 @@
 //! alone then ends `Fenced`.
 
 use super::charges::{
-    BeginChargeError, ChargeAttempt, NewCharge, ProcessorEvent, attempt_of, fee_ledger_row,
-    insert_processor_events,
+    BeginChargeError, ChargeAttempt, NewCharge, Overrun, ProcessorEvent, attempt_of,
+    fee_ledger_row, insert_processor_events,
 };
 use super::entities::{account, subscription_addon};
 use super::mrr::MrrAfter;
+use super::notice_sink::Known;
 use super::subscriptions::{Event, Subscription};
+use super::txn::StoreTxn;
 use super::{Store, StoreError, StoreResult};
 use crate::domain::charge_purpose::ChargePurpose;
 use crate::domain::charge_status::ChargeStatus;
+use crate::domain::reattempts::Window;
 use crate::ids::{ChargeAttemptId, SubscriptionId};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryTrait};
@@ -159,20 +162,37 @@ impl Store {
 
     /// One renewal's write as its own unit.
     async fn begin_one(&self, begin: PeriodChargeBegin) -> StoreResult<Began> {
-        let mrr = begin_mrr(&begin);
         let txn = self.begin().await?;
-        match txn.begin_charge(begin.charge).await {
-            Ok(charge) => {
-                for event in begin.events {
-                    txn.insert_event(event).await?;
-                }
-                let row = txn.save_subscription_as(begin.row, mrr).await?;
-                txn.commit().await?;
-                Ok(Ok((charge, row)))
-            }
-            // Nothing was written (the unit rolls back).
-            Err(BeginChargeError::Store(err)) => Err(err),
-            Err(refused) => Ok(Err(refused)),
+        begin_in(txn, begin).await
+    }
+
+    /// A retry's begin where its card network's limits are kept (CONTRACT §15): one unit
+    /// locks the payment method's row, counts its attempts over each of `windows` and begins
+    /// the charge only if each allows one more; past one, nothing is written and the window
+    /// is the answer, with the begin handed back. Never batched: two retries on one card at
+    /// once are counted one after the other, on any node, so they cannot both pass a limit.
+    pub async fn begin_counted_charge(
+        &self,
+        begin: PeriodChargeBegin,
+        windows: &[Window],
+    ) -> StoreResult<Result<Began, (Overrun, PeriodChargeBegin)>> {
+        let txn = self.begin().await?;
+        let charge = &begin.charge;
+        txn.lock_payment_method(&charge.account, &charge.payment_method_id)
+            .await?;
+        let overrun: Option<Overrun> = txn
+            .overrun(
+                &charge.account,
+                &charge.payment_method_id,
+                windows,
+                charge.amount_cents,
+                charge.now_ms,
+            )
+            .await?;
+        match overrun {
+            // Dropped, the unit writes nothing; the begin is handed back.
+            Some(overrun) => Ok(Err((overrun, begin))),
+            None => Ok(Ok(begin_in(txn, begin).await?)),
         }
     }
 
@@ -250,7 +270,7 @@ impl Store {
         // change no row the batch depends on, so they are written after the count, not counted.
         let events: Vec<&Event> = begins.iter().flat_map(|b| b.events.iter()).collect();
         if !events.is_empty() || !movements.is_empty() {
-            let mut statements = event_statements(&txn, events).await?;
+            let mut statements = event_statements(&txn, events, &Known::default()).await?;
             statements.extend(insert_all(backend, movements));
             execute_together(txn.conn(), statements).await?;
         }
@@ -263,6 +283,24 @@ impl Store {
 /// depends on (its due time, its update time: the period moves when it is paid), so it is
 /// unchanged and read for nothing; a first charge (a trial's end) or a resumption moves the
 /// status, and is computed by the rule.
+/// A period charge's begin written in `txn`, which it commits unless the charge is refused.
+async fn begin_in(txn: StoreTxn, begin: PeriodChargeBegin) -> StoreResult<Began> {
+    let mrr = begin_mrr(&begin);
+    match txn.begin_charge(begin.charge).await {
+        Ok(charge) => {
+            for event in begin.events {
+                txn.insert_event(event).await?;
+            }
+            let row = txn.save_subscription_as(begin.row, mrr).await?;
+            txn.commit().await?;
+            Ok(Ok((charge, row)))
+        }
+        // Nothing was written (the unit rolls back).
+        Err(BeginChargeError::Store(err)) => Err(err),
+        Err(refused) => Ok(Err(refused)),
+    }
+}
+
 fn begin_mrr(begin: &PeriodChargeBegin) -> MrrAfter {
     let plain = matches!(
         begin.charge.purpose,
@@ -464,7 +502,16 @@ impl Store {
             .flat_map(|s| s.events.iter())
             .chain(invoices.events.iter())
             .collect();
-        statements.extend(event_statements(&txn, rows).await?);
+        // Whose each subscription is, the batch knows: its notices need no read for it, nor
+        // for invoices not written yet.
+        let known = Known {
+            customers: chosen
+                .iter()
+                .map(|s| (&s.row.id, &s.row.customer_id))
+                .collect(),
+            invoices_unwritten: true,
+        };
+        statements.extend(event_statements(&txn, rows, &known).await?);
 
         // The account's row last (see `begin_many`).
         for (account_id, (reserved, returned)) in fees {

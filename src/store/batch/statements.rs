@@ -5,6 +5,7 @@
 use super::super::StoreResult;
 use super::super::charges::ChargeAttempt;
 use super::super::entities::{charge_attempt, subscription};
+use super::super::notice_sink::Known;
 use super::super::subscriptions::{Event, Subscription};
 use super::super::txn::StoreTxn;
 use sea_orm::sea_query::{CaseStatement, Expr, ExprTrait, OnConflict, Query};
@@ -14,13 +15,14 @@ use sea_orm::{
 };
 
 /// The statements inserting `rows` with what the fan-out's sinks add for them
-/// (`store::fanout`: deliveries, notices); the endpoints are noted on `txn`, to be told once it
-/// commits.
+/// (`store::fanout`: deliveries, notices), told what the batch knows of them (`known`); the
+/// endpoints are noted on `txn`, to be told once it commits.
 pub(super) async fn event_statements(
     txn: &StoreTxn,
     rows: Vec<&Event>,
+    known: &Known<'_>,
 ) -> StoreResult<Vec<sea_orm::Statement>> {
-    let (statements, touched) = super::super::fanout::statements(txn.conn(), &rows).await?;
+    let (statements, touched) = super::super::fanout::statements(txn.conn(), &rows, known).await?;
     txn.touch(touched);
     Ok(statements)
 }

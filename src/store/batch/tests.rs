@@ -171,6 +171,50 @@ async fn renewals_beginning_at_once_are_refused_one_by_one_as_alone() {
     shop.remove();
 }
 
+/// Retries on one Visa card all at once, when one more attempt is all its limit allows (19
+/// of one amount in 30 days already sent): counted in their own units, exactly one begins,
+/// and every other is handed back past the limit with nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_on_one_card_at_once_never_pass_its_limit_together() {
+    let shop = shop(NOW).await;
+    let subs = subscriptions(&shop, 38).await;
+    let fee = 100;
+    let (earlier, retrying) = subs.split_at(19);
+    for sub in earlier {
+        let mut first = begin(sub, fee);
+        first.charge.now_ms = NOW - 86_400_000;
+        let began = shop.store.begin_period_charge(first).await.expect("store");
+        began.expect("an earlier attempt");
+    }
+    let windows = crate::domain::reattempts::Network::Visa.windows();
+    let mut tasks = tokio::task::JoinSet::new();
+    for sub in retrying {
+        let mut retry = begin(sub, fee);
+        retry.charge.purpose = ChargePurpose::Retry;
+        let store = shop.store.clone();
+        tasks.spawn(async move { store.begin_counted_charge(retry, windows).await });
+    }
+    let (mut began, mut past) = (0, 0);
+    while let Some(done) = tasks.join_next().await {
+        match done.expect("task").expect("store") {
+            Ok(Ok(_)) => began += 1,
+            Ok(Err(refused)) => panic!("unexpected refusal: {refused}"),
+            Err((overrun, handed_back)) => {
+                assert_eq!((overrun.window.limit, overrun.sent), (20, 20));
+                assert_eq!(handed_back.charge.purpose, ChargePurpose::Retry);
+                past += 1;
+            }
+        }
+    }
+    assert_eq!((began, past), (1, 18));
+    assert_eq!(
+        count(&shop, "charge_attempts", "1 = 1").await,
+        20,
+        "only the attempt the limit allows was written"
+    );
+    shop.remove();
+}
+
 /// Events carried by begins (a resumption's) exist only with their charges: a refused
 /// batch writes none, a batch written whole writes each with its deliveries.
 #[tokio::test]

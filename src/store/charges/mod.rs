@@ -14,6 +14,9 @@
 //!    attempt already final and changes nothing.
 
 pub mod conflicts;
+mod limits;
+
+pub use limits::Overrun;
 
 use super::entities::{account, charge_attempt, payment_method, processor_event};
 use super::{Page, PageRequest, Store, StoreError, StoreResult, fetch_page};
@@ -26,8 +29,8 @@ use crate::ids::{
 use crate::store::Scoped;
 use conflicts::{Report, contradicts, insert_conflict_in};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
-    QueryFilter, QueryOrder,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder,
     sea_query::{Expr, ExprTrait},
 };
 
@@ -140,31 +143,6 @@ impl Store {
             .order_by_desc(charge_attempt::Column::Id)
             .one(self.conn())
             .await?)
-    }
-
-    /// How many charges on `payment_method_id` went to the processor (or are on their way)
-    /// from `since_ms` on, by the account's clock; with `amount_cents`, only those of that
-    /// amount. A retry the network's limit stopped was never sent and is not counted. The
-    /// index on (payment method, began) answers it.
-    pub async fn count_sent_attempts(
-        &self,
-        account: &AccountId,
-        payment_method_id: &PaymentMethodId,
-        since_ms: i64,
-        amount_cents: Option<i64>,
-    ) -> StoreResult<u64> {
-        let mut query = charge_attempt::Entity::scoped(account)
-            .filter(charge_attempt::Column::PaymentMethodId.eq(payment_method_id))
-            .filter(charge_attempt::Column::CreatedAt.gte(since_ms))
-            .filter(
-                sea_orm::Condition::any()
-                    .add(charge_attempt::Column::DeclineCode.is_null())
-                    .add(charge_attempt::Column::DeclineCode.ne(Decline::NetworkLimit)),
-            );
-        if let Some(amount_cents) = amount_cents {
-            query = query.filter(charge_attempt::Column::AmountCents.eq(amount_cents));
-        }
-        Ok(query.count(self.conn()).await?)
     }
 
     pub async fn charge(
