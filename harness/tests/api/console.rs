@@ -806,6 +806,10 @@ async fn an_admin_switches_the_settings_and_support_cannot(app: TestApp) {
     let (status, done) = marta.post("/console/settings/switches", &on).await;
     assert_eq!(status, 200, "{done}");
     assert!(done.contains("Guardado."), "{done}");
+    assert!(
+        done.contains(r#"id="switch-receipt" name="receipt" value="on" checked"#),
+        "the page shows the switch as saved: {done}"
+    );
     let (_, notices) = read(app.get("/v1/account/notices").await).await;
     assert_eq!(notices["kinds"]["receipt"], true);
     assert_eq!(
@@ -912,6 +916,10 @@ async fn an_admin_sets_the_mail_server_and_the_sellers_data_and_no_secret_comes_
     let (status, done) = marta.post("/console/settings/forms/seller", &seller).await;
     assert_eq!(status, 200, "{done}");
     assert!(done.contains("Guardado."), "{done}");
+    assert!(
+        done.contains("<dd>Tienda Ejemplo S.A.S.</dd>"),
+        "the page shows what was saved: {done}"
+    );
     let (_, invoicing) = read(app.get("/v1/account/invoicing").await).await;
     assert_eq!(invoicing["legal_name"], "Tienda Ejemplo S.A.S.");
     assert_eq!(invoicing["nit"]["number"], "900123456");

@@ -195,6 +195,15 @@ async fn an_admin_signs_in_finds_a_customer_refunds_changes_plan_and_exports() {
         .await;
     browser.wait_for_text(".flash", "Guardado.").await;
     looked_at(&browser, "settings-saved").await;
+    browser
+        .client
+        .execute(
+            "document.querySelector('form[action$=\"/forms/email\"]').scrollIntoView();",
+            vec![],
+        )
+        .await
+        .expect("scroll");
+    looked_at(&browser, "settings-forms").await;
     let (_, invoicing) = crate::common::read(app.get("/v1/account/invoicing").await).await;
     assert_eq!(invoicing["legal_name"], "Tienda Ejemplo S.A.S.");
     // The export as the browser downloads it: the form's month, with the browser's cookie.

@@ -89,6 +89,20 @@ impl ConsoleCaller {
         Ok(())
     }
 
+    /// This caller with its account read again: what a page shows after a change of the
+    /// account's settings, which the account read when the request arrived does not hold.
+    pub async fn refreshed(&self, state: &AppState) -> Result<ConsoleCaller, ApiError> {
+        let account = state
+            .store
+            .account(&self.account.id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("account"))?;
+        Ok(ConsoleCaller {
+            account: Arc::new(account),
+            ..self.clone()
+        })
+    }
+
     /// Whether the form's token is the session's.
     pub fn csrf_ok(&self, presented: &str) -> bool {
         constant_time_eq(&self.session.csrf, presented)

@@ -194,9 +194,10 @@ async fn save(
         })
     }
     .await;
-    match result {
-        Ok(flash) => settings_page(&api, &caller, Some(flash)).await,
-        Err(err) => err.into_response(),
+    // The page shows the settings as they are now, not as the request found them.
+    match (result, caller.refreshed(&state).await) {
+        (Ok(flash), Ok(caller)) => settings_page(&api, &caller, Some(flash)).await,
+        (Err(err), _) | (_, Err(err)) => err.into_response(),
     }
 }
 
@@ -282,9 +283,10 @@ async fn save_form(
         })
     }
     .await;
-    match result {
-        Ok(flash) => settings_page(&api, &caller, Some(flash)).await,
-        Err(err) => err.into_response(),
+    // The page shows the settings as they are now, not as the request found them.
+    match (result, caller.refreshed(&state).await) {
+        (Ok(flash), Ok(caller)) => settings_page(&api, &caller, Some(flash)).await,
+        (Err(err), _) | (_, Err(err)) => err.into_response(),
     }
 }
 

@@ -272,8 +272,8 @@ pub struct Shown {
     pub kind: &'static str,
     pub value: String,
     pub max: usize,
-    /// A select's options: (value, whether chosen).
-    pub options: Vec<(&'static str, bool)>,
+    /// A select's options: (value, its words, whether chosen).
+    pub options: Vec<(&'static str, &'static str, bool)>,
     /// Under a secret: whether one is kept (an empty field keeps it).
     pub hint: Option<&'static str>,
 }
@@ -306,7 +306,16 @@ pub fn shown(def: &FormDef, answer: &Value, t: Tr) -> ShownForm {
                     ("password", String::new(), Vec::new(), Some(hint))
                 }
                 Input::Choice(words) => {
-                    let options = words.iter().map(|w| (*w, *w == current)).collect();
+                    let options = words
+                        .iter()
+                        .map(|w| {
+                            (
+                                *w,
+                                t.find(&format!("option_{w}")).unwrap_or(w),
+                                *w == current,
+                            )
+                        })
+                        .collect();
                     ("select", current, options, None)
                 }
             };
@@ -431,6 +440,16 @@ mod tests {
                     assert!(Tr(locale).find(f.words).is_some(), "{}", f.words);
                 }
             }
+            for def in FORMS {
+                for f in def.fields {
+                    if let Input::Choice(words) = f.input {
+                        for word in words {
+                            let key = format!("option_{word}");
+                            assert!(Tr(locale).find(&key).is_some(), "{key}");
+                        }
+                    }
+                }
+            }
             for key in ["secret_kept", "secret_none"] {
                 assert!(Tr(locale).find(key).is_some(), "{key}");
             }
@@ -457,7 +476,7 @@ mod tests {
         assert_eq!((password.kind, password.value.as_str()), ("password", ""));
         assert_eq!(password.hint, Some(Tr(Locale::Es).get("secret_kept")));
         let security = by_name("smtp_security");
-        assert!(security.options.contains(&("starttls", true)));
-        assert!(security.options.contains(&("tls", false)));
+        assert!(security.options.contains(&("starttls", "STARTTLS", true)));
+        assert!(security.options.contains(&("tls", "TLS", false)));
     }
 }
