@@ -316,6 +316,7 @@ pub async fn run(
         dian_sandbox,
         whatsapp_sandbox,
         filing: filing.clone(),
+        notices: Arc::new(notices.clone()),
         background: background::Background::start(vec![
             Arc::new(filing.clone()),
             Arc::new(notices),

@@ -8,7 +8,7 @@ use crate::domain::tax::TaxCode;
 use crate::store::accounts::{Account, Seller};
 use crate::store::credit_notes::{CreditLine, CreditNote};
 use crate::store::invoices::{Invoice, InvoiceLine, Party, TaxEntry};
-use chrono::{Datelike, FixedOffset, TimeZone};
+use chrono::{Datelike, FixedOffset, TimeZone, Timelike};
 
 /// Colombia's time (UTC−5 all year, no daylight saving): an invoice is dated where it is sold.
 const BOGOTA_OFFSET_SECS: i32 = -5 * 3_600;
@@ -240,6 +240,12 @@ pub fn date(ms: i64, locale: Locale) -> String {
         Locale::Es => format!("{} de {month} de {}", day.day(), day.year()),
         Locale::En => format!("{} {month} {}", day.day(), day.year()),
     }
+}
+
+/// An instant in Colombia's time: "26 de noviembre de 2026, 14:05", "26 November 2026, 14:05".
+pub fn date_time(ms: i64, locale: Locale) -> String {
+    let at = local(ms);
+    format!("{}, {:02}:{:02}", date(ms, locale), at.hour(), at.minute())
 }
 
 /// A line's period, by its days: "1 nov 2026 – 1 dic 2026".

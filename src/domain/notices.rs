@@ -22,6 +22,9 @@ crate::domain::vocabulary! {
         TrialEnding => "trial_ending",
         /// A subscription was canceled.
         SubscriptionCanceled => "subscription_canceled",
+        /// A link to the customer's portal, sent by a person of the merchant's from the
+        /// console (CONTRACT §17).
+        PortalLink => "portal_link",
     }
 }
 
@@ -129,6 +132,8 @@ impl Kinds {
             NoticeKind::RenewalUpcoming => self.renewal_upcoming,
             NoticeKind::TrialEnding => self.trial_ending,
             NoticeKind::SubscriptionCanceled => self.subscription_canceled,
+            // Asked for by a person, one at a time: no switch of its own.
+            NoticeKind::PortalLink => true,
         }
     }
 }

@@ -54,6 +54,9 @@ pub struct Shared {
     pub whatsapp_sandbox: Arc<crate::whatsapp::sandbox::SandboxWhatsapp>,
     /// Filing electronic documents with DIAN (the test clock flushes it).
     pub filing: crate::filing::Filing,
+    /// The notices' delivery, which a person's portal link is sent through at once
+    /// (`Notices::send_now`) as well as by its loop.
+    pub notices: Arc<dyn crate::store::asked_notices::SendNow>,
     /// The loops beside the requests (`background`): DIAN's filing, the notices' delivery,
     /// the purge of expired keys; a test-clock advance flushes them, shutdown drains them.
     pub background: crate::background::Background,

@@ -31,8 +31,17 @@ pub struct Parties {
 pub enum Facts {
     Receipt(Receipt),
     PaymentFailed(Failed),
-    Canceled { plan: String, why: Why },
+    Canceled {
+        plan: String,
+        why: Why,
+    },
     Reminder(Reminder),
+    /// A portal link a person of the merchant's sent: the portal's URL, made when it is sent
+    /// (a session of an hour from then).
+    PortalLink {
+        url: String,
+        expires_at: i64,
+    },
 }
 
 /// An approved charge's invoice.
@@ -113,7 +122,7 @@ pub async fn read(
     notice: &Notice,
     kind: NoticeKind,
     (locale, carried): (Locale, Carried),
-    public_url: &str,
+    (public_url, now): (&str, i64),
 ) -> StoreResult<Option<(Parties, Facts)>> {
     let account_id = &notice.account_id;
     let (Some(account), Some(customer)) = (
@@ -251,8 +260,41 @@ pub async fn read(
             }
             Facts::Reminder(reminder.facts)
         }
+        NoticeKind::PortalLink => {
+            let (url, expires_at) = portal_link(store, notice, public_url, now).await?;
+            Facts::PortalLink { url, expires_at }
+        }
     };
     Ok(Some((parties, facts)))
+}
+
+/// A new portal session for the notice's customer, of an hour from `now` (the account's
+/// clock when it is sent), and its URL; only the token's hash is kept. A notice tried again
+/// makes another: each link it carried opens the portal for its hour.
+async fn portal_link(
+    store: &Store,
+    notice: &Notice,
+    public_url: &str,
+    now: i64,
+) -> StoreResult<(String, i64)> {
+    use crate::store::portal::{PortalSession, SESSION_TTL_MS, TOKEN_LEN, TOKEN_PREFIX};
+    let token = crate::secrets::random_token(TOKEN_PREFIX, TOKEN_LEN);
+    let expires_at = now + SESSION_TTL_MS;
+    store
+        .insert_portal_session(PortalSession {
+            id: crate::ids::PortalSessionId::generate(),
+            account_id: notice.account_id.clone(),
+            customer_id: notice.customer_id.clone(),
+            token_hash: crate::secrets::sha256_hex(&token),
+            return_url: None,
+            locale: None,
+            flow_type: None,
+            flow_subscription_id: None,
+            expires_at,
+            created_at: now,
+        })
+        .await?;
+    Ok((format!("{public_url}/portal/{token}"), expires_at))
 }
 
 /// A new `/pay/<token>` link for the subscription `sub`: it opens the portal's card update while
@@ -412,6 +454,10 @@ pub fn sample(kind: NoticeKind, merchant: &str, public_url: &str, now: i64) -> (
         },
         NoticeKind::CardExpiring => Facts::Reminder(reminder(14, Some(link))),
         NoticeKind::RenewalUpcoming | NoticeKind::TrialEnding => Facts::Reminder(reminder(7, None)),
+        NoticeKind::PortalLink => Facts::PortalLink {
+            url: format!("{public_url}/portal/bpt_preview"),
+            expires_at: now + crate::store::portal::SESSION_TTL_MS,
+        },
     };
     (parties, facts)
 }

@@ -62,6 +62,7 @@ struct Words {
     ends_on: &'static str,
     view_invoice: &'static str,
     update_card: &'static str,
+    open_portal: &'static str,
     /// What "next attempt" says after a hard decline: none, the card is not tried again.
     no_retry: &'static str,
     /// The reason of a retry the card network's limit stopped (no processor's words).
@@ -79,6 +80,7 @@ const ES: Words = Words {
     ends_on: "Se cancela el",
     view_invoice: "Ver la factura",
     update_card: "Actualizar mi medio de pago",
+    open_portal: "Abrir mi portal",
     no_retry: "Ninguno: no volveremos a intentar con esta tarjeta; necesitamos una nueva",
     network_limit: "Se alcanzó el límite de reintentos de la red de tu tarjeta",
     footer: "Recibes este mensaje porque tienes una suscripción con este comercio.",
@@ -94,6 +96,7 @@ const EN: Words = Words {
     ends_on: "Canceled on",
     view_invoice: "View the invoice",
     update_card: "Update my payment method",
+    open_portal: "Open my portal",
     no_retry: "None: we will not try this card again; we need a new one",
     network_limit: "Your card network's limit on repeated attempts was reached",
     footer: "You receive this message because you have a subscription with this merchant.",
@@ -112,18 +115,18 @@ pub fn locale_for(locale: NoticeLocale) -> Locale {
     }
 }
 
-/// The notice's message, or `None` when what it is about is gone.
+/// The notice's message, or `None` when what it is about is gone; `at` is the public URL and
+/// the account's clock now.
 pub async fn compose(
     store: &Store,
     notice: &Notice,
     kind: NoticeKind,
     settings: &NoticeSettings,
-    public_url: &str,
+    at: (&str, i64),
 ) -> StoreResult<Option<Message>> {
     let locale = locale_of(settings);
     let carried = (locale, facts::Carried::Files);
-    let Some((parties, mut facts)) = facts::read(store, notice, kind, carried, public_url).await?
-    else {
+    let Some((parties, mut facts)) = facts::read(store, notice, kind, carried, at).await? else {
         return Ok(None);
     };
     let attachments = match &mut facts {
@@ -351,6 +354,28 @@ pub fn render(parties: &Parties, facts: &Facts, locale: Locale) -> StoreResult<M
                 label: words.date,
                 value: when,
             });
+        }
+        Facts::PortalLink { url, expires_at } => {
+            let until = crate::documents::sheet::date_time(*expires_at, locale);
+            subject = if es {
+                format!("Tu acceso al portal de {merchant}")
+            } else {
+                format!("Your access to {merchant}'s portal")
+            };
+            paragraphs.push(if es {
+                format!(
+                    "{merchant} te envía este enlace a tu portal de cliente: allí ves tus \
+                     suscripciones y facturas, cambias tu tarjeta o cancelas. El enlace abre \
+                     el portal hasta el {until}; después pide otro."
+                )
+            } else {
+                format!(
+                    "{merchant} sends you this link to your customer portal: see your \
+                     subscriptions and invoices, replace your card or cancel. The link opens \
+                     the portal until {until}; after that, ask for another."
+                )
+            });
+            button = Some((words.open_portal, url.clone()));
         }
     }
     let title = title.unwrap_or_else(|| subject.clone());

@@ -154,33 +154,40 @@ impl Notices {
         let due = self.0.store.due_notices(account, real_now, BATCH).await?;
         let mut taken = 0;
         for notice in due {
-            let now = self.0.clock.fresh_now_ms(&notice.account_id).await?;
-            if !self
-                .0
-                .store
-                .claim_notice(&notice, &self.0.claim, now + LEASE_MS)
-                .await?
-            {
-                continue;
+            if self.try_notice(&notice).await? {
+                taken += 1;
             }
-            taken += 1;
-            let end = match self.attempt(&notice, now).await {
-                Ok(end) => end,
-                Err(err) => NoticeEnd::Retry {
-                    at: now + BACKOFF_MS[0],
-                    error: format!("reading what the notice is about failed: {err}"),
-                },
-            };
-            let status = end_status(&end);
-            metrics::counter!("notices_total", "kind" => notice.kind.clone(),
-                "channel" => notice.channel.clone(), "status" => status)
-            .increment(1);
-            self.0
-                .store
-                .finish_notice(&notice, &self.0.claim, end, now)
-                .await?;
         }
         Ok(taken)
+    }
+
+    /// Claims `notice` and makes one attempt at it; whether it was claimed.
+    async fn try_notice(&self, notice: &Notice) -> StoreResult<bool> {
+        let now = self.0.clock.fresh_now_ms(&notice.account_id).await?;
+        if !self
+            .0
+            .store
+            .claim_notice(notice, &self.0.claim, now + LEASE_MS)
+            .await?
+        {
+            return Ok(false);
+        }
+        let end = match self.attempt(notice, now).await {
+            Ok(end) => end,
+            Err(err) => NoticeEnd::Retry {
+                at: now + BACKOFF_MS[0],
+                error: format!("reading what the notice is about failed: {err}"),
+            },
+        };
+        let status = end_status(&end);
+        metrics::counter!("notices_total", "kind" => notice.kind.clone(),
+            "channel" => notice.channel.clone(), "status" => status)
+        .increment(1);
+        self.0
+            .store
+            .finish_notice(notice, &self.0.claim, end, now)
+            .await?;
+        Ok(true)
     }
 
     /// What one attempt at `notice` comes to, at `now` on its account's clock.
@@ -224,7 +231,8 @@ impl Notices {
     ) -> StoreResult<NoticeEnd> {
         let store = &self.0.store;
         let public_url = self.0.config.public_url();
-        let Some(message) = message::compose(store, notice, kind, settings, &public_url).await?
+        let Some(message) =
+            message::compose(store, notice, kind, settings, (&public_url, now)).await?
         else {
             return Ok(suppressed("what it is about is gone", None));
         };
@@ -283,7 +291,7 @@ impl Notices {
             &self.0.whatsapp,
             notice,
             kind,
-            settings,
+            (settings, now),
         )
         .await?;
         let sent = match sent {
@@ -423,6 +431,23 @@ fn end_status(end: &NoticeEnd) -> &'static str {
         NoticeEnd::Failed { .. } => "failed",
         NoticeEnd::Suppressed { .. } => "suppressed",
         NoticeEnd::Retry { .. } | NoticeEnd::Later { .. } => "scheduled",
+    }
+}
+
+/// A notice tried now, as a pass would (claimed first: if another worker holds it, this does
+/// nothing), answered as it stands after: sent, failed, suppressed, or scheduled again for
+/// its next attempt (an unknown outcome, which the loop resolves by trying again with the
+/// same `Message-ID`).
+impl crate::store::asked_notices::SendNow for Notices {
+    fn send_now<'a>(
+        &'a self,
+        notice: &'a Notice,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Option<Notice>>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            self.try_notice(notice).await?;
+            self.0.store.notice(&notice.account_id, &notice.id).await
+        })
     }
 }
 

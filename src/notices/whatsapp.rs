@@ -76,8 +76,11 @@ pub async fn send(
     reach: &Reach,
     notice: &Notice,
     kind: NoticeKind,
-    settings: &NoticeSettings,
+    (settings, now): (&NoticeSettings, i64),
 ) -> StoreResult<Result<Sent, Unsent>> {
+    if kind == NoticeKind::PortalLink {
+        return Ok(Err(Unsent::Suppressed("a portal link goes by e-mail only")));
+    }
     let whatsapp = &settings.whatsapp;
     let (Some(phone_number_id), Some(token)) = (&whatsapp.phone_number_id, &whatsapp.access_token)
     else {
@@ -89,7 +92,8 @@ pub async fn send(
     let public_url = config.public_url();
     let locale = super::message::locale_of(settings);
     let carried = (locale, facts::Carried::Words);
-    let Some((parties, facts)) = facts::read(store, notice, kind, carried, &public_url).await?
+    let Some((parties, facts)) =
+        facts::read(store, notice, kind, carried, (&public_url, now)).await?
     else {
         return Ok(Err(Unsent::Suppressed("what it is about is gone")));
     };
@@ -203,6 +207,8 @@ pub fn parameters(parties: &Parties, facts: &Facts, locale: Locale) -> Vec<Strin
             }
             body
         }
+        // Never sent on WhatsApp (`send` suppresses it); its parameters for completeness.
+        Facts::PortalLink { url, .. } => vec![customer, merchant, url.clone()],
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod admin;
+pub mod asked_notices;
 pub mod balance;
 pub mod batch;
 pub mod catalog;

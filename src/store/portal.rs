@@ -8,6 +8,13 @@ use crate::ids::{AccountId, PortalActionId, PortalSessionId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, Set};
 
+/// How long a session's URL opens the portal.
+pub const SESSION_TTL_MS: i64 = 60 * 60 * 1000;
+
+/// The token in a session's URL: `bpt_` and 43 letters or digits (about 256 bits).
+pub const TOKEN_PREFIX: &str = "bpt_";
+pub const TOKEN_LEN: usize = 43;
+
 pub type PortalSession = portal_session::Model;
 pub type PortalAction = portal_action::Model;
 

@@ -31,7 +31,7 @@ pub(crate) fn quick_notices(config: &mut billing::config::Config) {
 
 /// What the SMTP sink answers to each recipient.
 #[derive(Clone, Copy)]
-enum Answer {
+pub(crate) enum Answer {
     Accept,
     /// 554: the server refuses for good.
     Refuse,
@@ -112,7 +112,7 @@ impl SmtpSink {
         }
     }
 
-    fn answer(&self, answer: Answer) {
+    pub(crate) fn answer(&self, answer: Answer) {
         *self.answer.lock().expect("lock") = answer;
     }
 

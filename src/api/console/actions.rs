@@ -238,11 +238,7 @@ async fn subscription_action(
                 confirm.button = t.get("send");
                 return Ok(page(StatusCode::OK, confirm.render()));
             }
-            (
-                "portal_link",
-                "/v1/portal-sessions".to_owned(),
-                json!({"customer_id": text(&sub, "customer_id")}),
-            )
+            return send_portal_link(state, api, caller, id, &sub, &form.key).await;
         }
         _ => {
             let Some(plan_id) = form.plan_id.clone().filter(|p| is_id(p)) else {
@@ -303,11 +299,7 @@ async fn subscription_action(
     };
     let (status, answer) = act(state, api, caller, record, id, &path, &body, &form.key).await?;
     let flash = if status.is_success() {
-        if record == "portal_link" {
-            return mail_portal_link(state, api, caller, id, &sub, &text(&answer, "url")).await;
-        } else {
-            t.get("action_done").to_owned()
-        }
+        t.get("action_done").to_owned()
     } else {
         message_of(&answer)
     };
@@ -328,41 +320,70 @@ async fn customer_of(
         .await
 }
 
-/// E-mails the customer their new portal link, in the account's language for its customers,
-/// and says on the subscription's page what the mail server answered (with the link itself
-/// when it was not sure to arrive, to be sent another way).
-async fn mail_portal_link(
+/// Sends the customer a link to their portal: a notice of its own (`portal_link`, by
+/// e-mail, once per person and form key), tried at once through the notices' worker, which
+/// makes the link (an hour long) as it sends it. The page says what came of it; an unknown
+/// outcome is tried again by the worker with the same `Message-ID` (CONTRACT §15), and the
+/// customer's page shows the notice as it stands.
+async fn send_portal_link(
     state: &AppState,
     api: &InnerApi,
     caller: &ConsoleCaller,
     id: &str,
     sub: &Value,
-    url: &str,
+    key: &str,
 ) -> Result<Response, ApiError> {
+    use crate::domain::notices::NoticeStatus;
     let t = Tr(locale_of(caller));
-    let customer = customer_of(api, caller, sub).await?;
-    let to = text(&customer, "email");
-    let name = text(&customer, "name");
-    let words = Tr(super::mail::customer_locale(state, &caller.account).await?);
-    let sent = super::mail::send(
-        state,
-        &caller.account,
-        &to,
-        Some(&name),
-        &format!(
-            "{} {}",
-            words.get("portal_mail_subject"),
-            caller.account.name
-        ),
-        &format!("{} {name},", words.get("hello")),
-        words.get("portal_mail_body"),
-        Some((words.get("portal_mail_button"), url)),
-    )
-    .await?;
-    let (mut flash, bad) = sent.words(t, &to);
-    if bad {
-        flash = format!("{flash} {} {url}", t.get("portal_link_made"));
+    let customer = crate::ids::CustomerId::parse(&text(sub, "customer_id"))
+        .ok_or_else(|| ApiError::not_found("The subscription has no customer."))?;
+    let record = caller.record(state, "portal_link", id, key).await?;
+    if !state
+        .store
+        .notice_settings(&caller.account.id)
+        .await?
+        .email
+        .enabled
+    {
+        caller.finish(state, &record, 422).await?;
+        let flash = (t.get("mail_off").to_owned(), true);
+        return super::subscription::render(state, api, caller, id, Some(flash)).await;
     }
+    let queued = state
+        .store
+        .queue_portal_link(
+            &caller.account.id,
+            &customer,
+            crate::ids::SubscriptionId::parse(id).as_ref(),
+            &format!("portal_link:{}:{key}", caller.user.id),
+            caller.now_ms,
+        )
+        .await?;
+    let notice = state.notices.send_now(&queued).await?.unwrap_or(queued);
+    let said = |field: Option<String>| field.unwrap_or_default();
+    let (status, flash, bad) = match NoticeStatus::parse(&notice.status) {
+        Some(NoticeStatus::Sent) => (
+            200,
+            format!("{} {}", t.get("mail_sent"), said(notice.recipient)),
+            false,
+        ),
+        Some(NoticeStatus::Failed) => (
+            422,
+            format!("{} {}", t.get("mail_refused"), said(notice.last_error)),
+            true,
+        ),
+        Some(NoticeStatus::Suppressed) => (
+            422,
+            format!(
+                "{} {}",
+                t.get("mail_not_sent"),
+                said(notice.suppressed_reason)
+            ),
+            true,
+        ),
+        _ => (202, t.get("mail_retrying").to_owned(), true),
+    };
+    caller.finish(state, &record, status).await?;
     super::subscription::render(state, api, caller, id, Some((flash, bad))).await
 }
 

@@ -34,12 +34,7 @@ use utoipa_axum::routes;
 
 pub use session::PortalCaller;
 
-/// How long a session's URL opens the portal.
-pub const SESSION_TTL_MS: i64 = 60 * 60 * 1000;
-
-/// The token in a session's URL: `bpt_` and 43 letters or digits (about 256 bits).
-pub(super) const TOKEN_PREFIX: &str = "bpt_";
-pub(super) const TOKEN_LEN: usize = 43;
+pub use crate::store::portal::{SESSION_TTL_MS, TOKEN_LEN, TOKEN_PREFIX};
 
 /// The integrator's routes (API key): sessions and the configuration.
 pub fn router() -> OpenApiRouter<AppState> {
