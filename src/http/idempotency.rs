@@ -244,8 +244,9 @@ fn replay(status: u16, body: String) -> Response {
 }
 
 /// Deletes keys older than 24 hours, at start and then every `every`, in batches of
-/// `PURGE_BATCH`, until `stop`'s sender is dropped. A claim treats an expired key as new
-/// anyway; the purge only keeps the table from growing for ever.
+/// `PURGE_BATCH`, until `stop`'s sender is dropped, and the console's expired sessions and
+/// invitations with them. A claim treats an expired key as new anyway, and an expired session
+/// or invitation opens nothing; the purge only keeps the tables from growing for ever.
 /// The purge as a background loop (`background::Loop`): nothing in it is clock-bound.
 pub struct Purge {
     pub store: Store,
@@ -264,6 +265,10 @@ impl crate::background::Loop for Purge {
 async fn purge_loop(store: Store, every: Duration, mut stop: tokio::sync::watch::Receiver<()>) {
     loop {
         purge_once(&store).await;
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        if let Err(err) = store.purge_expired_console_rows(now_ms).await {
+            tracing::warn!(error = %err, "purging expired console sessions failed");
+        }
         tokio::select! {
             () = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,

@@ -6,8 +6,7 @@
 use super::entities::notice;
 use super::notices::Notice;
 use super::{Store, StoreError, StoreResult};
-use crate::domain::notices::NoticeStatus;
-use crate::ids::{AccountId, CustomerId, NoticeId, SubscriptionId};
+use crate::ids::{AccountId, CustomerId, SubscriptionId};
 use crate::store::Scoped;
 use sea_orm::{ColumnTrait, QueryFilter};
 use std::future::Future;
@@ -37,31 +36,17 @@ impl Store {
     ) -> StoreResult<Notice> {
         use crate::domain::notices::{Channel, NoticeKind};
         let email = Channel::Email.as_str();
-        let row = Notice {
-            id: NoticeId::generate(),
-            account_id: account.clone(),
-            kind: NoticeKind::PortalLink.as_str().to_owned(),
-            channel: email.to_owned(),
-            cause: cause.to_owned(),
-            customer_id: customer.clone(),
-            subscription_id: subscription.cloned(),
-            invoice_id: None,
-            charge_id: None,
-            recipient: None,
-            subject: None,
-            status: NoticeStatus::Scheduled.as_str().to_owned(),
-            scheduled_for: now,
-            sent_at: None,
-            attempts: 0,
-            last_error: None,
-            suppressed_reason: None,
-            message_id: None,
-            due_at: Some(now),
-            claim: None,
-            created_at: now,
-            delivered_at: None,
-            read_at: None,
-        };
+        let row = super::notice_sink::scheduled(
+            account,
+            (NoticeKind::PortalLink, Channel::Email, cause),
+            super::notice_sink::About {
+                customer_id: customer.clone(),
+                subscription_id: subscription.cloned(),
+                invoice_id: None,
+                charge_id: None,
+            },
+            (now, now),
+        );
         super::notice_sink::insert_notices(self.writer(), vec![row]).await?;
         notice::Entity::scoped(account)
             .filter(notice::Column::Cause.eq(cause))

@@ -241,6 +241,23 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes the sessions and invitations that expired before `now_ms`, real time: no
+    /// account's clock is behind it (a test clock only moves forward), so each was expired by
+    /// its own account's clock too. How many rows went.
+    pub async fn purge_expired_console_rows(&self, now_ms: i64) -> StoreResult<u64> {
+        let sessions = console_session::Entity::delete_many()
+            .filter(console_session::Column::ExpiresAt.lt(now_ms))
+            .exec(self.writer())
+            .await?
+            .rows_affected;
+        let invitations = console_invitation::Entity::delete_many()
+            .filter(console_invitation::Column::ExpiresAt.lt(now_ms))
+            .exec(self.writer())
+            .await?
+            .rows_affected;
+        Ok(sessions + invitations)
+    }
+
     /// Ends every session of a person (and those already expired).
     pub async fn end_console_sessions_of(&self, user: &ConsoleUserId) -> StoreResult<u64> {
         Ok(console_session::Entity::delete_many()
@@ -408,4 +425,43 @@ async fn insert_invitation(
     .insert(conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(account: &AccountId, token_hash: &str, expires_at: i64) -> ConsoleSession {
+        ConsoleSession {
+            token_hash: token_hash.to_owned(),
+            account_id: account.clone(),
+            user_id: ConsoleUserId::generate(),
+            csrf: "csrf".to_owned(),
+            expires_at,
+            created_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_purge_takes_expired_sessions_only() {
+        let store = crate::store::idempotency::test_store().await;
+        let account = AccountId::generate();
+        let now = 1_700_000_000_000;
+        for (hash, expires_at) in [("gone", now - 1), ("live", now + 1)] {
+            store
+                .insert_console_session(session(&account, hash, expires_at))
+                .await
+                .expect("insert");
+        }
+        assert_eq!(
+            store.purge_expired_console_rows(now).await.expect("purge"),
+            1
+        );
+        assert!(store.console_session("gone").await.expect("read").is_none());
+        assert!(store.console_session("live").await.expect("read").is_some());
+        assert_eq!(
+            store.purge_expired_console_rows(now).await.expect("purge"),
+            0
+        );
+    }
 }

@@ -280,12 +280,12 @@ async fn on_whatsapp<C: ConnectionTrait>(
     Ok(reachable)
 }
 
-/// What an event is about, as a notice refers to it.
-struct About {
-    customer_id: CustomerId,
-    subscription_id: Option<SubscriptionId>,
-    invoice_id: Option<InvoiceId>,
-    charge_id: Option<ChargeAttemptId>,
+/// What a notice is about.
+pub(crate) struct About {
+    pub customer_id: CustomerId,
+    pub subscription_id: Option<SubscriptionId>,
+    pub invoice_id: Option<InvoiceId>,
+    pub charge_id: Option<ChargeAttemptId>,
 }
 
 /// What each of `telling` is about (or nothing, when neither its invoice nor its subscription
@@ -401,28 +401,51 @@ fn new_notice(
     } else {
         event.created_at
     };
+    scheduled(
+        &event.account_id,
+        (kind, channel, cause),
+        About {
+            customer_id: about.customer_id.clone(),
+            subscription_id: about.subscription_id.clone(),
+            invoice_id: about.invoice_id.clone(),
+            charge_id: about.charge_id.clone(),
+        },
+        (scheduled_for, event.created_at),
+    )
+}
+
+/// A new notice's row, the one shape every writer of notices makes (the sink, the reminders,
+/// a notice a person asks for): of `kind` by `channel` for `cause`, about `about`, due at
+/// `due` and written at `created_at` (the account's clock); nothing sent yet, which is what
+/// `insert_notices_statement` binds.
+pub(crate) fn scheduled(
+    account: &AccountId,
+    (kind, channel, cause): (NoticeKind, Channel, &str),
+    about: About,
+    (due, created_at): (i64, i64),
+) -> Notice {
     Notice {
         id: NoticeId::generate(),
-        account_id: event.account_id.clone(),
+        account_id: account.clone(),
         kind: kind.as_str().to_owned(),
         channel: channel.as_str().to_owned(),
         cause: cause.to_owned(),
-        customer_id: about.customer_id.clone(),
-        subscription_id: about.subscription_id.clone(),
-        invoice_id: about.invoice_id.clone(),
-        charge_id: about.charge_id.clone(),
+        customer_id: about.customer_id,
+        subscription_id: about.subscription_id,
+        invoice_id: about.invoice_id,
+        charge_id: about.charge_id,
         recipient: None,
         subject: None,
         status: NoticeStatus::Scheduled.as_str().to_owned(),
-        scheduled_for,
+        scheduled_for: due,
         sent_at: None,
         attempts: 0,
         last_error: None,
         suppressed_reason: None,
         message_id: None,
-        due_at: Some(scheduled_for),
+        due_at: Some(due),
         claim: None,
-        created_at: event.created_at,
+        created_at,
         delivered_at: None,
         read_at: None,
     }

@@ -11,12 +11,12 @@
 //! instant it announces, so the unique `(account, cause, channel)` keeps it to one however
 //! often, and by however many nodes, a window is looked at.
 
-use super::entities::{customer, notice, payment_method, subscription};
+use super::entities::{customer, payment_method, subscription};
 use super::{Store, StoreResult};
-use crate::domain::notices::{Channel, NoticeKind, NoticeStatus};
+use crate::domain::notices::{Channel, NoticeKind};
 use crate::domain::subscription::Status;
 use crate::domain::time::Cycle;
-use crate::ids::{AccountId, NoticeId};
+use crate::ids::AccountId;
 use crate::store::Scoped;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
@@ -200,31 +200,17 @@ impl Store {
                 if *channel == Channel::Whatsapp && !on_whatsapp.contains(&sub.customer_id) {
                     continue;
                 }
-                rows.push(notice::Model {
-                    id: NoticeId::generate(),
-                    account_id: sub.account_id.clone(),
-                    kind: kind.as_str().to_owned(),
-                    channel: channel.as_str().to_owned(),
-                    cause: cause(kind, each),
-                    customer_id: sub.customer_id.clone(),
-                    subscription_id: Some(sub.id.clone()),
-                    invoice_id: None,
-                    charge_id: None,
-                    recipient: None,
-                    subject: None,
-                    status: NoticeStatus::Scheduled.as_str().to_owned(),
-                    scheduled_for: now,
-                    sent_at: None,
-                    attempts: 0,
-                    last_error: None,
-                    suppressed_reason: None,
-                    message_id: None,
-                    due_at: Some(now),
-                    claim: None,
-                    created_at: now,
-                    delivered_at: None,
-                    read_at: None,
-                });
+                rows.push(super::notice_sink::scheduled(
+                    &sub.account_id,
+                    (kind, *channel, &cause(kind, each)),
+                    super::notice_sink::About {
+                        customer_id: sub.customer_id.clone(),
+                        subscription_id: Some(sub.id.clone()),
+                        invoice_id: None,
+                        charge_id: None,
+                    },
+                    (now, now),
+                ));
             }
         }
         super::notice_sink::insert_notices(self.writer(), rows).await

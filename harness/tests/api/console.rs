@@ -722,19 +722,8 @@ async fn a_portal_link_and_a_test_message_reach_a_real_mail_server(app: TestApp)
     assert_eq!(notices[0]["status"], "sent");
     let mail = String::from_utf8_lossy(&messages[0]).replace("=\r\n", "");
     assert!(mail.contains("To: Ana <ana@example.co>"), "{mail}");
-    let start = mail.find("/portal/bpt_").expect("the link");
-    let token: String = mail[start + "/portal/".len()..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
-    let portal = app
-        .client
-        .get(app.url(&format!("/portal/{token}")))
-        .send()
-        .await
-        .expect("send");
     assert_eq!(
-        portal.status(),
+        portal_link_opens(&app, &mail).await,
         200,
         "the link the customer got opens their portal"
     );
@@ -1010,21 +999,30 @@ async fn a_portal_link_the_mail_server_put_off_is_sent_again_on_its_own(app: Tes
     let (_, notices) = read(app.get("/v1/notices?kind=portal_link").await).await;
     assert_eq!(notices["data"][0]["status"], "sent", "{notices}");
     let mail = String::from_utf8_lossy(&messages[0]).replace("=\r\n", "");
-    let start = mail.find("/portal/bpt_").expect("the link");
-    let token: String = mail[start + "/portal/".len()..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
-    let portal = app
-        .client
-        .get(app.url(&format!("/portal/{token}")))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(portal.status(), 200, "the link opens the portal");
+    assert_eq!(
+        portal_link_opens(&app, &mail).await,
+        200,
+        "the link opens the portal"
+    );
     let (_, timeline) = pablo.page(&format!("/console/subscriptions/{sub}")).await;
     assert!(
         timeline.contains("pablo@tienda.example.co"),
         "who sent it: {timeline}"
     );
+}
+
+/// The status of opening the portal link `mail` carries.
+async fn portal_link_opens(app: &TestApp, mail: &str) -> u16 {
+    let start = mail.find("/portal/bpt_").expect("the link");
+    let token: String = mail[start + "/portal/".len()..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    app.client
+        .get(app.url(&format!("/portal/{token}")))
+        .send()
+        .await
+        .expect("send")
+        .status()
+        .as_u16()
 }

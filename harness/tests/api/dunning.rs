@@ -167,24 +167,7 @@ async fn a_new_card_on_a_hard_declined_subscription_is_charged_at_once(app: Test
 /// declined `network_limit`, never sent (the sandbox has no transaction of its reference), and
 /// the schedule goes on.
 async fn the_visa_limit_stops_a_retry_before_the_processor_sees_it(app: TestApp) {
-    app.lift_rate_limit().await;
-    let (shop, method) = shop(&app, NO_FUNDS).await;
-    let mut ids = Vec::new();
-    for _ in 0..20 {
-        let sub = subscribe(&app, &shop, &method, json!({})).await;
-        ids.push(sub["id"].as_str().expect("id").to_owned());
-    }
-    advance(&app, 60).await;
-    for id in &ids {
-        assert_eq!(get(&app, id).await["failed_attempts"], 1, "{id}");
-    }
-    advance(&app, DAY).await;
-    for id in &ids {
-        eventually(Duration::from_secs(20), || async {
-            get(&app, id).await["failed_attempts"] == 2
-        })
-        .await;
-    }
+    let ids = declined_once_then_retried(&app, 20).await;
     let (client, creds) = sandbox_processor(&app).await;
     for id in &ids {
         let sub = get(&app, id).await;
@@ -231,24 +214,7 @@ async fn the_visa_limit_stops_a_retry_before_the_processor_sees_it(app: TestApp)
 /// same instant are counted one after the other: `store::batch`'s unit test
 /// `retries_on_one_card_at_once_never_pass_its_limit_together`.)
 async fn the_last_attempt_a_limit_allows_is_sent_and_no_more(app: TestApp) {
-    app.lift_rate_limit().await;
-    let (shop, method) = shop(&app, NO_FUNDS).await;
-    let mut ids = Vec::new();
-    for _ in 0..19 {
-        let sub = subscribe(&app, &shop, &method, json!({})).await;
-        ids.push(sub["id"].as_str().expect("id").to_owned());
-    }
-    advance(&app, 60).await;
-    for id in &ids {
-        assert_eq!(get(&app, id).await["failed_attempts"], 1, "{id}");
-    }
-    advance(&app, DAY).await;
-    for id in &ids {
-        eventually(Duration::from_secs(20), || async {
-            get(&app, id).await["failed_attempts"] == 2
-        })
-        .await;
-    }
+    let ids = declined_once_then_retried(&app, 19).await;
     let mut sent = 0;
     let mut stopped = 0;
     for id in &ids {
@@ -267,4 +233,28 @@ async fn the_last_attempt_a_limit_allows_is_sent_and_no_more(app: TestApp) {
     let (_, balance) = read(app.get("/v1/balance").await).await;
     assert_eq!(balance["reserved_cents"], 0, "no money moved or waits");
     crate::common::assert_invariants(&app).await;
+}
+
+/// `n` subscriptions on one Visa card that declines for want of funds, each declined once at
+/// its first charge and then retried a day later; their ids.
+async fn declined_once_then_retried(app: &TestApp, n: usize) -> Vec<String> {
+    app.lift_rate_limit().await;
+    let (shop, method) = shop(app, NO_FUNDS).await;
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let sub = subscribe(app, &shop, &method, json!({})).await;
+        ids.push(sub["id"].as_str().expect("id").to_owned());
+    }
+    advance(app, 60).await;
+    for id in &ids {
+        assert_eq!(get(app, id).await["failed_attempts"], 1, "{id}");
+    }
+    advance(app, DAY).await;
+    for id in &ids {
+        eventually(Duration::from_secs(20), || async {
+            get(app, id).await["failed_attempts"] == 2
+        })
+        .await;
+    }
+    ids
 }

@@ -27,10 +27,22 @@ pub async fn plan_names(
     api: &InnerApi,
     caller: &ConsoleCaller,
 ) -> Result<HashMap<String, String>, ApiError> {
-    Ok(items(&api.get(caller, "/v1/plans?limit=100").await?)
+    Ok(names_of(&newest_plans(api, caller).await?))
+}
+
+/// The account's newest hundred plans, as the API answers them.
+async fn newest_plans(
+    api: &InnerApi,
+    caller: &ConsoleCaller,
+) -> Result<Vec<serde_json::Value>, ApiError> {
+    Ok(items(&api.get(caller, "/v1/plans?limit=100").await?))
+}
+
+fn names_of(plans: &[serde_json::Value]) -> HashMap<String, String> {
+    plans
         .iter()
         .map(|plan| (text(plan, "id"), text(plan, "name")))
-        .collect())
+        .collect()
 }
 
 pub struct ChargeRow {
@@ -112,7 +124,8 @@ pub async fn render(
     } else {
         serde_json::Value::Null
     };
-    let plans = plan_names(api, caller).await?;
+    let newest = newest_plans(api, caller).await?;
+    let plans = names_of(&newest);
     let plan_id = text(&sub, "plan_id");
     let status_word = text(&sub, "status");
     let (status, status_class) = status_words(t, &status_word);
@@ -196,7 +209,11 @@ pub async fn render(
         String::new()
     };
     let cycle = text(&sub, "cycle");
-    let plan_json = api.get(caller, &format!("/v1/plans/{plan_id}")).await.ok();
+    // Its plan is among the newest hundred already read, or read alone.
+    let plan_json = match newest.into_iter().find(|plan| text(plan, "id") == plan_id) {
+        Some(plan) => Some(plan),
+        None => api.get(caller, &format!("/v1/plans/{plan_id}")).await.ok(),
+    };
     let amount = plan_json
         .as_ref()
         .map(|plan| {
