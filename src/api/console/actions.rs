@@ -417,11 +417,9 @@ async fn test_email(
             &state,
             &caller.account,
             &to,
-            None,
             &format!("{} {}", words.get("test_mail_subject"), caller.account.name),
             &format!("{},", words.get("hello_plain")),
             words.get("test_mail_body"),
-            None,
         )
         .await?;
         let status = match sent {

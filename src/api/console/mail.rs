@@ -1,9 +1,8 @@
-//! E-mail a person sends from the console, through the account's own notice settings (its SMTP
-//! server, its sender), as the notices' worker sends (`notices::smtp`, its addresses checked as
-//! a webhook's): a customer's portal link, and a test message to check the settings. What the
-//! server said is what the page says: sent, refused with the server's words, or unknown (it
-//! may have arrived: the person may look before sending again). Nothing is retried behind
-//! their back, so a message they did not see the end of is never sent twice unasked.
+//! The test message an admin sends from the console to check the account's e-mail settings,
+//! through its SMTP server and sender as the notices' worker sends (`notices::smtp`, its
+//! addresses checked as a webhook's). What the server said is what the page says: sent,
+//! refused with the server's words, or unknown: finding that out is the message's purpose, so
+//! it is not tried again. (A customer's portal link is a notice: `actions::send_portal_link`.)
 
 use super::i18n::Tr;
 use crate::checkout::i18n::Locale;
@@ -44,7 +43,6 @@ struct MailPage<'a> {
     title: &'a str,
     hello: &'a str,
     body: &'a str,
-    link: Option<(&'a str, &'a str)>,
     merchant: &'a str,
 }
 
@@ -57,18 +55,14 @@ pub async fn customer_locale(state: &AppState, account: &Account) -> Result<Loca
     })
 }
 
-/// Sends one message to `to`: `body` as a paragraph, `link` (its label, its URL) as a button
-/// and a line of the plain text.
-#[allow(clippy::too_many_arguments)]
+/// Sends one message to `to`: `hello`, then `body` as a paragraph.
 pub async fn send(
     state: &AppState,
     account: &Account,
     to: &str,
-    to_name: Option<&str>,
     subject: &str,
     hello: &str,
     body: &str,
-    link: Option<(&str, &str)>,
 ) -> Result<Delivery, ApiError> {
     let settings = state.store.notice_settings(&account.id).await?;
     let Some(server) = settings
@@ -88,19 +82,14 @@ pub async fn send(
         title: subject,
         hello,
         body,
-        link,
         merchant: &account.name,
     }
     .render()
     .map_err(|err| ApiError::Internal(Box::new(err)))?;
-    let mut text = format!("{hello}\n\n{body}\n");
-    if let Some((label, url)) = link {
-        text.push_str(&format!("\n{label}: {url}\n"));
-    }
-    text.push_str(&format!("\n-- \n{}\n", account.name));
+    let text = format!("{hello}\n\n{body}\n\n-- \n{}\n", account.name);
     let message = Message {
         to: Some(to.to_owned()),
-        to_name: to_name.map(str::to_owned),
+        to_name: None,
         subject: subject.to_owned(),
         text,
         html,
