@@ -197,6 +197,10 @@ enum BenchCommand {
         /// on by e-mail to an SMTP server on loopback, and what notices cost the rate.
         #[arg(long, value_enum)]
         notices: Option<Notices>,
+        /// With `compare`: how many pairs of runs (off and on, alternating which goes first);
+        /// the cost reported is their median.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
     /// What fencing costs one node on PostgreSQL: the renewal burst on fresh schemas of
     /// `--postgres`, without and then with the cluster machinery.
@@ -324,6 +328,7 @@ async fn main() -> anyhow::Result<()> {
                     standalone_sandbox,
                     invoices,
                     notices,
+                    rounds,
                 },
         } => {
             let database = harness::bench::BenchDatabase::from_url(
@@ -341,7 +346,7 @@ async fn main() -> anyhow::Result<()> {
                 (_, Some(Notices::Compare)) => {
                     let feature = harness::bench::Feature::Notices;
                     let report =
-                        harness::bench::overhead(feature, n, &database, &processor).await?;
+                        harness::bench::overhead(feature, n, &database, &processor, rounds).await?;
                     println!("{report}");
                 }
                 (Invoices::On, None) => {
@@ -353,7 +358,7 @@ async fn main() -> anyhow::Result<()> {
                 (Invoices::Compare, None) => {
                     let feature = harness::bench::Feature::Invoices;
                     let report =
-                        harness::bench::overhead(feature, n, &database, &processor).await?;
+                        harness::bench::overhead(feature, n, &database, &processor, rounds).await?;
                     println!("{report}");
                 }
             }

@@ -365,8 +365,6 @@ enum Held {
 pub const ONE_CHANNEL_A_WEEK: &str =
     "Ley 2300: the customer had a collection message through another channel this week";
 
-/// An attempt whose outcome is unknown: tried again after the backoff, `failed` once out of
-/// attempts.
 /// Whether the worker's pass waits for a burst of `backlog` renewals to drain: from the first
 /// pass that sees `HOLD_ABOVE` of them (`held_since`), for at most `MAX_HOLD` in a row.
 fn holds(
@@ -387,6 +385,8 @@ fn holds(
     true
 }
 
+/// An attempt whose outcome is unknown: tried again after the backoff, `failed` once out of
+/// attempts.
 fn unknown(notice: &Notice, now: i64, why: String, recipient: String) -> NoticeEnd {
     if notice.attempts >= MAX_ATTEMPTS {
         return NoticeEnd::Failed {

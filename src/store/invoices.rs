@@ -32,7 +32,7 @@ pub use invoice::Model as Invoice;
 pub use super::invoice_rows::{DraftLine, INVOICE_SERIES, InvoiceLine, Party, TaxEntry, TaxId};
 
 /// The prefix of the sales invoices' series while DIAN is off (`FV-1`, `FV-2`, …).
-pub(super) const INVOICE_PREFIX: &str = "FV-";
+pub const INVOICE_PREFIX: &str = "FV-";
 
 /// Filters of `GET /v1/invoices`.
 #[derive(Debug, Default)]

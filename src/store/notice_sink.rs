@@ -124,7 +124,7 @@ pub(crate) async fn notices_for<C: ConnectionTrait>(
 
 /// The multi-row insert of `notices` as `new_notice` makes them (nothing sent yet), once per
 /// cause and channel.
-pub(crate) fn insert_notices_statement(
+pub fn insert_notices_statement(
     backend: sea_orm::DbBackend,
     notices: Vec<Notice>,
 ) -> Option<sea_orm::Statement> {

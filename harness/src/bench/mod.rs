@@ -18,6 +18,7 @@ mod compare;
 pub mod fixtures;
 mod measure;
 mod primitive;
+mod report;
 mod service;
 
 pub use compare::{Feature, OverheadReport, overhead};
@@ -76,120 +77,11 @@ pub struct RenewalsReport {
     pub sandbox: Option<(Duration, f64)>,
     /// The machine's limit for the same work, when measured.
     pub primitive: Option<Primitive>,
-}
-
-impl std::fmt::Display for RenewalsReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.subscriptions as f64;
-        let rate = self.settled as f64 / self.settle.as_secs_f64();
-        writeln!(
-            f,
-            "renewal burst: {} subscriptions due at one instant ({})",
-            self.subscriptions, self.database
-        )?;
-        writeln!(
-            f,
-            "  seeded in                 {:.1} s",
-            self.seed.as_secs_f64()
-        )?;
-        writeln!(
-            f,
-            "  restart to ready          {:.2} s (N held, every due timer armed)",
-            self.restart_to_ready.as_secs_f64()
-        )?;
-        writeln!(
-            f,
-            "  RSS held after restart    {:.1} MiB (baseline before seeding {:.1} MiB)",
-            self.rss_held_mib, self.rss_baseline_mib
-        )?;
-        writeln!(
-            f,
-            "  RSS per subscription      {:.0} bytes (held − baseline)",
-            (self.rss_held_mib - self.rss_baseline_mib).max(0.0) * 1_048_576.0 / n
-        )?;
-        writeln!(
-            f,
-            "  settled                   {} of {}",
-            self.settled, self.subscriptions
-        )?;
-        writeln!(
-            f,
-            "  settle time               {:.2} s",
-            self.settle.as_secs_f64()
-        )?;
-        writeln!(f, "  renewals/s                {rate:.0}")?;
-        match self.invoiced {
-            Some(invoiced) => writeln!(
-                f,
-                "  invoices                  {invoiced} of {} (one per approved renewal)",
-                self.settled
-            )?,
-            None => writeln!(
-                f,
-                "  invoices                  none (a run without invoicing)"
-            )?,
-        }
-        if let Some((written, received)) = self.noticed {
-            writeln!(
-                f,
-                "  notices                   {written} written; {received} at the SMTP sink when the burst settled"
-            )?;
-        }
-        let per_renewal = |cpu: Duration| cpu.as_secs_f64() * 1e6 / self.settled.max(1) as f64;
-        let share = |cpu: Duration| 100.0 * cpu.as_secs_f64() / self.cpu_window.as_secs_f64();
-        let whose = if self.sandbox.is_some() {
-            "the service's process"
-        } else {
-            "process"
-        };
-        writeln!(
-            f,
-            "  CPU per renewal           {:.0} µs ({whose} CPU {:.1} s over the burst, {:.0} % of 1 core)",
-            per_renewal(self.burst_cpu),
-            self.burst_cpu.as_secs_f64(),
-            share(self.burst_cpu)
-        )?;
-        writeln!(
-            f,
-            "  kernel share of its CPU   {:.1} % (system time {:.1} s)",
-            100.0 * self.burst_kernel_cpu.as_secs_f64() / self.burst_cpu.as_secs_f64().max(1e-9),
-            self.burst_kernel_cpu.as_secs_f64()
-        )?;
-        if let Some((cpu, _)) = self.sandbox {
-            writeln!(
-                f,
-                "  sandbox CPU per renewal   {:.0} µs (its own process: {:.1} s, {:.0} % of 1 core)",
-                per_renewal(cpu),
-                cpu.as_secs_f64(),
-                share(cpu)
-            )?;
-        }
-        writeln!(
-            f,
-            "  peak RSS                  {:.1} MiB",
-            self.peak_rss_mib
-        )?;
-        if let Some((_, peak)) = self.sandbox {
-            writeln!(f, "  sandbox peak RSS          {peak:.1} MiB")?;
-        }
-        let Some(primitive) = self.primitive else {
-            return Ok(());
-        };
-        let limit = primitive.rate(self.subscriptions);
-        writeln!(
-            f,
-            "  primitive limit           {limit:.0}/s: processor round trips {:.2} s ({:.0}/s), rows as multi-row statements {:.2} s ({:.0}/s)",
-            primitive.round_trips.as_secs_f64(),
-            n / primitive.round_trips.as_secs_f64(),
-            primitive.rows.as_secs_f64(),
-            n / primitive.rows.as_secs_f64()
-        )?;
-        write!(
-            f,
-            "  renewals / limit          {:.0} %",
-            100.0 * rate / limit
-        )
-    }
+    /// The rows each table gained during the burst (every table that gained any).
+    pub burst_rows: std::collections::BTreeMap<String, i64>,
+    /// The same for the primitive limit's rows, when measured: equal to `burst_rows`, or the
+    /// limit is not for the same work.
+    pub primitive_rows: Option<std::collections::BTreeMap<String, i64>>,
 }
 
 /// Where the renewal benchmark runs: a database it creates and removes afterwards.
@@ -466,6 +358,9 @@ async fn burst(
             .seed_paid_periods(&batch, 30 * DAY_MS)
             .await?;
     }
+    crate::Raw(&store)
+        .seed_invoice_series(&shop.account)
+        .await?;
     crate::Raw(&store).analyze_seeded().await?;
     let seed = seed_started.elapsed();
 
@@ -485,6 +380,7 @@ async fn burst(
     // The burst: every subscription due at one instant a little ahead, as renewals are known
     // ahead in production: the scheduler has loaded their timers when they fall due (making
     // them due in the past would add up to its load interval, an artefact of the benchmark).
+    let counted_before = crate::Raw(&store).row_counts().await?;
     let due_at = chrono::Utc::now().timestamp_millis() + DUE_AHEAD_MS;
     let made_due = crate::Raw(&store)
         .make_all_due(&shop.account, due_at)
@@ -547,6 +443,7 @@ async fn burst(
         settle.as_secs_f64()
     );
     server.stop().await?;
+    let burst_rows = fixtures::rows_added(&counted_before, &crate::Raw(&store).row_counts().await?);
     let invoiced = if variant.invoices {
         Some(crate::Raw(&store).count_invoices(&shop.account).await? as usize)
     } else {
@@ -560,13 +457,16 @@ async fn burst(
         None => None,
     };
 
-    let primitive = if with_primitive {
-        Some(Primitive {
+    let (primitive, primitive_rows) = if with_primitive {
+        let before = crate::Raw(&store).row_counts().await?;
+        let primitive = Primitive {
             round_trips: round_trips(n).await?,
             rows: rows(&store, &shop, &ids).await?,
-        })
+        };
+        let added = fixtures::rows_added(&before, &crate::Raw(&store).row_counts().await?);
+        (Some(primitive), Some(added))
     } else {
-        None
+        (None, None)
     };
     Ok(RenewalsReport {
         database: String::new(),
@@ -585,6 +485,8 @@ async fn burst(
         cpu_window,
         sandbox,
         primitive,
+        burst_rows,
+        primitive_rows,
     })
 }
 

@@ -172,13 +172,19 @@ pub(super) async fn round_trips(n: usize) -> anyhow::Result<Duration> {
 }
 
 /// The rows of `ids`' renewals, written as multi-row statements of 500 renewals per
-/// transaction (`fixtures::write_renewal_rows`), each with its event's JSON body as the service
-/// writes it.
+/// transaction (`fixtures::write_renewal_rows`): for each, a copy of every row the burst wrote
+/// for one of its renewals (its charge, fee, events, invoice, notices, the processor's event),
+/// with ids of its own. The burst must have renewed `ids[0]`.
 pub(super) async fn rows(
     store: &Store,
     shop: &Shop,
     ids: &[SubscriptionId],
 ) -> anyhow::Result<Duration> {
+    let first = ids.first().context("no renewals")?;
+    let like = crate::Raw(store)
+        .renewal_written(first)
+        .await?
+        .context("the burst wrote no approved charge for its first subscription")?;
     let account = store.account(&shop.account).await?.context("account")?;
     let fee = billing::accounts::fee_schedule(&account).fee_for(AMOUNT);
     let now = chrono::Utc::now().timestamp_millis();
@@ -189,28 +195,18 @@ pub(super) async fn rows(
         .iter()
         .map(|id| {
             let charge_id = billing::ids::ChargeAttemptId::generate();
-            let event_body = json!({
-                "type": "charge.approved",
-                "data": {"subscription_id": id, "charge_id": charge_id, "amount_in_cents": AMOUNT,
-                         "currency": "COP", "status": "APPROVED", "metadata": {}},
-            })
-            .to_string();
             fixtures::RenewalRows {
                 account: shop.account.clone(),
                 subscription_id: id.clone(),
-                customer_id: shop.customer.clone(),
-                payment_method_id: shop.method.clone(),
                 transaction_id: format!("tx_{charge_id}"),
                 charge_id,
-                amount_cents: AMOUNT,
                 fee_cents: fee,
                 period_start,
-                event_body,
             }
         })
         .collect();
     crate::Raw(store)
-        .write_renewal_rows(&renewals, 500, now)
+        .write_renewal_rows(&renewals, &like, 500, now)
         .await?;
     Ok(started.elapsed())
 }

@@ -70,6 +70,13 @@ async fn a_small_burst_is_timed_from_the_due_instant_to_the_last_renewal() {
         report.primitive.is_some_and(|p| p.rate(50) > 0.0),
         "{report}"
     );
+    // The limit is for the same work: the rows it writes are the burst's, table by table.
+    assert!(report.burst_rows.get("invoices") == Some(&50), "{report}");
+    assert_eq!(
+        report.primitive_rows.as_ref(),
+        Some(&report.burst_rows),
+        "{report}"
+    );
     assert!(!file.exists(), "the benchmark removes its database");
 }
 
