@@ -306,11 +306,11 @@ fn migration_lock_error(err: sea_orm::sqlx::Error) -> StoreError {
 
 /// Prepared statements a batch connection (SQLite's writer, PostgreSQL's batch writer) keeps:
 /// a batch's statements differ by kind and by row count (1 to 256), and each shape kept is
-/// parsed and planned once a connection instead of once a batch. A shape of 256 rows is a
-/// large program on SQLite (about 280 KiB): at 4,096 kept, a burst of 100,000 renewals peaked
-/// at 691 MiB, at 512 at 433 MiB for 3 % more CPU per renewal, the full batches' shapes staying
-/// in the cache and only the rare ones parsed again (benches/README.md, "The statements a
-/// burst keeps").
+/// parsed and planned once a connection instead of once a batch. On SQLite a step's statements
+/// run joined as one text, a large program at 256 rows: kept for every batch size, 4,096 of
+/// them held most of a burst's peak memory. Batches are sized in powers of two
+/// (`batch::queue`), so a step has nine shapes and 512 keep them all (benches/README.md, "The
+/// primitive limit, made honest, and the statements a burst keeps").
 const BATCH_STATEMENTS: usize = 512;
 
 fn options(url: &str, max_connections: u32) -> ConnectOptions {

@@ -427,7 +427,9 @@ impl crate::Raw<'_> {
     }
 }
 
-/// What each table gained between two `row_counts`, the tables that gained nothing left out.
+/// What each table gained between two `row_counts`, the tables that gained nothing left out
+/// (and those that lost rows: a PostgreSQL node's stop removes its own `cluster_nodes` row,
+/// which is not a renewal's work).
 pub fn rows_added(
     before: &std::collections::BTreeMap<String, i64>,
     after: &std::collections::BTreeMap<String, i64>,
@@ -435,7 +437,7 @@ pub fn rows_added(
     after
         .iter()
         .map(|(table, n)| (table.clone(), n - before.get(table).copied().unwrap_or(0)))
-        .filter(|(_, added)| *added != 0)
+        .filter(|(_, added)| *added > 0)
         .collect()
 }
 

@@ -7,8 +7,9 @@
 //! Each actor still decides its own subscription's transition and hands the rows it would write
 //! to `Store::begin_period_charge` or `Store::settle_period_charge`. The first caller to find no
 //! batch of its step being written starts one (on SQLite on the writer's thread, on PostgreSQL
-//! on the batch writer's); callers that arrive meanwhile queue, and the next batch takes every
-//! one queued (up to `MAX_BATCH`). In a batch, per account one UPDATE of the balance by the
+//! on the batch writer's); callers that arrive meanwhile queue, and the next batch takes the
+//! largest power of two of those queued (up to `MAX_BATCH`; the rest go in the batch after:
+//! `queue::batch_size`, so that a step's statements have a few shapes, each prepared once). In a batch, per account one UPDATE of the balance by the
 //! batch's sum (last: every batch writes that row), one INSERT per table, and one conditional
 //! upsert of every subscription (`version` as read); on SQLite the statements of a step go to
 //! the connection's thread together (`execute_together`), and what the batch depends on is

@@ -44,17 +44,29 @@ impl<W> Queue<W> {
         WriterGuard(self)
     }
 
-    /// The next batch; empty when none waits, and then the writer stops.
+    /// The next batch; empty when none waits, and then the writer stops. Its size is a power
+    /// of two (`batch_size`): what waits beyond it goes in the next batch.
     pub(super) fn next(&self) -> Vec<W> {
         let Ok(mut queued) = self.0.lock() else {
             return Vec::new();
         };
-        let take = queued.waiting.len().min(MAX_BATCH);
+        let take = batch_size(queued.waiting.len());
         let batch: Vec<W> = queued.waiting.drain(..take).collect();
         if batch.is_empty() {
             queued.writing = false;
         }
         batch
+    }
+}
+
+/// How many of `waiting` the next batch takes: the largest power of two at most `waiting` and
+/// `MAX_BATCH` (0 for none). A batch's statements are cached by their text, which follows its
+/// size: sizes of powers of two make nine shapes a step, every one kept in the connection's
+/// cache, where any size would make 256, most parsed again and each kept costing memory.
+fn batch_size(waiting: usize) -> usize {
+    match waiting.min(MAX_BATCH) {
+        0 => 0,
+        n => 1 << n.ilog2(),
     }
 }
 
@@ -76,4 +88,46 @@ pub(crate) struct Batches {
     pub(super) begins: Queue<BeginWaiter>,
     pub(super) settles: Queue<SettleWaiter>,
     pub(super) notes: Queue<NoteWaiter>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_BATCH, Queue, batch_size};
+
+    #[test]
+    fn a_batch_takes_the_largest_power_of_two_that_waits() {
+        assert_eq!(batch_size(0), 0);
+        assert_eq!(batch_size(1), 1);
+        assert_eq!(batch_size(3), 2);
+        assert_eq!(batch_size(200), 128);
+        assert_eq!(batch_size(256), 256);
+        assert_eq!(batch_size(10_000), MAX_BATCH);
+        for waiting in 1..=2 * MAX_BATCH {
+            let size = batch_size(waiting);
+            assert!(size.is_power_of_two() && size <= waiting && 2 * size > waiting.min(MAX_BATCH));
+        }
+    }
+
+    #[test]
+    fn what_waits_beyond_a_batch_goes_in_the_next_and_none_is_lost() {
+        let queue = Queue::default();
+        assert!(queue.push(0));
+        for item in 1..200 {
+            assert!(!queue.push(item));
+        }
+        let mut sizes = Vec::new();
+        let mut taken = Vec::new();
+        loop {
+            let batch = queue.next();
+            if batch.is_empty() {
+                break;
+            }
+            sizes.push(batch.len());
+            taken.extend(batch);
+        }
+        assert_eq!(sizes, [128, 64, 8]);
+        assert_eq!(taken, (0..200).collect::<Vec<_>>());
+        // The writer stopped: the next push starts one again.
+        assert!(queue.push(200));
+    }
 }
