@@ -9,9 +9,10 @@
 //! batch of its step being written starts one (on SQLite on the writer's thread, on PostgreSQL
 //! on the batch writer's); callers that arrive meanwhile queue, and the next batch takes the
 //! largest power of two of those queued (up to `MAX_BATCH`; the rest go in the batch after:
-//! `queue::batch_size`, so that a step's statements have a few shapes, each prepared once). In a batch, per account one UPDATE of the balance by the
-//! batch's sum (last: every batch writes that row), one INSERT per table, and one conditional
-//! upsert of every subscription (`version` as read); on SQLite the statements of a step go to
+//! `queue::batch_size`, so that a step's statements have a few shapes, each prepared once).
+//! In a batch, per account one UPDATE of the balance by the batch's sum (last: every batch
+//! writes that row), one INSERT per table, and one conditional upsert of every subscription
+//! (`version` as read); on SQLite the statements of a step go to
 //! the connection's thread together (`execute_together`), and what the batch depends on is
 //! checked by the count of rows they changed. Anything refused (a balance short of the sum, a
 //! period that already has a live charge, a row changed since it was read, a charge no longer
